@@ -1,0 +1,87 @@
+"""Per-decision facts derived once from the snapshot: domain counts, zone order, group size.
+
+Everything here is O(group placements + domains); the per-node rules then cost O(rules).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..policy import PlacementPolicySpec
+from .model import NodeInfo, Placement, PodRequest, Snapshot
+from .topology import Topology
+from .zone_order import ZoneOrder, stable_zone_order
+
+
+@dataclass
+class Context:
+    spec: PlacementPolicySpec
+    pod: PodRequest
+    snap: Snapshot
+    zone_key: str = ""
+    node_key: str = ""
+    permitted: frozenset[str] | None = None
+    keys: list[str] = field(default_factory=list)  # canonical topology keys the rules use
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> group pods
+    shard_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> pods of pod's shard
+    min_counts: dict[str, int] = field(default_factory=dict)  # memo for rules.min_count
+    zone_order: ZoneOrder | None = None
+    ideal_zone: str | None = None
+
+    @classmethod
+    def build(cls, spec: PlacementPolicySpec, pod: PodRequest, snap: Snapshot) -> Context:
+        ctx = cls(spec=spec, pod=pod, snap=snap)
+        ctx.zone_key = spec.topology.zone
+        ctx.node_key = spec.topology.node
+        ctx.permitted = spec.zones.permitted() if spec.zones else None
+        keys = {spec.canonical_key(k) for k in spec.topology_keys()}
+        if spec.uses_zones:
+            keys.add(ctx.zone_key)
+        ctx.keys = sorted(keys)
+        ctx.counts = {k: defaultdict(int) for k in ctx.keys}
+        ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
+        for p in snap.placements:
+            for key in ctx.keys:
+                value = ctx.placement_domain(p, key)
+                if value is None:
+                    continue
+                ctx.counts[key][value] += 1
+                if pod.shard is not None and p.shard == pod.shard:
+                    ctx.shard_counts[key][value] += 1
+        if spec.ordinalZones is not None and pod.ordinal is not None and pod.shard is not None:
+            ctx.zone_order = ctx.shard_zone_order(pod.shard)
+            ctx.ideal_zone = ctx.zone_order.zone_for(pod.ordinal)
+        return ctx
+
+    # -- domains --
+    def domain(self, node: NodeInfo, key: str) -> str | None:
+        return Topology.domain(node, key, self.zone_key)
+
+    def placement_domain(self, p: Placement, key: str) -> str | None:
+        if p.node is None:
+            return p.domains.get(key) if p.domains else None
+        node = self.snap.topology.nodes.get(p.node)
+        if node is None:  # the node is gone; the pod will be too
+            return None
+        return self.domain(node, key)
+
+    def eligible_domains(self, key: str) -> dict[str, int]:
+        return self.snap.topology.eligible_domains(key, self.zone_key, self.permitted)
+
+    # -- group size --
+    @property
+    def group_size(self) -> int | None:
+        return self.snap.group_size
+
+    # -- ordinal zones --
+    def shard_zone_order(self, shard: str) -> ZoneOrder:
+        """Zone order for one StatefulSet, from its placed pods and bound volumes (see zone_order)."""
+        evidence: dict[int, str] = dict(self.snap.volume_zones.get(shard, {}))
+        for p in self.snap.placements:
+            if p.shard == shard and p.ordinal is not None:
+                zone = self.placement_domain(p, self.zone_key)
+                if zone is not None:
+                    evidence[p.ordinal] = zone
+        explicit = self.spec.ordinalZones.order if self.spec.ordinalZones else None
+        return stable_zone_order(self.eligible_domains(self.zone_key), evidence, explicit)

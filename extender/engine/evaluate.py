@@ -1,0 +1,86 @@
+"""The engine's one entry point: a policy and a snapshot in, per-node verdicts and scores out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..policy import PlacementPolicySpec
+from .context import Context
+from .lookahead import DEFAULT_BUDGET, dead_ends
+from .model import Decision, NodeInfo, Outcome, PodRequest, Snapshot, Verdict
+from .rules import first_failure
+from .scoring import score_nodes
+
+
+def evaluate(
+    spec: PlacementPolicySpec | None,
+    pod: PodRequest,
+    snap: Snapshot,
+    candidates: Sequence[str],
+    *,
+    lookahead_budget: int = DEFAULT_BUDGET,
+) -> Decision:
+    """Judge each candidate node for `pod`. Without a policy every node passes with a neutral score."""
+    if spec is None:
+        return Decision({name: Verdict(name) for name in candidates})
+    ctx = Context.build(spec, pod, snap)
+    verdicts: dict[str, Verdict] = {}
+    passing: list[NodeInfo] = []
+    for name in candidates:
+        node = snap.topology.nodes.get(name)
+        if node is None:
+            verdicts[name] = Verdict(name, Outcome.FAIL, "cache", "node is not in the extender's cache yet; retry shortly")
+            continue
+        failure = first_failure(ctx, node)
+        if failure is None:
+            verdicts[name] = Verdict(name)
+            passing.append(node)
+        else:
+            verdicts[name] = Verdict(name, failure.outcome, failure.rule, failure.reason)
+
+    passing = _apply_fallback_groups(ctx, passing, verdicts)
+
+    if spec.deadEndAvoidance and len(passing) > 1 and (snap.group_size is not None or snap.shard_replicas):
+        stranded = dead_ends(ctx, passing, lookahead_budget)
+        for name, left in stranded.items():
+            verdicts[name] = Verdict(
+                name,
+                Outcome.FAIL,
+                "deadEndAvoidance",
+                f"placing this pod here leaves no valid placement for the group's {left} remaining pod(s); other nodes keep it feasible",
+            )
+        passing = [n for n in passing if n.name not in stranded]
+
+    for node, score in zip(passing, score_nodes(ctx, passing)):
+        verdicts[node.name].score = score
+
+    decision = Decision(verdicts)
+    if ctx.zone_order is not None:
+        decision.notes.append(
+            f"ordinal {pod.ordinal} -> zone {ctx.ideal_zone} (order [{', '.join(ctx.zone_order.order)}]: {ctx.zone_order.how})"
+        )
+    if snap.group_size is not None:
+        decision.notes.append(f"group size {snap.group_size}, {len(snap.placements)} placed or in flight")
+    return decision
+
+
+def _apply_fallback_groups(ctx: Context, passing: list[NodeInfo], verdicts: dict[str, Verdict]) -> list[NodeInfo]:
+    """Keep only the first zone group that has a feasible candidate (seed 001's ordered groups)."""
+    groups = ctx.spec.zones.fallbackGroups if ctx.spec.zones else None
+    if not groups or not passing:
+        return passing
+    by_zone = {n.name: ctx.domain(n, ctx.zone_key) for n in passing}
+    for index, group in enumerate(groups, start=1):
+        members = set(group)
+        chosen = [n for n in passing if by_zone[n.name] in members]
+        if chosen:
+            for n in passing:
+                if by_zone[n.name] not in members:
+                    verdicts[n.name] = Verdict(
+                        n.name,
+                        Outcome.FAIL,
+                        "fallbackGroups",
+                        f"zone group {index} ({', '.join(group)}) still has feasible nodes; later groups are used only when it has none",
+                    )
+            return chosen
+    return passing

@@ -1,0 +1,155 @@
+"""Hard rules: each says, for one node, why the pod may not go there (or nothing).
+
+Reasons are written for the person reading `kubectl describe pod`: the rule, the numbers, and
+what would have to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .context import Context
+from .model import NodeInfo, Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    outcome: Outcome
+    rule: str
+    reason: str
+
+
+HardRule = Callable[[Context, NodeInfo], Failure | None]
+
+
+def zones_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    if ctx.permitted is None:
+        return None
+    zone = ctx.domain(node, ctx.zone_key)
+    if zone is None:
+        return Failure(Outcome.UNRESOLVABLE, "zones", f"node has no zone label ({ctx.zone_key}) and the policy restricts zones")
+    if zone not in ctx.permitted:
+        return Failure(
+            Outcome.UNRESOLVABLE, "zones", f"zone {zone} is not among the allowed zones ({', '.join(sorted(ctx.permitted))})"
+        )
+    return None
+
+
+def ordinal_zone_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    if ctx.zone_order is None:
+        return None
+    zone = ctx.domain(node, ctx.zone_key)
+    if zone is None:
+        return Failure(Outcome.UNRESOLVABLE, "ordinalZones", f"node has no zone label ({ctx.zone_key})")
+    if zone == ctx.ideal_zone or zone in ctx.pod.volume_zones:
+        return None
+    if ctx.ideal_zone is None:
+        return Failure(Outcome.UNRESOLVABLE, "ordinalZones", "no schedulable node with a zone label in the permitted zones")
+    order = ", ".join(ctx.zone_order.order)
+    return Failure(
+        Outcome.UNRESOLVABLE,
+        "ordinalZones",
+        f"ordinal {ctx.pod.ordinal} belongs in zone {ctx.ideal_zone} (order [{order}]: {ctx.zone_order.how}); node is in zone {zone}",
+    )
+
+
+def _missing_label(rule: str, key: str) -> Failure:
+    return Failure(Outcome.UNRESOLVABLE, rule, f"node has no {key} label")
+
+
+def caps_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    for cap in ctx.spec.caps:
+        key = ctx.spec.canonical_key(cap.topologyKey)
+        limit = cap.limit(ctx.group_size)
+        if limit is None:
+            return Failure(
+                Outcome.UNRESOLVABLE,
+                "caps",
+                f"cap '{cap.describe(None)}' needs the group size, which is unknown: set group.size "
+                "or make the group's StatefulSets visible to the extender",
+            )
+        value = ctx.domain(node, key)
+        if value is None:
+            return _missing_label("caps", key)
+        have = ctx.counts[key].get(value, 0)
+        if have + 1 > limit:
+            return Failure(
+                Outcome.FAIL,
+                "caps",
+                f"{key}={value} already holds {have} of the group's pods; the cap ({cap.describe(ctx.group_size)}) allows {limit}",
+            )
+    return None
+
+
+def min_count(ctx: Context, key: str) -> int:
+    """The emptiest eligible domain's group pod count (native PodTopologySpread's global minimum).
+
+    Computed once per decision and key, from the group's (few) occupied domains, never by
+    walking every node.
+    """
+    cached = ctx.min_counts.get(key)
+    if cached is not None:
+        return cached
+    domains = ctx.eligible_domains(key)
+    counts = ctx.counts[key]
+    occupied = [c for d, c in counts.items() if c > 0 and d in domains]
+    low = min(occupied) if domains and len(occupied) == len(domains) else 0
+    ctx.min_counts[key] = low
+    return low
+
+
+def spread_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    for spread in ctx.spec.spread:
+        if spread.whenUnsatisfiable != "DoNotSchedule":
+            continue
+        key = ctx.spec.canonical_key(spread.topologyKey)
+        value = ctx.domain(node, key)
+        if value is None:
+            return _missing_label("spread", key)
+        have = ctx.counts[key].get(value, 0)
+        low = min_count(ctx, key)
+        skew = have + 1 - low
+        if skew > spread.maxSkew:
+            return Failure(
+                Outcome.FAIL,
+                "spread",
+                f"{key}={value} would hold {have + 1} of the group's pods while the emptiest domain holds {low}: "
+                f"skew {skew} > maxSkew {spread.maxSkew}",
+            )
+    return None
+
+
+def anti_affinity_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    if ctx.pod.shard is None:
+        return None
+    for rule in ctx.spec.shardAntiAffinity:
+        if rule.mode != "Required":
+            continue
+        key = ctx.spec.canonical_key(rule.topologyKey)
+        value = ctx.domain(node, key)
+        if value is None:
+            return _missing_label("shardAntiAffinity", key)
+        if ctx.shard_counts[key].get(value, 0) > 0:
+            return Failure(
+                Outcome.FAIL,
+                "shardAntiAffinity",
+                f"{key}={value} already holds a pod of StatefulSet {ctx.pod.shard} (required anti-affinity)",
+            )
+    return None
+
+
+HARD_RULES: tuple[HardRule, ...] = (zones_rule, ordinal_zone_rule, caps_rule, spread_rule, anti_affinity_rule)
+
+
+def first_failure(ctx: Context, node: NodeInfo) -> Failure | None:
+    for rule in HARD_RULES:
+        failure = rule(ctx, node)
+        if failure is not None:
+            return failure
+    return None
+
+
+def all_failures(ctx: Context, node: NodeInfo) -> list[Failure]:
+    """Every hard rule a node breaks (for explain)."""
+    return [f for f in (rule(ctx, node) for rule in HARD_RULES) if f is not None]

@@ -1,0 +1,79 @@
+"""Soft preferences, as a 0..10 score (MaxExtenderPriority) per feasible node.
+
+The score prefers nodes that lower skew on every topology key the policy names (which also keeps
+the most headroom under each cap, so later pods keep their choices), avoids sharing a domain with
+a shard sibling where anti-affinity is preferred, and follows zone weights. Each part is scaled
+to 0..1 over the candidates, then weighted; equal candidates get equal scores so kube-scheduler's
+own scoring breaks the tie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .context import Context
+from .model import NodeInfo
+
+MAX_SCORE = 10
+
+# Relative weights of the parts; soft spread counts double in the balance part.
+BALANCE_WEIGHT = 3.0
+ANTI_AFFINITY_WEIGHT = 3.0
+ZONE_WEIGHT = 2.0
+
+
+def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
+    soft = {ctx.spec.canonical_key(s.topologyKey) for s in ctx.spec.spread if s.whenUnsatisfiable == "ScheduleAnyway"}
+    loads = []
+    for node in nodes:
+        load = 0.0
+        for key in ctx.keys:
+            value = ctx.domain(node, key)
+            if value is not None:
+                load += ctx.counts[key].get(value, 0) * (2.0 if key in soft else 1.0)
+        loads.append(load)
+    return loads
+
+
+def _anti_affinity_penalties(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
+    rules = [r for r in ctx.spec.shardAntiAffinity if r.mode == "Preferred"]
+    if not rules or ctx.pod.shard is None:
+        return None
+    out = []
+    for node in nodes:
+        clash = 0
+        for rule in rules:
+            key = ctx.spec.canonical_key(rule.topologyKey)
+            value = ctx.domain(node, key)
+            if value is not None and ctx.shard_counts[key].get(value, 0) > 0:
+                clash += 1
+        out.append(clash / len(rules))
+    return out
+
+
+def _zone_preferences(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
+    weights = ctx.spec.zones.weights if ctx.spec.zones else None
+    if not weights:
+        return None
+    top = max(weights.values()) or 1
+    return [weights.get(ctx.domain(n, ctx.zone_key) or "", 0) / top for n in nodes]
+
+
+def score_nodes(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
+    if not nodes:
+        return []
+    parts: list[tuple[float, list[float]]] = []
+    loads = _balance_loads(ctx, nodes)
+    low, high = min(loads), max(loads)
+    if high > low:
+        parts.append((BALANCE_WEIGHT, [(high - load) / (high - low) for load in loads]))
+    penalties = _anti_affinity_penalties(ctx, nodes)
+    if penalties is not None and max(penalties) > 0:
+        parts.append((ANTI_AFFINITY_WEIGHT, [1.0 - p for p in penalties]))
+    zones = _zone_preferences(ctx, nodes)
+    if zones is not None and max(zones) > min(zones):
+        parts.append((ZONE_WEIGHT, zones))
+    if not parts:
+        return [0] * len(nodes)  # nothing tells them apart: neutral, kube-scheduler decides
+    total = sum(w for w, _ in parts)
+    return [round(MAX_SCORE * sum(w * values[i] for w, values in parts) / total) for i in range(len(nodes))]

@@ -1,0 +1,83 @@
+"""Node topology: which domain a node is in, and how many schedulable nodes each domain has.
+
+Kept as an index that the watch cache updates node by node, so a request never scans the
+whole node list to learn the zones.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from ..policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY
+from .model import NodeInfo
+
+
+class Topology:
+    def __init__(self, nodes: Iterable[NodeInfo] = ()) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self.version = 0  # bumps when labels or schedulability change; memo key for derived counts
+        self._memo: dict[tuple, object] = {}
+        for node in nodes:
+            self.upsert(node)
+
+    # -- updates (the cache calls these) --
+    def upsert(self, node: NodeInfo) -> None:
+        old = self.nodes.get(node.name)
+        self.nodes[node.name] = node
+        if old is None or old.labels != node.labels or old.schedulable != node.schedulable:
+            self._changed()
+
+    def remove(self, name: str) -> None:
+        if self.nodes.pop(name, None) is not None:
+            self._changed()
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._memo.clear()
+
+    # -- lookups --
+    @staticmethod
+    def domain(node: NodeInfo, key: str, zone_key: str = ZONE_KEY) -> str | None:
+        """The node's value for a topology key; zone falls back to the legacy label, hostname to the name."""
+        labels = node.labels
+        value = labels.get(key)
+        if value is not None:
+            return value
+        if key == zone_key or key == LEGACY_ZONE_KEY:
+            return labels.get(LEGACY_ZONE_KEY) if key == zone_key else labels.get(zone_key)
+        if key == HOSTNAME_KEY:
+            return node.name
+        return None
+
+    def eligible_domains(self, key: str, zone_key: str, permitted_zones: frozenset[str] | None) -> dict[str, int]:
+        """Domain -> number of schedulable nodes in it, over nodes in the permitted zones."""
+        memo_key = ("domains", key, zone_key, permitted_zones)
+        cached = self._memo.get(memo_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        counts: dict[str, int] = defaultdict(int)
+        for node in self.nodes.values():
+            if not node.schedulable:
+                continue
+            if permitted_zones is not None and self.domain(node, zone_key, zone_key) not in permitted_zones:
+                continue
+            value = self.domain(node, key, zone_key)
+            if value is not None:
+                counts[value] += 1
+        result = dict(counts)
+        self._memo[memo_key] = result
+        return result
+
+    def schedulable_nodes(self, zone_key: str, permitted_zones: frozenset[str] | None) -> list[NodeInfo]:
+        memo_key = ("nodes", zone_key, permitted_zones)
+        cached = self._memo.get(memo_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        result = [
+            n
+            for n in self.nodes.values()
+            if n.schedulable and (permitted_zones is None or self.domain(n, zone_key, zone_key) in permitted_zones)
+        ]
+        self._memo[memo_key] = result
+        return result

@@ -1,0 +1,312 @@
+"""The placement policy: one pydantic model, the single source of truth.
+
+The same model validates inline pod annotations, the spec of the PlacementPolicy custom
+resource, the JSON schema printed by `python -m extender schema`, and the CRD's OpenAPI
+schema (generated in `extender.schema`), so a policy the API server accepts is a policy the
+engine understands, and the other way round.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+API_GROUP = "placement.extender.dev"
+API_VERSION = "v1alpha1"
+KIND = "PlacementPolicy"
+PLURAL = "placementpolicies"
+
+# Pod (template) annotations through which a workload opts in.
+INLINE_POLICY_ANNOTATION = f"{API_GROUP}/policy"
+POLICY_REF_ANNOTATION = f"{API_GROUP}/policy-name"
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+LEGACY_ZONE_KEY = "failure-domain.beta.kubernetes.io/zone"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+LabelKey = Annotated[str, Field(min_length=1, max_length=316, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")]
+ZoneName = Annotated[str, Field(min_length=1, max_length=63)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class LabelSelectorRequirement(_Model):
+    key: LabelKey
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(_Model):
+    """A Kubernetes label selector; an empty selector matches every pod of the namespace."""
+
+    matchLabels: dict[str, str] = Field(default_factory=dict)
+    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        for key, value in self.matchLabels.items():
+            if labels.get(key) != value:
+                return False
+        for req in self.matchExpressions:
+            present = req.key in labels
+            if req.operator == "In" and (not present or labels[req.key] not in req.values):
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+class GroupSpec(_Model):
+    """Which pods are counted together, and how many there will be."""
+
+    selector: LabelSelector | None = Field(
+        default=None,
+        description="Pods of the namespace counted as one group (e.g. every shard of a Redis cluster). "
+        "Default: the pods of the same StatefulSet as the pod being scheduled.",
+    )
+    size: int | None = Field(
+        default=None,
+        ge=1,
+        description="The group's total pod count. Default: the sum of spec.replicas of the "
+        "StatefulSets whose pod template the group selects.",
+    )
+
+
+class Cap(_Model):
+    """At most so many of the group's pods in one topology domain (a node, a zone, a rack...)."""
+
+    topologyKey: LabelKey = Field(description="Node label whose value names the domain.")
+    max: int | None = Field(default=None, ge=1, description="Absolute maximum pods of the group per domain.")
+    fraction: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+/[1-9][0-9]*$",
+        description='A fraction of the group size, written "p/q", e.g. "1/3".',
+    )
+    comparison: Literal["LessThan", "AtMost"] | None = Field(
+        default=None,
+        description='Required with fraction. LessThan: pods in a domain < fraction x size (NetEase "fewer than 1/3"). '
+        "AtMost: pods in a domain <= fraction x size (avoids the 3-shard deadlock).",
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Cap:
+        if (self.max is None) == (self.fraction is None):
+            raise ValueError("a cap takes exactly one of max or fraction")
+        if self.fraction is not None:
+            if self.comparison is None:
+                raise ValueError('a fractional cap must spell out its comparison: "LessThan" or "AtMost"')
+            value = Fraction(self.fraction)
+            if not 0 < value <= 1:
+                raise ValueError(f"fraction {self.fraction} must be in (0, 1]")
+        elif self.comparison is not None:
+            raise ValueError("comparison goes with fraction; max is always 'at most'")
+        return self
+
+    def limit(self, group_size: int | None) -> int | None:
+        """Largest pod count a domain may hold; None when the group size is needed but unknown."""
+        if self.max is not None:
+            return self.max
+        if group_size is None:
+            return None
+        bound = Fraction(self.fraction) * group_size  # type: ignore[arg-type]
+        if self.comparison == "AtMost":
+            return int(bound)  # floor
+        return math.ceil(bound) - 1  # LessThan: the largest integer strictly below the bound
+
+    def describe(self, group_size: int | None) -> str:
+        if self.max is not None:
+            return f"at most {self.max} per {self.topologyKey}"
+        word = "fewer than" if self.comparison == "LessThan" else "no more than"
+        return f"{word} {self.fraction} of {group_size} per {self.topologyKey}"
+
+
+class Spread(_Model):
+    """Even spread over a topology key, with the native scheduler's maxSkew semantics."""
+
+    topologyKey: LabelKey
+    maxSkew: int = Field(ge=1)
+    whenUnsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
+
+
+class ShardAntiAffinity(_Model):
+    """Pods of one StatefulSet (a shard) kept apart across a topology key."""
+
+    topologyKey: LabelKey
+    mode: Literal["Required", "Preferred"] = "Required"
+
+
+class OrdinalZones(_Model):
+    """StatefulSet pod with ordinal i goes to zone order[i mod len(order)] (crl-scheduler)."""
+
+    order: list[ZoneName] | None = Field(
+        default=None,
+        description="Explicit zone order. Default: derived from the zones' node counts, pinned by the "
+        "zones that already hold the StatefulSet's pods and volumes (see README: stable ordinal zones).",
+    )
+
+    @field_validator("order")
+    @classmethod
+    def _unique(cls, order: list[str] | None) -> list[str] | None:
+        if order is not None:
+            if not order:
+                raise ValueError("order, when given, lists at least one zone")
+            if len(set(order)) != len(order):
+                raise ValueError("order lists a zone twice")
+        return order
+
+
+class Zones(_Model):
+    allowed: list[ZoneName] | None = Field(
+        default=None, description="Required zones: nodes outside them, or without a zone label, are filtered."
+    )
+    fallbackGroups: list[list[ZoneName]] | None = Field(
+        default=None,
+        description="Ordered zone groups: use the first group's zones; move to the next only when no "
+        "candidate node of the earlier groups is feasible.",
+    )
+    weights: dict[str, Annotated[int, Field(ge=0, le=100)]] | None = Field(
+        default=None, description="Score preference per zone (0-100); unlisted zones weigh 0."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Zones:
+        if self.fallbackGroups is not None:
+            if not self.fallbackGroups or any(not g for g in self.fallbackGroups):
+                raise ValueError("fallbackGroups needs at least one group and no empty group")
+            if self.allowed is not None:
+                outside = sorted({z for g in self.fallbackGroups for z in g} - set(self.allowed))
+                if outside:
+                    raise ValueError(f"fallbackGroups name zones outside allowed: {', '.join(outside)}")
+        return self
+
+    def permitted(self) -> frozenset[str] | None:
+        """Zones a pod may use at all; None means any zone (and no zone label needed)."""
+        sets = []
+        if self.allowed is not None:
+            sets.append(set(self.allowed))
+        if self.fallbackGroups is not None:
+            sets.append({z for g in self.fallbackGroups for z in g})
+        if not sets:
+            return None
+        return frozenset(set.intersection(*sets))
+
+
+class TopologyKeys(_Model):
+    zone: LabelKey = Field(
+        default=ZONE_KEY,
+        description=f"Node label naming the zone. Nodes without it fall back to {LEGACY_ZONE_KEY}.",
+    )
+    node: LabelKey = Field(default=HOSTNAME_KEY, description="Node label naming the node (falls back to the node's name).")
+
+
+class PlacementPolicySpec(_Model):
+    """What a workload asks of the extender. Every section is optional; an empty policy places anywhere."""
+
+    group: GroupSpec = Field(default_factory=GroupSpec)
+    topology: TopologyKeys = Field(default_factory=TopologyKeys)
+    caps: list[Cap] = Field(default_factory=list, description="Hard caps per topology domain.")
+    zones: Zones | None = None
+    ordinalZones: OrdinalZones | None = None
+    spread: list[Spread] = Field(default_factory=list)
+    shardAntiAffinity: list[ShardAntiAffinity] = Field(default_factory=list)
+    deadEndAvoidance: bool = Field(
+        default=True,
+        description="Filter out a node after which the rest of the group (when its size is known) "
+        "could no longer be placed under the hard rules, as long as another node keeps it feasible.",
+    )
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> PlacementPolicySpec:
+        if self.ordinalZones is not None and self.zones is not None and self.zones.fallbackGroups is not None:
+            raise ValueError(
+                "ordinalZones and zones.fallbackGroups cannot be combined: ordinal zones pin each ordinal "
+                "to one zone, fallback groups move pods between zones"
+            )
+        if self.ordinalZones is not None and self.ordinalZones.order is not None and self.zones is not None:
+            permitted = self.zones.permitted()
+            if permitted is not None:
+                outside = sorted(set(self.ordinalZones.order) - permitted)
+                if outside:
+                    raise ValueError(f"ordinalZones.order names zones outside zones.allowed: {', '.join(outside)}")
+        for key, items in (
+            ("caps", [c.topologyKey for c in self.caps]),
+            ("spread", [s.topologyKey for s in self.spread]),
+            ("shardAntiAffinity", [a.topologyKey for a in self.shardAntiAffinity]),
+        ):
+            canon = [self.canonical_key(k) for k in items]
+            if len(set(canon)) != len(canon):
+                raise ValueError(f"{key} lists the same topologyKey twice")
+        return self
+
+    def canonical_key(self, key: str) -> str:
+        """The legacy zone label is the zone key: rules on either count the same domains."""
+        return self.topology.zone if key in (self.topology.zone, LEGACY_ZONE_KEY, ZONE_KEY) else key
+
+    @property
+    def uses_zones(self) -> bool:
+        zone = self.topology.zone
+        return (
+            self.ordinalZones is not None
+            or (self.zones is not None and self.zones.permitted() is not None)
+            or any(self.canonical_key(k) == zone for k in self.topology_keys())
+        )
+
+    def topology_keys(self) -> list[str]:
+        keys = [c.topologyKey for c in self.caps] + [s.topologyKey for s in self.spread]
+        keys += [a.topologyKey for a in self.shardAntiAffinity]
+        return keys
+
+
+class PolicyError(ValueError):
+    """A policy that does not validate; its message is what `kubectl describe pod` shows."""
+
+
+def format_validation_error(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "spec"
+        msg = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def parse_spec(data: object, source: str) -> PlacementPolicySpec:
+    """Validate a policy spec from a mapping; raise PolicyError naming the source and the field."""
+    if not isinstance(data, dict):
+        raise PolicyError(f"invalid placement policy in {source}: expected a mapping, got {type(data).__name__}")
+    try:
+        return PlacementPolicySpec.model_validate(data)
+    except ValidationError as err:
+        raise PolicyError(f"invalid placement policy in {source}: {format_validation_error(err)}") from None
+
+
+def parse_annotation(text: str, source: str) -> PlacementPolicySpec:
+    """The inline annotation holds the spec as JSON or YAML."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise PolicyError(f"invalid placement policy in {source}: not JSON or YAML ({err})") from None
+    if data is None:
+        data = {}
+    return parse_spec(data, source)
