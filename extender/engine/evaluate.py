@@ -16,18 +16,25 @@ def evaluate(
     spec: PlacementPolicySpec | None,
     pod: PodRequest,
     snap: Snapshot,
-    candidates: Sequence[str],
+    candidates: Sequence[str | NodeInfo],
     *,
     lookahead_budget: int = DEFAULT_BUDGET,
 ) -> Decision:
-    """Judge each candidate node for `pod`. Without a policy every node passes with a neutral score."""
+    """Judge each candidate node for `pod`. Without a policy every node passes with a neutral score.
+
+    Candidates are node names looked up in the snapshot's topology, or NodeInfo objects as
+    kube-scheduler sent them (nodeCacheCapable: false).
+    """
     if spec is None:
-        return Decision({name: Verdict(name) for name in candidates})
+        return Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
     ctx = Context.build(spec, pod, snap)
     verdicts: dict[str, Verdict] = {}
     passing: list[NodeInfo] = []
-    for name in candidates:
-        node = snap.topology.nodes.get(name)
+    for candidate in candidates:
+        if isinstance(candidate, NodeInfo):
+            name, node = candidate.name, candidate
+        else:
+            name, node = candidate, snap.topology.nodes.get(candidate)
         if node is None:
             verdicts[name] = Verdict(name, Outcome.FAIL, "cache", "node is not in the extender's cache yet; retry shortly")
             continue

@@ -80,5 +80,10 @@ class Decision:
     verdicts: dict[str, Verdict]
     notes: list[str] = field(default_factory=list)  # pod-level facts (ideal zone, zone order, group size)
 
+    @classmethod
+    def all_pass(cls, names: list[str]) -> Decision:
+        """A pod without a policy: every node passes, scores neutral."""
+        return cls({name: Verdict(name) for name in names})
+
     def passed(self) -> list[str]:
         return [n for n, v in self.verdicts.items() if v.passed]

@@ -1,0 +1,132 @@
+"""Flask application factory: HTTP in, wire models, verbs, wire models out.
+
+Nothing here decides anything. Every failure is a JSON answer: malformed input gets a 4xx that
+names the problem, an unexpected fault a 500 with a generic message (the traceback goes to the
+log, never to the client), and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from flask import Flask, Response, g, request
+from pydantic import BaseModel, ValidationError
+from werkzeug.exceptions import HTTPException
+
+from ..verbs import BadRequest, Verbs
+from ..wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs, encode, go_json
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY = 128 * 1024 * 1024  # a full NodeList of 5,000 nodes is ~30 MB
+
+
+def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_body: int = DEFAULT_MAX_BODY) -> Flask:
+    app = Flask("extender")
+    app.config["MAX_CONTENT_LENGTH"] = max_body
+    is_ready = ready or (lambda: verbs.store.ready)
+
+    def parse(model: type[BaseModel]) -> Any:
+        raw = request.get_data(cache=False)
+        if not raw:
+            raise _ClientError(400, "empty request body; expected a JSON object")
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise _ClientError(400, f"malformed JSON: {err}") from None
+        try:
+            return model.model_validate(data)
+        except ValidationError as err:
+            raise _ClientError(400, f"invalid {model.__name__}: {_describe(err)}") from None
+
+    def answer(model: BaseModel) -> Response:
+        return Response(encode(model) + "\n", status=200, mimetype="application/json")
+
+    @app.before_request
+    def _start() -> None:
+        g.request_id = request.headers.get("X-Request-Id") or uuid.uuid4().hex[:12]
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def _log(response: Response) -> Response:
+        elapsed = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
+        log.debug("%s %s %s %.1fms", g.get("request_id"), request.path, response.status_code, elapsed)
+        response.headers["X-Request-Id"] = g.get("request_id", "")
+        return response
+
+    @app.post("/filter")
+    def filter_() -> Response:
+        return answer(verbs.filter(parse(ExtenderArgs)))
+
+    @app.post("/prioritize")
+    def prioritize() -> Response:
+        return answer(verbs.prioritize(parse(ExtenderArgs)))
+
+    @app.post("/bind")
+    def bind() -> Response:
+        return answer(verbs.bind(parse(ExtenderBindingArgs)))
+
+    @app.post("/preempt")
+    def preempt() -> Response:
+        return answer(verbs.preempt(parse(ExtenderPreemptionArgs)))
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json(200, {"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        stats = verbs.store.stats()
+        if is_ready():
+            return _json(200, {"status": "ready", "cache": stats})
+        waiting = sorted(k for k, done in stats["synced"].items() if not done)
+        return _json(503, {"status": "syncing", "waiting_for": waiting, "cache": stats})
+
+    @app.errorhandler(_ClientError)
+    def _client_error(err: _ClientError) -> Response:
+        return _json(err.status, {"error": err.message})
+
+    @app.errorhandler(BadRequest)
+    def _bad_request(err: BadRequest) -> Response:
+        return _json(400, {"error": str(err)})
+
+    @app.errorhandler(HTTPException)
+    def _http_error(err: HTTPException) -> Response:
+        message = {
+            404: f"no such endpoint {request.path}; the extender serves POST /filter, /prioritize, /bind, /preempt and GET /healthz, /readyz",
+            405: f"{request.method} is not allowed on {request.path}",
+            413: f"request body larger than the limit of {max_body} bytes (--max-body)",
+        }.get(err.code or 0, err.description or err.name)
+        return _json(err.code or 500, {"error": message})
+
+    @app.errorhandler(Exception)
+    def _unexpected(err: Exception) -> Response:
+        log.exception("request %s to %s failed", g.get("request_id"), request.path)
+        return _json(500, {"error": f"internal error (request id {g.get('request_id')}); see the extender's log"})
+
+    return app
+
+
+class _ClientError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:5]:
+        loc = ".".join(str(p) for p in e["loc"]) or "body"
+        parts.append(f"{loc}: {e['msg']}")
+    more = len(err.errors()) - 5
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _json(status: int, body: dict[str, Any]) -> Response:
+    return Response(go_json(body) + "\n", status=status, mimetype="application/json")

@@ -1,0 +1,81 @@
+"""Serving under gunicorn: one worker process with threads.
+
+All state (the watch cache, reservations) lives in one process on purpose: kube-scheduler calls
+filter and prioritize one pod at a time, while binds arrive concurrently from its binding
+goroutines. Several workers would each hold a separate cache and separate reservations, and two
+pods of one group could then both take the last place under a cap. Threads share one store
+behind one lock; the watch runs in the same worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from gunicorn.app.base import BaseApplication
+
+from ..state.reservations import Reservations
+from ..state.store import ClusterStore
+from ..verbs import Verbs
+from .app import create_app
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServeOptions:
+    listen: str = "127.0.0.1:8888"
+    kubeconfig: str | None = None
+    threads: int = 8
+    max_body: int = 128 * 1024 * 1024
+    lookahead_budget: int = 3000
+    tentative_ttl: float = 60.0
+    committed_ttl: float = 120.0
+    events: bool = True
+    access_log: bool = False
+    timeout: int = 60
+
+
+def build(options: ServeOptions):
+    """The app with a live cache and the real API client (called inside the gunicorn worker)."""
+    from ..kube import KubeBinder, KubeEventSink, NullEventSink, api_client
+    from ..state.watcher import Watcher
+
+    api = api_client(options.kubeconfig)
+    store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
+    events = KubeEventSink(api) if options.events else NullEventSink()
+    verbs = Verbs(store, KubeBinder(api), events, lookahead_budget=options.lookahead_budget)
+    watcher = Watcher(api, store)
+    watcher.start()
+    app = create_app(verbs, max_body=options.max_body)
+    app.extensions["watcher"] = watcher
+    return app
+
+
+class ExtenderApplication(BaseApplication):
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        settings = {
+            "bind": self.options.listen,
+            "workers": 1,  # one cache, one set of reservations: see the module docstring
+            "worker_class": "gthread",
+            "threads": self.options.threads,
+            "timeout": self.options.timeout,
+            "graceful_timeout": 10,
+            "accesslog": "-" if self.options.access_log else None,
+            "errorlog": "-",
+            "limit_request_line": 8190,
+        }
+        for key, value in settings.items():
+            if value is not None:
+                self.cfg.set(key, value)
+
+    def load(self):
+        return build(self.options)
+
+
+def serve(options: ServeOptions) -> None:
+    ExtenderApplication(options).run()

@@ -1,0 +1,72 @@
+"""Placements chosen but not yet visible in the watch (kubernetes/kubernetes#82359).
+
+kube-scheduler binds asynchronously: the next pod's filter can arrive before the previous pod's
+binding is visible, or even before our bind verb was called (volume PreBind can take seconds).
+A reservation stands in for such a pod until the watch shows it on a node, it is released, or it
+expires. TENTATIVE ones come from filter/prioritize (the node may still be unknown: then only the
+domains every remaining candidate shares are recorded); COMMITTED ones from a successful bind.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from ..engine.model import Placement, PlacementKind
+from .objects import PodRecord
+
+
+@dataclass
+class Reservation:
+    pod: PodRecord
+    kind: PlacementKind
+    node: str | None
+    domains: Mapping[str, str] | None
+    expires: float
+
+    def placement(self) -> Placement:
+        return Placement(self.pod.key, self.node, self.pod.shard, self.pod.ordinal, self.kind, self.domains)
+
+
+class Reservations:
+    def __init__(self, tentative_ttl: float = 60.0, committed_ttl: float = 120.0, clock: Callable[[], float] = time.monotonic):
+        self.tentative_ttl = tentative_ttl
+        self.committed_ttl = committed_ttl
+        self.clock = clock
+        self._by_uid: dict[str, Reservation] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_uid)
+
+    def __iter__(self) -> Iterator[Reservation]:
+        self.expire()
+        return iter(list(self._by_uid.values()))
+
+    def get(self, uid: str) -> Reservation | None:
+        self.expire()
+        return self._by_uid.get(uid)
+
+    def tentative(self, pod: PodRecord, node: str | None, domains: Mapping[str, str] | None) -> None:
+        current = self._by_uid.get(pod.uid)
+        if current is not None and current.kind is PlacementKind.COMMITTED:
+            return  # a bind already decided; a late filter/prioritize must not undo it
+        self._by_uid[pod.uid] = Reservation(pod, PlacementKind.TENTATIVE, node, domains, self.clock() + self.tentative_ttl)
+
+    def commit(self, pod: PodRecord, node: str) -> None:
+        self._by_uid[pod.uid] = Reservation(pod, PlacementKind.COMMITTED, node, None, self.clock() + self.committed_ttl)
+
+    def release(self, uid: str) -> None:
+        self._by_uid.pop(uid, None)
+
+    def expire(self) -> None:
+        now = self.clock()
+        for uid in [u for u, r in self._by_uid.items() if r.expires <= now]:
+            del self._by_uid[uid]
+
+    def counts(self) -> dict[str, int]:
+        self.expire()
+        out = {k.value: 0 for k in (PlacementKind.TENTATIVE, PlacementKind.COMMITTED)}
+        for r in self._by_uid.values():
+            out[r.kind.value] += 1
+        return out

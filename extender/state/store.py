@@ -1,0 +1,339 @@
+"""The cluster as the extender sees it: indexed slim objects kept current by the watch.
+
+No I/O here: `apply`/`replace` take decoded watch events and list results (the watcher feeds
+them), `decision_inputs` builds the engine's Snapshot for one pod. Every index a request needs
+(pods by StatefulSet, by label, StatefulSets by namespace, claims by StatefulSet ordinal) is
+maintained on update, so a request costs O(group + candidates), never O(cluster).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..engine.model import NodeInfo, Placement, PlacementKind, PodRequest, Snapshot
+from ..engine.topology import Topology
+from ..policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
+from .objects import (
+    ClaimRecord,
+    PodRecord,
+    PolicyRecord,
+    StatefulSetRecord,
+    VolumeRecord,
+    parse_claim,
+    parse_node,
+    parse_pod,
+    parse_policy,
+    parse_statefulset,
+    parse_volume,
+)
+from .reservations import Reservations
+
+KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")
+_CLAIM_ORDINAL = re.compile(r"^(.*)-(\d+)$")
+_EMPTY: frozenset[str] = frozenset()
+
+
+class ClusterStore:
+    def __init__(self, reservations: Reservations | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.lock = threading.RLock()
+        self.clock = clock
+        self.topology = Topology()
+        self.pods: dict[str, PodRecord] = {}
+        self._pod_uid: dict[tuple[str, str], str] = {}
+        self._by_shard: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._by_label: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        self._by_namespace: dict[str, set[str]] = defaultdict(set)
+        self.statefulsets: dict[tuple[str, str], StatefulSetRecord] = {}
+        self._sts_by_namespace: dict[str, set[str]] = defaultdict(set)
+        self.claims: dict[tuple[str, str], ClaimRecord] = {}
+        self._claims_by_prefix: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+        self.volumes: dict[str, VolumeRecord] = {}
+        self.policies: dict[tuple[str, str], PolicyRecord] = {}
+        self._policy_specs: dict[tuple[str, str], PlacementPolicySpec | PolicyError] = {}
+        self._inline_specs: OrderedDict[str, PlacementPolicySpec | PolicyError] = OrderedDict()
+        self.reservations = reservations or Reservations()
+        self.synced: dict[str, bool] = {k: False for k in KINDS}
+        self.last_event: dict[str, float] = {}
+        self.policies_enabled = True  # False when the CRD is not installed: named policies then fail clearly
+
+    # ------------------------------------------------------------------ updates
+    def apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED)."""
+        with self.lock:
+            getattr(self, f"_apply_{kind}")(event_type == "DELETED", obj)
+            self.last_event[kind] = self.clock()
+
+    def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
+        """A full list: the kind's content becomes exactly `objs` (first sync and every relist)."""
+        objs = list(objs)
+        with self.lock:
+            self._clear(kind)
+            for obj in objs:
+                getattr(self, f"_apply_{kind}")(False, obj)
+            self.synced[kind] = True
+            self.last_event[kind] = self.clock()
+
+    @property
+    def ready(self) -> bool:
+        return all(self.synced.values())
+
+    def _clear(self, kind: str) -> None:
+        if kind == "nodes":
+            for name in list(self.topology.nodes):
+                self.topology.remove(name)
+        elif kind == "pods":
+            for record in list(self.pods.values()):
+                self._remove_pod(record)
+        elif kind == "statefulsets":
+            self.statefulsets.clear()
+            self._sts_by_namespace.clear()
+        elif kind == "claims":
+            self.claims.clear()
+            self._claims_by_prefix.clear()
+        elif kind == "volumes":
+            self.volumes.clear()
+        elif kind == "policies":
+            self.policies.clear()
+            self._policy_specs.clear()
+
+    def _apply_nodes(self, deleted: bool, obj: dict[str, Any]) -> None:
+        node = parse_node(obj)
+        if deleted:
+            self.topology.remove(node.name)
+        else:
+            self.topology.upsert(node)
+
+    def _apply_pods(self, deleted: bool, obj: dict[str, Any]) -> None:
+        record = parse_pod(obj)
+        old = self.pods.get(record.uid)
+        if old is not None:
+            self._remove_pod(old)
+        if deleted:
+            self.reservations.release(record.uid)
+            return
+        self.pods[record.uid] = record
+        self._pod_uid[(record.namespace, record.name)] = record.uid
+        self._by_namespace[record.namespace].add(record.uid)
+        if record.shard is not None:
+            self._by_shard[(record.namespace, record.shard)].add(record.uid)
+        for k, v in record.labels.items():
+            self._by_label[(record.namespace, k, v)].add(record.uid)
+        if record.node is not None:
+            self.reservations.release(record.uid)  # the watch shows it now: no stand-in needed
+
+    def _remove_pod(self, record: PodRecord) -> None:
+        self.pods.pop(record.uid, None)
+        if self._pod_uid.get((record.namespace, record.name)) == record.uid:
+            del self._pod_uid[(record.namespace, record.name)]
+        _discard(self._by_namespace, record.namespace, record.uid)
+        if record.shard is not None:
+            _discard(self._by_shard, (record.namespace, record.shard), record.uid)
+        for k, v in record.labels.items():
+            _discard(self._by_label, (record.namespace, k, v), record.uid)
+
+    def _apply_statefulsets(self, deleted: bool, obj: dict[str, Any]) -> None:
+        sts = parse_statefulset(obj)
+        key = (sts.namespace, sts.name)
+        if deleted:
+            self.statefulsets.pop(key, None)
+            self._sts_by_namespace[sts.namespace].discard(sts.name)
+        else:
+            self.statefulsets[key] = sts
+            self._sts_by_namespace[sts.namespace].add(sts.name)
+
+    def _apply_claims(self, deleted: bool, obj: dict[str, Any]) -> None:
+        claim = parse_claim(obj)
+        key = (claim.namespace, claim.name)
+        match = _CLAIM_ORDINAL.match(claim.name)
+        if deleted:
+            self.claims.pop(key, None)
+            if match:
+                self._claims_by_prefix[(claim.namespace, match.group(1))].pop(int(match.group(2)), None)
+        else:
+            self.claims[key] = claim
+            if match:
+                self._claims_by_prefix[(claim.namespace, match.group(1))][int(match.group(2))] = claim.name
+
+    def _apply_volumes(self, deleted: bool, obj: dict[str, Any]) -> None:
+        volume = parse_volume(obj)
+        if deleted:
+            self.volumes.pop(volume.name, None)
+        else:
+            self.volumes[volume.name] = volume
+
+    def _apply_policies(self, deleted: bool, obj: dict[str, Any]) -> None:
+        policy = parse_policy(obj)
+        key = (policy.namespace, policy.name)
+        self._policy_specs.pop(key, None)
+        if deleted:
+            self.policies.pop(key, None)
+        else:
+            self.policies[key] = policy
+
+    # ------------------------------------------------------------------ lookups
+    def pod_by_name(self, namespace: str, name: str) -> PodRecord | None:
+        uid = self._pod_uid.get((namespace, name))
+        return self.pods.get(uid) if uid else None
+
+    def resolve_policy(self, pod: PodRecord) -> PlacementPolicySpec | None:
+        """The pod's policy: a named PlacementPolicy, else the inline annotation, else none.
+
+        Raises PolicyError with a message meant for `kubectl describe pod`.
+        """
+        if pod.policy_ref is not None:
+            key = (pod.namespace, pod.policy_ref)
+            cached = self._policy_specs.get(key)
+            if cached is None:
+                record = self.policies.get(key)
+                if record is None:
+                    hint = "" if self.policies_enabled else " (the PlacementPolicy CRD is not installed)"
+                    cached = PolicyError(f"PlacementPolicy {pod.namespace}/{pod.policy_ref} not found{hint}")
+                    return _raise(cached)
+                try:
+                    cached = parse_spec(record.spec, f"PlacementPolicy {pod.namespace}/{pod.policy_ref}")
+                except PolicyError as err:
+                    cached = err
+                self._policy_specs[key] = cached
+            return _raise(cached)
+        if pod.policy_annotation is not None:
+            cached = self._inline_specs.get(pod.policy_annotation)
+            if cached is None:
+                try:
+                    cached = parse_annotation(pod.policy_annotation, f"annotation on pod {pod.key}")
+                except PolicyError as err:
+                    cached = err
+                self._inline_specs[pod.policy_annotation] = cached
+                if len(self._inline_specs) > 256:
+                    self._inline_specs.popitem(last=False)
+            return _raise(cached)
+        return None
+
+    def _in_group(self, pod: PodRecord, spec: PlacementPolicySpec, other: PodRecord) -> bool:
+        if other.namespace != pod.namespace:
+            return False
+        selector = spec.group.selector
+        if selector is None:
+            return pod.shard is not None and other.shard == pod.shard
+        return selector.matches(other.labels)
+
+    def _group_uids(self, pod: PodRecord, spec: PlacementPolicySpec) -> Iterable[str]:
+        selector = spec.group.selector
+        if selector is None:
+            return self._by_shard.get((pod.namespace, pod.shard), _EMPTY) if pod.shard else _EMPTY
+        if selector.matchLabels:
+            sets = [self._by_label.get((pod.namespace, k, v), _EMPTY) for k, v in selector.matchLabels.items()]
+            base = min(sets, key=len)
+        else:
+            base = self._by_namespace.get(pod.namespace, _EMPTY)
+        return [u for u in base if selector.matches(self.pods[u].labels)]
+
+    def group_statefulsets(self, pod: PodRecord, spec: PlacementPolicySpec) -> list[StatefulSetRecord]:
+        selector = spec.group.selector
+        if selector is None:
+            sts = self.statefulsets.get((pod.namespace, pod.shard)) if pod.shard else None
+            return [sts] if sts else []
+        return sorted(
+            (
+                self.statefulsets[(pod.namespace, name)]
+                for name in self._sts_by_namespace.get(pod.namespace, ())
+                if selector.matches(self.statefulsets[(pod.namespace, name)].template_labels)
+            ),
+            key=lambda s: s.name,
+        )
+
+    def _volume_zone(self, namespace: str, claim: str) -> str | None:
+        record = self.claims.get((namespace, claim))
+        if record is None or record.volume is None:
+            return None
+        volume = self.volumes.get(record.volume)
+        return volume.zone if volume else None
+
+    def decision_inputs(self, pod: PodRecord, spec: PlacementPolicySpec, *, tentative: bool = True) -> tuple[PodRequest, Snapshot]:
+        """The engine's view for one pod. With tentative=False (bind), only placements that are
+        bound or committed count: a tentative guess must not refuse a real decision."""
+        placements: list[Placement] = []
+        seen: set[str] = {pod.uid}
+        for uid in self._group_uids(pod, spec):
+            if uid in seen:
+                continue
+            seen.add(uid)
+            other = self.pods[uid]
+            if other.finished:
+                continue
+            if other.node is not None:
+                kind = PlacementKind.TERMINATING if other.terminating else PlacementKind.BOUND
+                placements.append(Placement(other.key, other.node, other.shard, other.ordinal, kind))
+                continue
+            reservation = self.reservations.get(uid)
+            if reservation is not None and (tentative or reservation.kind is PlacementKind.COMMITTED):
+                placements.append(reservation.placement())
+            elif tentative and other.nominated_node is not None:
+                placements.append(Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE))
+        for reservation in self.reservations:
+            uid = reservation.pod.uid
+            if uid in seen or not self._in_group(pod, spec, reservation.pod):
+                continue
+            if tentative or reservation.kind is PlacementKind.COMMITTED:
+                seen.add(uid)
+                placements.append(reservation.placement())
+
+        statefulsets = self.group_statefulsets(pod, spec)
+        size = spec.group.size
+        if size is None and statefulsets:
+            size = sum(s.replicas for s in statefulsets)
+        volume_zones: dict[str, dict[int, str]] = {}
+        if spec.ordinalZones is not None:
+            for sts in statefulsets:
+                zones: dict[int, str] = {}
+                for template in sts.claim_templates:
+                    for ordinal, claim in self._claims_by_prefix.get((sts.namespace, f"{template}-{sts.name}"), {}).items():
+                        zone = self._volume_zone(sts.namespace, claim)
+                        if zone is not None:
+                            zones.setdefault(ordinal, zone)
+                if zones:
+                    volume_zones[sts.name] = zones
+        own_zones = frozenset(z for z in (self._volume_zone(pod.namespace, c) for c in pod.claims) if z is not None)
+        request = PodRequest(pod.key, pod.shard, pod.ordinal, own_zones)
+        snapshot = Snapshot(
+            topology=self.topology,
+            placements=tuple(placements),
+            group_size=size,
+            shard_replicas={s.name: s.replicas for s in statefulsets},
+            volume_zones=volume_zones,
+        )
+        return request, snapshot
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "nodes": len(self.topology.nodes),
+                "pods": len(self.pods),
+                "statefulsets": len(self.statefulsets),
+                "claims": len(self.claims),
+                "volumes": len(self.volumes),
+                "policies": len(self.policies),
+                "reservations": self.reservations.counts(),
+                "synced": dict(self.synced),
+            }
+
+
+def _discard(index: dict, key: Any, uid: str) -> None:
+    members = index.get(key)
+    if members is not None:
+        members.discard(uid)
+        if not members:
+            del index[key]
+
+
+def _raise(value: PlacementPolicySpec | PolicyError) -> PlacementPolicySpec:
+    if isinstance(value, PolicyError):
+        raise value
+    return value
+
+
+__all__ = ["ClusterStore", "KINDS", "NodeInfo"]

@@ -1,0 +1,253 @@
+"""The extender verbs: wire types in, engine decisions out, reservations kept in between.
+
+This is the glue between the HTTP layer (which only parses and encodes) and the pure engine.
+The Kubernetes side effects (Bindings, Events) go through the `Binder` and `EventSink`
+interfaces, so the verbs are tested with plain fakes and served with the real client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from .engine import Decision, NodeInfo, Outcome, PlacementKind, evaluate
+from .engine.context import Context
+from .engine.lookahead import DEFAULT_BUDGET
+from .policy import PlacementPolicySpec, PolicyError
+from .state.objects import ObjectError, PodRecord, parse_node, parse_pod
+from .state.store import ClusterStore
+from .wire import (
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    ExtenderPreemptionArgs,
+    ExtenderPreemptionResult,
+    HostPriority,
+    HostPriorityList,
+    MetaPod,
+    MetaVictims,
+)
+
+log = logging.getLogger(__name__)
+
+
+class BindError(Exception):
+    pass
+
+
+class Binder(Protocol):
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Create the pod's Binding; raise BindError with a readable message on failure."""
+
+
+class EventSink(Protocol):
+    def pod_event(self, pod: PodRecord, reason: str, message: str) -> None:
+        """Record a Warning event on the pod (deduplicated and rate limited by the sink)."""
+
+
+class BadRequest(ValueError):
+    """The request is malformed: answered with a 400 naming the problem."""
+
+
+@dataclass
+class Verbs:
+    store: ClusterStore
+    binder: Binder
+    events: EventSink
+    lookahead_budget: int = DEFAULT_BUDGET
+
+    # ---------------------------------------------------------------- filter
+    def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
+        pod = _pod(args.Pod)
+        candidates = self._candidates(args)
+        names = [c if isinstance(c, str) else c.name for c in candidates]
+        with self.store.lock:
+            try:
+                spec = self.store.resolve_policy(pod)
+            except PolicyError as err:
+                self.events.pod_event(pod, "InvalidPlacementPolicy", str(err))
+                return _filter_result(args, [], {}, {name: str(err) for name in names})
+            decision = self._decide(pod, spec, candidates)
+            if spec is not None:
+                self._reserve(pod, spec, decision)
+        failed = {n: v.reason for n, v in decision.verdicts.items() if v.outcome is Outcome.FAIL}
+        unresolvable = {n: v.reason for n, v in decision.verdicts.items() if v.outcome is Outcome.UNRESOLVABLE}
+        return _filter_result(args, decision.passed(), failed, unresolvable)
+
+    # ---------------------------------------------------------------- prioritize
+    def prioritize(self, args: ExtenderArgs) -> HostPriorityList:
+        pod = _pod(args.Pod)
+        candidates = self._candidates(args)
+        with self.store.lock:
+            try:
+                spec = self.store.resolve_policy(pod)
+            except PolicyError:
+                spec = None  # filter already refused every node; nothing to prefer
+            decision = self._decide(pod, spec, candidates)
+            if spec is not None:
+                best = max((v.score for v in decision.verdicts.values() if v.passed), default=None)
+                top = [n for n, v in decision.verdicts.items() if v.passed and v.score == best]
+                self._reserve(pod, spec, decision, only=top)
+        return HostPriorityList([HostPriority(Host=n, Score=v.score) for n, v in decision.verdicts.items()])
+
+    # ---------------------------------------------------------------- bind
+    def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
+        with self.store.lock:
+            pod = self._known_pod(args)
+            if pod is None:
+                return ExtenderBindingResult(
+                    Error=f"pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is not in the extender's cache yet; "
+                    "refusing to bind blind, kube-scheduler will retry"
+                )
+            try:
+                spec = self.store.resolve_policy(pod)
+            except PolicyError as err:
+                return ExtenderBindingResult(Error=str(err))
+            if spec is not None:
+                # The last word on hard rules: filters for other pods may have raced this one.
+                request, snap = self.store.decision_inputs(pod, spec, tentative=False)
+                verdict = evaluate(spec, request, snap, [args.Node], lookahead_budget=0).verdicts[args.Node]
+                if not verdict.passed:
+                    self.store.reservations.release(pod.uid)
+                    return ExtenderBindingResult(Error=f"refused to bind to {args.Node}: {verdict.reason}")
+                self.store.reservations.commit(pod, args.Node)
+        try:
+            self.binder.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+        except BindError as err:
+            with self.store.lock:
+                self.store.reservations.release(pod.uid)
+            return ExtenderBindingResult(Error=str(err))
+        return ExtenderBindingResult()
+
+    # ---------------------------------------------------------------- preempt
+    def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
+        """Keep only victim sets after which the preemptor passes our hard rules and no
+        policy group of a victim loses its last pod in a zone."""
+        pod = _pod(args.Pod)
+        victims: dict[str, list[str]] = {}
+        pdb: dict[str, int] = {}
+        if args.NodeNameToMetaVictims is not None:
+            for node, meta in args.NodeNameToMetaVictims.items():
+                victims[node] = [p.UID for p in meta.Pods or ()]
+                pdb[node] = meta.NumPDBViolations
+        elif args.NodeNameToVictims is not None:
+            for node, full in args.NodeNameToVictims.items():
+                victims[node] = [_pod(p).uid for p in full.Pods or ()]
+                pdb[node] = full.NumPDBViolations
+        kept: dict[str, MetaVictims] = {}
+        with self.store.lock:
+            try:
+                spec = self.store.resolve_policy(pod)
+            except PolicyError:
+                return ExtenderPreemptionResult(NodeNameToMetaVictims={})
+            for node, uids in victims.items():
+                if self._preemption_ok(pod, spec, node, set(uids)):
+                    kept[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in uids], NumPDBViolations=pdb[node])
+        return ExtenderPreemptionResult(NodeNameToMetaVictims=kept)
+
+    def _preemption_ok(self, pod: PodRecord, spec: PlacementPolicySpec | None, node: str, uids: set[str]) -> bool:
+        store = self.store
+        evicted = {store.pods[u].key for u in uids if u in store.pods}
+        if spec is not None:
+            request, snap = store.decision_inputs(pod, spec)
+            snap = replace(snap, placements=tuple(p for p in snap.placements if p.pod not in evicted))
+            if not evaluate(spec, request, snap, [node], lookahead_budget=0).verdicts[node].passed:
+                return False
+        for uid in uids:
+            victim = store.pods.get(uid)
+            zone = self._last_in_zone(victim, evicted) if victim is not None else None
+            if zone is not None:
+                log.info("preemption on %s refused: it would empty zone %s of %s's group", node, zone, victim.key)  # type: ignore[union-attr]
+                return False
+        return True
+
+    def _last_in_zone(self, victim: PodRecord, evicted: set[str]) -> str | None:
+        """The zone the victim's policy group would lose entirely, if any."""
+        try:
+            spec = self.store.resolve_policy(victim)
+        except PolicyError:
+            return None
+        if spec is None or not spec.uses_zones or victim.node is None:
+            return None
+        request, snap = self.store.decision_inputs(victim, spec)
+        ctx = Context.build(spec, request, snap)
+        node = self.store.topology.nodes.get(victim.node)
+        zone = ctx.domain(node, ctx.zone_key) if node else None
+        if zone is None:
+            return None
+        survivors = [p for p in snap.placements if p.pod not in evicted and ctx.placement_domain(p, ctx.zone_key) == zone]
+        return None if survivors else zone
+
+    # ---------------------------------------------------------------- helpers
+    def _candidates(self, args: ExtenderArgs) -> Sequence[str | NodeInfo]:
+        if args.NodeNames is not None:
+            return list(args.NodeNames)
+        assert args.Nodes is not None
+        try:
+            return [parse_node(n) for n in args.Nodes.items]
+        except ObjectError as err:
+            raise BadRequest(f"Nodes.items: {err}") from None
+
+    def _decide(self, pod: PodRecord, spec: PlacementPolicySpec | None, candidates: Sequence[str | NodeInfo]) -> Decision:
+        if spec is None:
+            return Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
+        request, snap = self.store.decision_inputs(pod, spec)
+        return evaluate(spec, request, snap, candidates, lookahead_budget=self.lookahead_budget)
+
+    def _reserve(self, pod: PodRecord, spec: PlacementPolicySpec, decision: Decision, only: list[str] | None = None) -> None:
+        """Stand in for this pod until its binding is visible: its node if only one remains,
+        else the domains all remaining candidates share (often its zone)."""
+        names = only if only is not None else decision.passed()
+        current = self.store.reservations.get(pod.uid)
+        if current is not None and current.kind is PlacementKind.COMMITTED:
+            return
+        if not names:
+            self.store.reservations.release(pod.uid)
+            return
+        if len(names) == 1:
+            self.store.reservations.tentative(pod, names[0], None)
+            return
+        request, snap = self.store.decision_inputs(pod, spec)
+        ctx = Context.build(spec, request, snap)
+        nodes = [snap.topology.nodes.get(n) for n in names]
+        shared: dict[str, str] = {}
+        if all(n is not None for n in nodes):
+            for key in ctx.keys:
+                values = {ctx.domain(n, key) for n in nodes}  # type: ignore[arg-type]
+                if len(values) == 1 and None not in values:
+                    shared[key] = values.pop()  # type: ignore[assignment]
+        self.store.reservations.tentative(pod, None, shared)
+
+    def _known_pod(self, args: ExtenderBindingArgs) -> PodRecord | None:
+        reservation = self.store.reservations.get(args.PodUID)
+        if reservation is not None:
+            return reservation.pod
+        pod = self.store.pods.get(args.PodUID)
+        if pod is not None:
+            return pod
+        return None
+
+
+def _pod(obj: object) -> PodRecord:
+    try:
+        return parse_pod(obj)
+    except ObjectError as err:
+        raise BadRequest(f"Pod: {err}") from None
+
+
+def _filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str], unresolvable: dict[str, str]) -> ExtenderFilterResult:
+    """Answer in the mode kube-scheduler asked in: names for names, full Nodes for Nodes."""
+    result = ExtenderFilterResult(FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable)
+    if args.NodeNames is not None:
+        result.NodeNames = passed
+    else:
+        assert args.Nodes is not None
+        keep = set(passed)
+        items = [n for n in args.Nodes.items if (n.get("metadata") or {}).get("name") in keep]
+        result.Nodes = {"metadata": {}, "items": items}
+    return result
+
+
