@@ -8,6 +8,7 @@ interfaces, so the verbs are tested with plain fakes and served with the real cl
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -15,6 +16,7 @@ from typing import Protocol
 from .engine import Decision, NodeInfo, Outcome, PlacementKind, evaluate
 from .engine.context import Context
 from .engine.lookahead import DEFAULT_BUDGET
+from .engine.scoring import MAX_SCORE
 from .policy import PlacementPolicySpec, PolicyError
 from .state.objects import ObjectError, PodRecord, parse_node, parse_pod
 from .state.store import ClusterStore
@@ -88,8 +90,7 @@ class Verbs:
                 spec = None  # filter already refused every node; nothing to prefer
             decision = self._decide(pod, spec, candidates)
             if spec is not None:
-                best = max((v.score for v in decision.verdicts.values() if v.passed), default=None)
-                top = [n for n, v in decision.verdicts.items() if v.passed and v.score == best]
+                top = _break_tie(pod, decision)
                 self._reserve(pod, spec, decision, only=top)
         return HostPriorityList([HostPriority(Host=n, Score=v.score) for n, v in decision.verdicts.items()])
 
@@ -229,6 +230,31 @@ class Verbs:
         if pod is not None:
             return pod
         return None
+
+
+def _break_tie(pod: PodRecord, decision: Decision) -> list[str]:
+    """Among equally good nodes, prefer one (+1) and return it: the extender then knows where
+    the pod is going before its binding shows, and reserves that node for the next pod's filter.
+
+    Which node wins is a stable hash of (pod, node), so a burst of one group's pods fans out over
+    the equals instead of piling onto one. With the extender's weight above kube-scheduler's own
+    score range (config/), the scheduler follows; if it does not, bind still enforces the rules.
+    """
+    passed = [v for v in decision.verdicts.values() if v.passed]
+    if not passed:
+        return []
+    best = max(v.score for v in passed)
+    top = [v for v in passed if v.score == best]
+    if len(top) == 1:
+        return [top[0].node]
+    pick = min(top, key=lambda v: zlib.crc32(f"{pod.uid}/{v.node}".encode()))
+    if best < MAX_SCORE:
+        pick.score += 1
+    else:
+        for v in top:
+            if v is not pick:
+                v.score -= 1
+    return [pick.node]
 
 
 def _pod(obj: object) -> PodRecord:

@@ -56,7 +56,7 @@ class ClusterStore:
         self.policies: dict[tuple[str, str], PolicyRecord] = {}
         self._policy_specs: dict[tuple[str, str], PlacementPolicySpec | PolicyError] = {}
         self._inline_specs: OrderedDict[str, PlacementPolicySpec | PolicyError] = OrderedDict()
-        self.reservations = reservations or Reservations()
+        self.reservations = reservations if reservations is not None else Reservations()
         self.synced: dict[str, bool] = {k: False for k in KINDS}
         self.last_event: dict[str, float] = {}
         self.policies_enabled = True  # False when the CRD is not installed: named policies then fail clearly

@@ -1,0 +1,40 @@
+# The two commands a newcomer needs:  make demo   (run)   and   make test   (tests).
+# Everything else is a building block. Python deps go into .venv; Kubernetes binaries into a
+# cache outside the repo (see hack/kube/README.md).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: test unit demo serve venv schema crd clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install --quiet -e '.[test]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+venv: $(STAMP)
+
+## make test: every test (unit, golden wire, property; e2e when its binaries are buildable)
+test: $(STAMP)
+	$(PY) -m pytest
+
+## make unit: the fast tests only
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit -q
+
+## make serve: the extender alone, against $$KUBECONFIG
+serve: $(STAMP)
+	$(PY) -m extender serve
+
+schema: $(STAMP)
+	@$(PY) -m extender schema
+
+## make crd: regenerate deploy/crd.yaml from the policy model
+crd: $(STAMP)
+	@$(PY) -m extender crd > deploy/crd.yaml
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

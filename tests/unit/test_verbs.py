@@ -1,0 +1,208 @@
+"""The verbs with the real store and engine, Kubernetes replaced by a recording binder.
+
+Focus: kube-scheduler's asynchronous binding. Filters for later pods can arrive before earlier
+pods are bound or visible; reservations must keep a burst within the caps, and bind is the last
+word when a guess was wrong.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from builders import HOST, ZONE, claim, filter_args, node, pod, policy_object, statefulset, volume
+from extender.kube import NullEventSink
+from extender.state.reservations import Reservations
+from extender.state.store import KINDS, ClusterStore
+from extender.verbs import BindError, Verbs
+from extender.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+
+
+class RecordingBinder:
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.fail = fail
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        if self.fail:
+            raise BindError(f"binding {namespace}/{name} to {node} failed: 409 Conflict")
+        self.calls.append((f"{namespace}/{name}", node))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(nodes, *, clock=None, fail=False):
+    store = ClusterStore(Reservations(tentative_ttl=30, committed_ttl=60, clock=clock or Clock()))
+    for kind in KINDS:
+        store.replace(kind, [])
+    for n in nodes:
+        store.apply("nodes", "ADDED", n)
+    binder = RecordingBinder(fail)
+    return store, binder, Verbs(store, binder, NullEventSink())
+
+
+def names(store):
+    return sorted(store.topology.nodes)
+
+
+def do_filter(verbs, p, candidates):
+    return verbs.filter(ExtenderArgs.model_validate(filter_args(p, candidates)))
+
+
+def do_prioritize(verbs, p, candidates):
+    return {h.Host: h.Score for h in verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, candidates))).root}
+
+
+def do_bind(verbs, p, node_name):
+    m = p["metadata"]
+    return verbs.bind(ExtenderBindingArgs(PodName=m["name"], PodNamespace=m["namespace"], PodUID=m["uid"], Node=node_name))
+
+
+CAP1 = {"caps": [{"topologyKey": HOST, "max": 1}]}
+
+
+def test_burst_before_any_binding_is_visible_respects_the_cap() -> None:
+    """Filters for pods 2..n run while pod 1 is assumed but not bound (volume PreBind)."""
+    store, binder, verbs = make([node(f"n{i}", "a") for i in range(3)])
+    store.apply("statefulsets", "ADDED", statefulset("r", 3))
+    chosen = []
+    for i in range(3):
+        p = pod(f"r-{i}", sts="r", policy=CAP1)
+        store.apply("pods", "ADDED", p)
+        result = do_filter(verbs, p, names(store))
+        scores = do_prioritize(verbs, p, result.NodeNames)
+        best = max(result.NodeNames, key=lambda n: (scores[n], n))
+        chosen.append(best)
+    assert len(set(chosen)) == 3  # tentative reservations steered every pod to a free node
+
+
+def test_bind_refuses_a_choice_that_raced_past_the_cap() -> None:
+    store, binder, verbs = make([node("n1", "a"), node("n2", "a")])
+    p1, p2 = pod("r-0", sts="r", policy=CAP1), pod("r-1", sts="r", policy=CAP1)
+    for p in (p1, p2):
+        store.apply("pods", "ADDED", p)
+    # Both were filtered before either reservation existed (e.g. the extender restarted).
+    assert do_bind(verbs, p1, "n1").Error == ""
+    refused = do_bind(verbs, p2, "n1")
+    assert "refused to bind to n1" in refused.Error and "allows 1" in refused.Error
+    assert binder.calls == [("db/r-0", "n1")]
+    assert do_bind(verbs, p2, "n2").Error == ""
+
+
+def test_tentative_guesses_do_not_refuse_a_real_bind() -> None:
+    store, binder, verbs = make([node("n1", "a"), node("n2", "a")])
+    p1, p2 = pod("r-0", sts="r", policy=CAP1), pod("r-1", sts="r", policy=CAP1)
+    for p in (p1, p2):
+        store.apply("pods", "ADDED", p)
+    do_filter(verbs, p1, ["n1"])  # p1 tentatively on n1 ...
+    assert do_bind(verbs, p2, "n1").Error == ""  # ... but p2 actually got n1 first: bind wins
+    assert "allows 1" in do_bind(verbs, p1, "n1").Error
+
+
+def test_committed_reservation_counts_until_the_watch_shows_the_pod() -> None:
+    store, binder, verbs = make([node("n1", "a"), node("n2", "a")])
+    p1, p2 = pod("r-0", sts="r", policy=CAP1), pod("r-1", sts="r", policy=CAP1)
+    for p in (p1, p2):
+        store.apply("pods", "ADDED", p)
+    assert do_bind(verbs, p1, "n1").Error == ""
+    assert do_filter(verbs, p2, ["n1", "n2"]).NodeNames == ["n2"]
+    # The watch catches up: the reservation is replaced by the real pod, same answer.
+    bound = dict(p1, spec=dict(p1["spec"], nodeName="n1"))
+    store.apply("pods", "MODIFIED", bound)
+    assert store.reservations.get(p1["metadata"]["uid"]) is None
+    assert do_filter(verbs, p2, ["n1", "n2"]).NodeNames == ["n2"]
+
+
+def test_reservations_expire() -> None:
+    clock = Clock()
+    store, binder, verbs = make([node("n1", "a"), node("n2", "a")], clock=clock)
+    p1, p2 = pod("r-0", sts="r", policy=CAP1), pod("r-1", sts="r", policy=CAP1)
+    for p in (p1, p2):
+        store.apply("pods", "ADDED", p)
+    do_filter(verbs, p1, ["n1"])
+    assert do_filter(verbs, p2, ["n1", "n2"]).NodeNames == ["n2"]
+    clock.now = 31
+    assert do_filter(verbs, p2, ["n1", "n2"]).NodeNames == ["n1", "n2"]
+
+
+def test_failed_binding_releases_the_reservation() -> None:
+    store, binder, verbs = make([node("n1", "a")], fail=True)
+    p = pod("r-0", sts="r", policy=CAP1)
+    store.apply("pods", "ADDED", p)
+    assert "409 Conflict" in do_bind(verbs, p, "n1").Error
+    assert store.reservations.get(p["metadata"]["uid"]) is None
+
+
+def test_bind_of_an_unknown_pod_is_refused_not_blind() -> None:
+    store, binder, verbs = make([node("n1", "a")])
+    result = do_bind(verbs, pod("ghost-0", sts="g"), "n1")
+    assert "not in the extender's cache" in result.Error and binder.calls == []
+
+
+def test_pod_without_policy_binds_anywhere() -> None:
+    store, binder, verbs = make([node("n1", "a")])
+    p = pod("plain", labels={"app": "x"})
+    store.apply("pods", "ADDED", p)
+    assert do_bind(verbs, p, "n1").Error == "" and binder.calls == [("db/plain", "n1")]
+
+
+def test_terminating_pods_count_finished_pods_do_not() -> None:
+    store, binder, verbs = make([node("n1", "a"), node("n2", "a"), node("n3", "a")])
+    store.apply("pods", "ADDED", pod("r-0", sts="r", node_name="n1", terminating=True))
+    store.apply("pods", "ADDED", pod("r-1", sts="r", node_name="n2", phase="Succeeded"))
+    result = do_filter(verbs, pod("r-2", sts="r", policy=CAP1), names(store))
+    assert result.NodeNames == ["n2", "n3"]
+
+
+def test_named_policy_groups_several_statefulsets() -> None:
+    store, binder, verbs = make([node(f"n{i}", z) for i, z in enumerate("aabbcc")])
+    spec = {"group": {"selector": {"matchLabels": {"cluster": "redis-a"}}},
+            "caps": [{"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}]}
+    store.apply("policies", "ADDED", policy_object("redis-a", spec))
+    for s in range(3):
+        store.apply("statefulsets", "ADDED", statefulset(f"shard{s}", 2, labels={"cluster": "redis-a"}))
+    # 6 pods: fewer than 3 per zone. Zone a already holds 2 (from two different shards).
+    store.apply("pods", "ADDED", pod("shard0-0", sts="shard0", node_name="n0", labels={"cluster": "redis-a"}, policy_name="redis-a"))
+    store.apply("pods", "ADDED", pod("shard1-0", sts="shard1", node_name="n1", labels={"cluster": "redis-a"}, policy_name="redis-a"))
+    p = pod("shard2-0", sts="shard2", labels={"cluster": "redis-a"}, policy_name="redis-a")
+    result = do_filter(verbs, p, names(store))
+    assert result.NodeNames == ["n2", "n3", "n4", "n5"]
+    assert "already holds 2" in result.FailedNodes["n0"]
+
+
+def test_ordinal_pod_may_follow_its_volume() -> None:
+    """crl-scheduler: a pod whose PVC is bound in zone c may go to c even if its ideal zone differs."""
+    store, binder, verbs = make([node(f"n{z}", z) for z in "abc"])
+    store.apply("statefulsets", "ADDED", statefulset("crdb", 3, claim_templates=("data",)))
+    store.apply("volumes", "ADDED", volume("pv-1", "c"))
+    store.apply("claims", "ADDED", claim("data-crdb-1", "pv-1"))
+    p = pod("crdb-1", sts="crdb", policy={"ordinalZones": {}}, claims=("data-crdb-1",))
+    result = do_filter(verbs, p, names(store))
+    # The volume also pins the order (crl): ordinal 1 -> c, so zone c is both ideal and the volume's.
+    assert result.NodeNames == ["nc"]
+
+
+def test_preempt_keeps_only_victim_sets_that_fix_the_pod_and_empty_no_zone() -> None:
+    store, binder, verbs = make([node("n1", "a"), node("n2", "a"), node("n3", "b")])
+    cap = {"caps": [{"topologyKey": HOST, "max": 1}], "zones": {"allowed": ["a", "b"]}}
+    store.apply("pods", "ADDED", pod("r-0", sts="r", node_name="n1", policy=cap, uid="u-r0"))
+    store.apply("pods", "ADDED", pod("other", node_name="n2", uid="u-other"))
+    store.apply("pods", "ADDED", pod("r-1", sts="r", node_name="n3", policy=cap, uid="u-r1"))
+    preemptor = pod("r-2", sts="r", policy=cap)
+    args = ExtenderPreemptionArgs.model_validate({
+        "Pod": preemptor,
+        "NodeNameToMetaVictims": {
+            "n1": {"Pods": [{"UID": "u-r0"}], "NumPDBViolations": 0},   # would empty nothing? r-0 is zone a's only r pod
+            "n2": {"Pods": [{"UID": "u-other"}], "NumPDBViolations": 0},  # frees n2: fine
+            "n3": {"Pods": [{"UID": "u-other"}], "NumPDBViolations": 0},  # n3 still holds r-1: cap broken
+        },
+    })
+    result = verbs.preempt(args)
+    assert sorted(result.NodeNameToMetaVictims) == ["n2"]

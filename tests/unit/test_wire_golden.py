@@ -1,0 +1,109 @@
+"""Golden wire tests: bytes as Go marshals them (tests/fixtures/wire, made by Go from the
+upstream extender/v1 types), round-tripped through our models and served by the Flask app in
+both nodeCacheCapable modes.
+
+Set UPDATE_GOLDEN=1 to rewrite tests/fixtures/wire/expected/ after a deliberate change of
+reasons or scores, and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from builders import statefulset
+from extender import wire
+from extender.kube import NullEventSink
+from extender.server.app import create_app
+from extender.state.store import KINDS, ClusterStore
+from extender.verbs import Verbs
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "wire"
+EXPECTED = FIXTURES / "expected"
+
+
+def raw(name: str) -> str:
+    return (FIXTURES / f"{name}.json").read_text()
+
+
+ROUND_TRIP = [
+    ("filter_args_nodenames", wire.ExtenderArgs),
+    ("filter_args_nodelist", wire.ExtenderArgs),
+    ("filter_result_nodenames", wire.ExtenderFilterResult),
+    ("filter_result_nodelist", wire.ExtenderFilterResult),
+    ("filter_result_empty", wire.ExtenderFilterResult),
+    ("filter_result_error", wire.ExtenderFilterResult),
+    ("prioritize_result", wire.HostPriorityList),
+    ("bind_args", wire.ExtenderBindingArgs),
+    ("bind_result_ok", wire.ExtenderBindingResult),
+    ("bind_result_error", wire.ExtenderBindingResult),
+    ("preempt_args_victims", wire.ExtenderPreemptionArgs),
+    ("preempt_args_metavictims", wire.ExtenderPreemptionArgs),
+    ("preempt_result", wire.ExtenderPreemptionResult),
+]
+
+
+@pytest.mark.parametrize("name,model", ROUND_TRIP, ids=[n for n, _ in ROUND_TRIP])
+def test_round_trip_is_byte_exact(name: str, model: type) -> None:
+    text = raw(name)
+    assert wire.encode(model.model_validate_json(text)) + "\n" == text
+
+
+def test_keys_are_read_case_insensitively_like_go() -> None:
+    args = wire.ExtenderBindingArgs.model_validate({"podname": "p", "PODNAMESPACE": "ns", "podUid": "u", "node": "n"})
+    assert (args.PodName, args.PodNamespace, args.PodUID, args.Node) == ("p", "ns", "u", "n")
+
+
+def test_go_escapes_html_characters() -> None:
+    assert wire.go_json({"a": "<&>"}) == '{"a":"\\u003c\\u0026\\u003e"}'
+
+
+@pytest.fixture
+def client():
+    """The fixtures' cluster: 6 nodes over zone-a/b/c, StatefulSet db/crdb of 3 replicas."""
+    store = ClusterStore()
+    for kind in KINDS:
+        store.replace(kind, [])
+    for item in json.loads(raw("filter_args_nodelist"))["Nodes"]["items"]:
+        store.apply("nodes", "ADDED", item)
+    store.apply("statefulsets", "ADDED", statefulset("crdb", 3, claim_templates=("datadir",)))
+    return create_app(Verbs(store, binder=None, events=NullEventSink())).test_client()  # type: ignore[arg-type]
+
+
+def check_golden(name: str, body: str) -> None:
+    path = EXPECTED / f"{name}.json"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(body)
+    assert body == path.read_text()
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_node_names_mode(client, verb: str) -> None:
+    response = client.post(f"/{verb}", data=raw("filter_args_nodenames"), content_type="application/json")
+    assert response.status_code == 200
+    check_golden(f"{verb}_nodenames", response.get_data(as_text=True))
+
+
+def test_filter_node_names_mode_answers_in_names() -> None:
+    result = json.loads((EXPECTED / "filter_nodenames.json").read_text())
+    assert result["Nodes"] is None
+    # crdb-1 is ordinal 1; zones a, b, c tie on node count, so zone-b is its zone (crl order).
+    assert result["NodeNames"] == ["node-b1", "node-b2"]
+    assert set(result["FailedAndUnresolvableNodes"]) == {"node-a1", "node-a2", "node-c1", "node-c2"}
+
+
+def test_filter_node_list_mode_returns_the_nodes_as_sent(client) -> None:
+    response = client.post("/filter", data=raw("filter_args_nodelist"), content_type="application/json")
+    assert response.status_code == 200
+    body = response.get_data(as_text=True)
+    check_golden("filter_nodelist", body)
+    ours = json.loads(body)
+    assert ours["NodeNames"] is None
+    # The kept Node objects are exactly those Go marshalled for the same answer.
+    go = raw("filter_result_nodelist")
+    go_nodes = go[go.index('"Nodes":') : go.index(',"NodeNames"')]
+    assert go_nodes in body
+    assert [n["metadata"]["name"] for n in ours["Nodes"]["items"]] == ["node-b1", "node-b2"]
