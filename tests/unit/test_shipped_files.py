@@ -1,0 +1,65 @@
+"""What we ship in config/ and deploy/ stays consistent with the policy model."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+import yaml
+
+from extender.cli import main
+from extender.policy import INLINE_POLICY_ANNOTATION, KIND, parse_annotation, parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "config" / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_example_policies_validate(path: Path) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc["kind"] == KIND:
+            parse_spec(doc["spec"], path.name)
+        else:
+            template = doc["spec"]["template"]
+            assert template["spec"]["schedulerName"] == "placement-scheduler"
+            parse_annotation(template["metadata"]["annotations"][INLINE_POLICY_ANNOTATION], path.name)
+
+
+def test_crd_in_deploy_is_generated_from_the_model() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["crd"]) == 0
+    assert (ROOT / "deploy" / "crd.yaml").read_text() == out.getvalue(), "run `make crd` and commit deploy/crd.yaml"
+
+
+def test_crd_schema_is_structural() -> None:
+    crd = yaml.safe_load((ROOT / "deploy" / "crd.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+    def walk(node, path="spec"):
+        assert "$ref" not in node and "anyOf" not in node, path
+        assert "type" in node, f"{path} has no type"
+        for name, child in (node.get("properties") or {}).items():
+            walk(child, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{path}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{path}{{}}")
+
+    walk(schema)
+
+
+def test_schema_command_prints_json_schema() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["schema"]) == 0
+    assert '"PlacementPolicySpec"' in out.getvalue() or '"caps"' in out.getvalue()
+
+
+def test_scheduler_config_names_the_extender_verbs() -> None:
+    config = yaml.safe_load((ROOT / "config" / "scheduler-config.yaml").read_text())
+    extender = config["extenders"][0]
+    assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False
+    assert {extender[k] for k in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")} == {"filter", "prioritize", "bind", "preempt"}
+    assert [p["schedulerName"] for p in config["profiles"]] == ["placement-scheduler"]
