@@ -1,8 +1,10 @@
-"""The Kubernetes API, for the few things the extender writes: Bindings and Events.
+"""The Kubernetes API as raw JSON over requests, with the official client's configuration.
 
-Raw JSON through the official client's ApiClient (auth, TLS, kubeconfig handling), without its
-model classes: they are slow for large lists and its Binding model fails to decode the API's
-answer. Nothing here runs on the filter/prioritize path.
+The kubernetes package loads credentials (kubeconfig, in-cluster service account, exec
+plugins, token refresh); requests carries the calls. Its generated model classes are not used:
+they are slow for large lists, its Binding model fails to decode the API's answer, and its
+low-level call signature changed between releases. Nothing here runs on the filter/prioritize
+path except the bind verb's one POST.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+import requests
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
 
 from .state.objects import PodRecord
 from .verbs import BindError
@@ -26,49 +28,69 @@ log = logging.getLogger(__name__)
 COMPONENT = "placement-extender"
 
 
-def api_client(kubeconfig: str | None = None) -> client.ApiClient:
+class KubeApiError(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+
+
+class KubeHttp:
+    """Authenticated JSON calls to the API server."""
+
+    def __init__(self, cfg: client.Configuration) -> None:
+        self.cfg = cfg
+        self.session = requests.Session()
+        self.session.trust_env = False  # the kubeconfig decides TLS and proxies, not the environment
+        self.session.verify = (cfg.ssl_ca_cert or True) if cfg.verify_ssl else False
+        if cfg.cert_file and cfg.key_file:
+            self.session.cert = (cfg.cert_file, cfg.key_file)
+        if cfg.proxy:
+            self.session.proxies = {"https": cfg.proxy, "http": cfg.proxy}
+
+    def _headers(self) -> dict[str, str]:
+        if self.cfg.refresh_api_key_hook is not None:
+            self.cfg.refresh_api_key_hook(self.cfg)  # rotating service-account tokens, exec plugins
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        token = (self.cfg.api_key or {}).get("authorization") or (self.cfg.api_key or {}).get("BearerToken")
+        if token:
+            prefix = (self.cfg.api_key_prefix or {}).get("authorization", "")
+            headers["Authorization"] = f"{prefix} {token}".strip() if prefix else token
+        return headers
+
+    def call(self, method: str, path: str, *, body: Any = None, query: list[tuple[str, str]] | None = None,
+             timeout: float | tuple[float, float] = 30, stream: bool = False) -> Any:
+        """One call; `stream=True` returns the open requests.Response (for watches)."""
+        response = self.session.request(method, self.cfg.host.rstrip("/") + path, params=query, json=body,
+                                        headers=self._headers(), timeout=timeout, stream=stream)
+        if response.status_code >= 400:
+            try:
+                status = response.json()
+                reason, message = status.get("reason", response.reason), status.get("message", "")
+            except ValueError:
+                reason, message = response.reason, response.text[:200]
+            response.close()
+            raise KubeApiError(response.status_code, reason, message)
+        if stream:
+            return response
+        return response.json() if response.content else None
+
+
+def connect(kubeconfig: str | None = None) -> KubeHttp:
     """In-cluster credentials when running in a pod, else the kubeconfig (flag, $KUBECONFIG, ~/.kube/config)."""
+    cfg = client.Configuration()
     if kubeconfig is None:
         try:
-            config.load_incluster_config()
-            return client.ApiClient()
+            config.load_incluster_config(client_configuration=cfg)
+            return KubeHttp(cfg)
         except config.ConfigException:
             pass
-    cfg = client.Configuration()
     config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-    return client.ApiClient(cfg)
-
-
-def request_json(api: client.ApiClient, method: str, path: str, *, body: Any = None, query: list[tuple[str, str]] | None = None,
-                 timeout: float | tuple[float, float] = 30, stream: bool = False) -> Any:
-    """One API call with raw JSON in and out; `stream=True` returns the open urllib3 response."""
-    response = api.call_api(
-        path,
-        method,
-        query_params=query or [],
-        header_params={"Accept": "application/json", "Content-Type": "application/json"},
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=timeout,
-    )
-    raw = response[0] if isinstance(response, tuple) else response
-    if stream:
-        return raw
-    data = raw.data
-    return json.loads(data) if data else None
-
-
-def api_error_message(err: ApiException) -> str:
-    try:
-        body = json.loads(err.body or "")
-        return f"{err.status} {body.get('reason', err.reason)}: {body.get('message', '')}".strip()
-    except (ValueError, AttributeError):
-        return f"{err.status} {err.reason}"
+    return KubeHttp(cfg)
 
 
 class KubeBinder:
-    def __init__(self, api: client.ApiClient, timeout: float = 15.0) -> None:
+    def __init__(self, api: KubeHttp, timeout: float = 15.0) -> None:
         self.api = api
         self.timeout = timeout
 
@@ -80,9 +102,9 @@ class KubeBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            request_json(self.api, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body, timeout=self.timeout)
-        except ApiException as err:
-            raise BindError(f"binding {namespace}/{name} to {node} failed: {api_error_message(err)}") from None
+            self.api.call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body, timeout=self.timeout)
+        except KubeApiError as err:
+            raise BindError(f"binding {namespace}/{name} to {node} failed: {err}") from None
         except Exception as err:  # network faults: the scheduler retries the pod
             raise BindError(f"binding {namespace}/{name} to {node} failed: {err}") from None
 
@@ -94,7 +116,7 @@ class KubeEventSink:
     so a burst of rejections over a large cluster never floods the API server or blocks a request.
     """
 
-    def __init__(self, api: client.ApiClient, interval: float = 600.0, capacity: int = 1000) -> None:
+    def __init__(self, api: KubeHttp, interval: float = 600.0, capacity: int = 1000) -> None:
         self.api = api
         self.interval = interval
         self._queue: queue.Queue[tuple[PodRecord, str, str]] = queue.Queue(capacity)
@@ -135,7 +157,7 @@ class KubeEventSink:
                 "count": 1,
             }
             try:
-                request_json(self.api, "POST", f"/api/v1/namespaces/{pod.namespace}/events", body=body, timeout=10)
+                self.api.call("POST", f"/api/v1/namespaces/{pod.namespace}/events", body=body, timeout=10)
             except Exception as err:  # an event is best effort; never let it kill the thread
                 log.warning("could not record event %s on %s: %s", reason, pod.key, err)
 

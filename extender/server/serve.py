@@ -38,10 +38,10 @@ class ServeOptions:
 
 def build(options: ServeOptions):
     """The app with a live cache and the real API client (called inside the gunicorn worker)."""
-    from ..kube import KubeBinder, KubeEventSink, NullEventSink, api_client
+    from ..kube import KubeBinder, KubeEventSink, NullEventSink, connect
     from ..state.watcher import Watcher
 
-    api = api_client(options.kubeconfig)
+    api = connect(options.kubeconfig)
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
     events = KubeEventSink(api) if options.events else NullEventSink()
     verbs = Verbs(store, KubeBinder(api), events, lookahead_budget=options.lookahead_budget)

@@ -15,10 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
-
-from ..kube import request_json
+from ..kube import KubeApiError, KubeHttp
 from ..policy import API_GROUP, API_VERSION, PLURAL
 from .store import ClusterStore
 
@@ -46,7 +43,7 @@ class _Gone(Exception):
 
 
 class Watcher:
-    def __init__(self, api: client.ApiClient, store: ClusterStore, *, page_size: int = 500, watch_timeout: int = 300) -> None:
+    def __init__(self, api: KubeHttp, store: ClusterStore, *, page_size: int = 500, watch_timeout: int = 300) -> None:
         self.api = api
         self.store = store
         self.page_size = page_size
@@ -74,12 +71,12 @@ class Watcher:
                     version = self._watch(resource, version)
             except _Gone:
                 log.info("watch of %s expired (410 Gone); relisting", resource.kind)
-            except ApiException as err:
+            except KubeApiError as err:
                 if err.status == 404 and resource.kind == "policies":
                     self._no_policy_crd()
                     self._stop.wait(30)
                     continue
-                log.warning("list/watch of %s failed: %s %s; retrying in %.1fs", resource.kind, err.status, err.reason, backoff)
+                log.warning("list/watch of %s failed: %s; retrying in %.1fs", resource.kind, err, backoff)
             except Exception as err:  # connection resets, timeouts, bad JSON: relist after a pause
                 log.warning("list/watch of %s failed: %s; retrying in %.1fs", resource.kind, err, backoff)
             self.relists[resource.kind] += 1
@@ -100,7 +97,7 @@ class Watcher:
             query = [("limit", str(self.page_size))]
             if token:
                 query.append(("continue", token))
-            page = request_json(self.api, "GET", resource.path, query=query, timeout=60)
+            page = self.api.call("GET", resource.path, query=query, timeout=60)
             items.extend(page.get("items") or ())
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
@@ -119,7 +116,7 @@ class Watcher:
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(self.watch_timeout)),
         ]
-        response = request_json(self.api, "GET", resource.path, query=query, timeout=(10, self.watch_timeout + 30), stream=True)
+        response = self.api.call("GET", resource.path, query=query, timeout=(10, self.watch_timeout + 30), stream=True)
         try:
             for event in _lines(response):
                 if self._stop.is_set():
@@ -138,13 +135,13 @@ class Watcher:
                 except ValueError as err:  # one odd object must not stop the watch
                     log.warning("ignored a %s event for %s: %s", kind, resource.kind, err)
         finally:
-            response.release_conn()
+            response.close()
         return version
 
 
 def _lines(response: Any) -> Iterator[dict[str, Any]]:
     buffer = b""
-    for chunk in response.stream(amt=None, decode_content=True):
+    for chunk in response.iter_content(chunk_size=None):
         buffer += chunk
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)

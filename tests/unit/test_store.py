@@ -133,7 +133,7 @@ def test_pv_zone_needs_a_single_zone() -> None:
 
 def test_watch_stream_lines_split_across_chunks() -> None:
     class Response:
-        def stream(self, amt=None, decode_content=True):
+        def iter_content(self, chunk_size=None):
             yield b'{"type":"ADDED","object":{"a":1}}\n{"type":"MOD'
             yield b'IFIED","object":{}}\n'
 

@@ -1,0 +1,349 @@
+"""A real, local control plane: etcd, kube-apiserver, kube-controller-manager, the default
+kube-scheduler, our kube-scheduler (config/scheduler-config.yaml) calling the extender, and kwok
+for fake nodes. Every component is the pinned upstream binary; nothing is mocked.
+
+Used by `make demo`, `python -m extender dev up`, and the e2e tests' fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from .api import Api, wait_for
+from .pki import PKI, ClientCert
+from .processes import Process, free_port
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEDULER_CONFIG = REPO / "config" / "scheduler-config.yaml"
+BUILD_SCRIPT = REPO / "hack" / "kube" / "build.sh"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+SCHEDULER_NAME = "placement-scheduler"
+SYSTEM_NAMESPACE = "placement-system"
+STORAGE_CLASS = "zonal-wffc"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def kube_binaries() -> Path:
+    """The pinned binaries: $KUBE_BIN_DIR if set, else built (or reused) by hack/kube/build.sh."""
+    override = os.environ.get("KUBE_BIN_DIR")
+    if override:
+        missing = [b for b in BINARIES if not (Path(override) / b).exists()]
+        if missing:
+            raise RuntimeError(f"KUBE_BIN_DIR={override} lacks {', '.join(missing)}")
+        return Path(override)
+    if not BUILD_SCRIPT.exists():
+        raise RuntimeError(f"{BUILD_SCRIPT} is missing; set KUBE_BIN_DIR to prebuilt binaries")
+    result = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"building the Kubernetes binaries failed (exit {result.returncode}); see the output above")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+KWOK_STAGES = ("node/fast/node-initialize.yaml", "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
+
+
+def kwok_stages(bin_dir: Path) -> str:
+    """kwok's own "fast" lifecycle stages (nodes Ready, pods Running, deletions finished), read
+    from the pinned kwok module (or from kwok-stages.yaml beside prebuilt binaries)."""
+    beside = bin_dir / "kwok-stages.yaml"
+    if beside.exists():
+        return beside.read_text()
+    gomod = (REPO / "hack" / "kube" / "kwok" / "go.mod").read_text()
+    version = re.search(r"sigs\.k8s\.io/kwok (v[0-9][^\s]*)", gomod).group(1)  # type: ignore[union-attr]
+    cache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+    root = Path(cache) / f"sigs.k8s.io/kwok@{version}" / "kustomize" / "stage"
+    if not root.exists():
+        subprocess.run(["go", "mod", "download", f"sigs.k8s.io/kwok@{version}"], check=True, cwd=REPO / "hack" / "kube" / "kwok")
+    return "\n---\n".join((root / stage).read_text() for stage in KWOK_STAGES)
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    zone: str | None
+    labels: dict[str, str] = field(default_factory=dict)
+    cpu: str = "32"
+    memory: str = "256Gi"
+    pods: str = "110"
+
+    def manifest(self) -> dict[str, Any]:
+        labels = {HOSTNAME: self.name, "type": "kwok", **self.labels}
+        if self.zone is not None:
+            labels[ZONE] = self.zone
+        resources = {"cpu": self.cpu, "memory": self.memory, "pods": self.pods}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "spec": {},
+            "status": {"allocatable": resources, "capacity": resources},
+        }
+
+
+def zoned_nodes(layout: dict[str, int], prefix: str = "node") -> list[NodeSpec]:
+    """{'zone-a': 2, 'zone-b': 2} -> node-a1, node-a2, node-b1, node-b2."""
+    out = []
+    for zone, count in layout.items():
+        short = zone.rsplit("-", 1)[-1]
+        out.extend(NodeSpec(f"{prefix}-{short}{i}", zone) for i in range(1, count + 1))
+    return out
+
+
+class LocalCluster:
+    def __init__(self, workdir: Path | None = None, *, bin_dir: Path | None = None, extender: bool = True,
+                 extender_args: Iterable[str] = ()) -> None:
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="placement-extender-"))
+        self.bin_dir = bin_dir
+        self.with_extender = extender
+        self.extender_args = list(extender_args)
+        self.processes: list[Process] = []
+        self.ports: dict[str, int] = {}
+        self.admin: Api | None = None
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self.log_dir = self.workdir / "logs"
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> LocalCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        started = time.monotonic()
+        self.bin_dir = self.bin_dir or kube_binaries()
+        self.pki = PKI(self.workdir / "pki")
+        self.pki.create()
+        self.ports = {name: free_port() for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "placement", "extender")}
+        self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
+        admin = self.pki.client("admin", "placement-e2e-admin", "system:masters")
+        self._write_kubeconfig(self.kubeconfig, admin)
+        self.admin = Api(self.server, str(self.pki.ca_cert), str(admin.cert), str(admin.key))
+
+        self._start_etcd()
+        self._start_apiserver()
+        kcm = self._write_kubeconfig(self.workdir / "kcm.kubeconfig", self.pki.client("kcm", "system:kube-controller-manager"))
+        sched = self._write_kubeconfig(self.workdir / "scheduler.kubeconfig", self.pki.client("scheduler", "system:kube-scheduler"))
+        self._start_controller_manager(kcm)
+        self._spawn("kube-scheduler", [self._bin("kube-scheduler"), f"--kubeconfig={sched}", "--leader-elect=false",
+                                        f"--secure-port={self.ports['scheduler']}", "--bind-address=127.0.0.1"])
+        stages = self.workdir / "kwok-stages.yaml"
+        stages.write_text(kwok_stages(self.bin_dir))
+        self._spawn("kwok", [self._bin("kwok"), f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=true", f"--config={stages}"])
+        self._bootstrap_objects()
+        if self.with_extender:
+            self.start_extender()
+        self._start_placement_scheduler(sched)
+        log.info("control plane up in %.1fs (workdir %s)", time.monotonic() - started, self.workdir)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+        self.processes.clear()
+
+    def alive(self) -> list[str]:
+        return [p.name for p in self.processes if p.alive]
+
+    def logs(self) -> dict[str, str]:
+        return {p.name: p.tail(200) for p in self.processes}
+
+    # ------------------------------------------------------------------ components
+    def _bin(self, name: str) -> str:
+        assert self.bin_dir is not None
+        return str(self.bin_dir / name)
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
+        process = Process(name, argv, self.log_dir, env)
+        process.start()
+        self.processes.append(process)
+        return process
+
+    def _write_kubeconfig(self, path: Path, client: ClientCert) -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {"server": self.server, "certificate-authority": str(self.pki.ca_cert)}}],
+            "users": [{"name": "user", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
+            "current-context": "local",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def _start_etcd(self) -> None:
+        port, peer = self.ports["etcd"], self.ports["etcd-peer"]
+        proc = self._spawn("etcd", [
+            self._bin("etcd"), f"--data-dir={self.workdir / 'etcd'}", "--name=default",
+            f"--listen-client-urls=http://127.0.0.1:{port}", f"--advertise-client-urls=http://127.0.0.1:{port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=default=http://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
+        ])
+        self._await(proc, "etcd health", lambda: requests.get(f"http://127.0.0.1:{port}/health", timeout=2).json().get("health") == "true")
+
+    def _start_apiserver(self) -> None:
+        pki = self.pki
+        proc = self._spawn("kube-apiserver", [
+            self._bin("kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            f"--secure-port={self.ports['apiserver']}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
+            "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=Node,RBAC",
+            "--enable-priority-and-fairness=false", "--endpoint-reconciler-type=none",
+            # kwok nodes are Ready from birth and no node-lifecycle controller runs to lift the
+            # not-ready taint this plugin would put on every new node.
+            "--disable-admission-plugins=TaintNodesByCondition",
+        ])
+        assert self.admin is not None
+        self._await(proc, "kube-apiserver /readyz", lambda: self.admin.session.get(self.server + "/readyz", timeout=2).status_code == 200, 90)
+
+    def _start_controller_manager(self, kubeconfig: Path) -> None:
+        controllers = ",".join([
+            "statefulset-controller", "persistentvolume-binder-controller", "garbage-collector-controller",
+            "serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
+            "replicaset-controller", "deployment-controller", "pod-garbage-collector-controller",
+            "root-ca-certificate-publisher-controller", "persistentvolumeclaim-protection-controller",
+            "persistentvolume-protection-controller",
+        ])
+        self._spawn("kube-controller-manager", [
+            self._bin("kube-controller-manager"), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+            f"--controllers={controllers}", f"--service-account-private-key-file={self.pki.sa_key}",
+            f"--root-ca-file={self.pki.ca_cert}", f"--secure-port={self.ports['kcm']}", "--bind-address=127.0.0.1",
+            "--concurrent-statefulset-syncs=10", "--use-service-account-credentials=true",
+        ])
+
+    def _bootstrap_objects(self) -> None:
+        api = self.admin
+        assert api is not None
+        api.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})
+        # The second scheduler's identity is system:kube-scheduler; its built-in role covers only the
+        # default lease name, so grant its own lease (deploy/ carries the same rule).
+        api.ensure(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/roles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "placement-scheduler-lease"},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]})
+        api.ensure(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/rolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "placement-scheduler-lease"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "placement-scheduler-lease"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-scheduler"}]})
+        crd = yaml.safe_load((REPO / "deploy" / "crd.yaml").read_text())
+        api.ensure("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        api.ensure("/apis/storage.k8s.io/v1/storageclasses", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": STORAGE_CLASS},
+            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"})
+        wait_for("the PlacementPolicy CRD to be served",
+                 lambda: api.get("/apis/placement.extender.dev/v1alpha1/placementpolicies") is not None, 30)
+
+    def start_extender(self, extra_args: Iterable[str] = ()) -> Process:
+        port = self.ports["extender"]
+        proc = self._spawn("extender", [
+            sys.executable, "-m", "extender", "--log-level", os.environ.get("EXTENDER_LOG_LEVEL", "info"), "serve",
+            f"--listen=127.0.0.1:{port}", f"--kubeconfig={self.kubeconfig}", *self.extender_args, *extra_args,
+        ], env={"PYTHONPATH": str(REPO)})
+        self._await(proc, "extender /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200, 60)
+        return proc
+
+    def extender_process(self) -> Process | None:
+        return next((p for p in self.processes if p.name == "extender"), None)
+
+    def _start_placement_scheduler(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
+        config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+        config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{self.ports['extender']}"
+        path = self.workdir / "placement-scheduler.yaml"
+        path.write_text(yaml.safe_dump(config))
+        self._spawn("placement-scheduler", [self._bin("kube-scheduler"), f"--config={path}",
+                                            f"--secure-port={self.ports['placement']}", "--bind-address=127.0.0.1"])
+        assert self.admin is not None
+        wait_for("the placement scheduler's leader lease", lambda: self._lease_held(), 60)
+
+    def _lease_held(self) -> bool:
+        assert self.admin is not None
+        for p in self.processes:
+            p.check()
+        lease = self.admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{SCHEDULER_NAME}")
+        return bool((lease.get("spec") or {}).get("holderIdentity"))
+
+    def _await(self, proc: Process, what: str, probe, timeout: float = 60) -> None:
+        def checked():
+            proc.check()
+            return probe()
+        wait_for(what, checked, timeout)
+
+    # ------------------------------------------------------------------ fixtures of the cluster
+    def add_nodes(self, nodes: Iterable[NodeSpec], *, wait_ready: bool = True) -> list[str]:
+        api = self.admin
+        assert api is not None
+        names = []
+        for node in nodes:
+            api.ensure("/api/v1/nodes", node.manifest())
+            names.append(node.name)
+        if wait_ready:
+            def ready() -> bool:
+                items = {n["metadata"]["name"]: n for n in api.list("/api/v1/nodes")}
+                return all(_node_ready(items.get(name)) for name in names)
+            wait_for(f"{len(names)} nodes Ready (kwok)", ready, 60)
+        return names
+
+    def add_zonal_volumes(self, zone: str, count: int, *, prefix: str | None = None, size: str = "10Gi") -> list[str]:
+        """Static PVs pinned to a zone, for the WaitForFirstConsumer storage class."""
+        api = self.admin
+        assert api is not None
+        names = []
+        for i in range(count):
+            name = f"{prefix or 'pv-' + zone}-{i}"
+            api.ensure("/api/v1/persistentvolumes", {
+                "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": {ZONE: zone}},
+                "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS,
+                         "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{name}"},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                             {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}}}})
+            names.append(name)
+        return names
+
+    def namespace(self, name: str) -> str:
+        api = self.admin
+        assert api is not None
+        api.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        wait_for(f"default ServiceAccount in {name}", lambda: api.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30)
+        return name
+
+    def keep_logs(self, destination: Path) -> Path:
+        destination.mkdir(parents=True, exist_ok=True)
+        for path in self.log_dir.glob("*.log"):
+            shutil.copy(path, destination / path.name)
+        return destination
+
+    def describe(self) -> str:
+        return json.dumps({"workdir": str(self.workdir), "kubeconfig": str(self.kubeconfig), "server": self.server,
+                           "extender": f"http://127.0.0.1:{self.ports.get('extender')}"}, indent=2)
+
+
+def _node_ready(node: dict[str, Any] | None) -> bool:
+    if node is None:
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or ())

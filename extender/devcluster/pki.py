@@ -1,0 +1,61 @@
+"""Certificates for the local control plane, made with the openssl CLI.
+
+A CA, the apiserver's serving certificate (for 127.0.0.1 and localhost), one client certificate
+per identity, and the service-account signing key pair.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ClientCert:
+    cert: Path
+    key: Path
+
+
+def _run(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+class PKI:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.ca_cert = root / "ca.crt"
+        self.ca_key = root / "ca.key"
+        self.serving_cert = root / "apiserver.crt"
+        self.serving_key = root / "apiserver.key"
+        self.sa_key = root / "sa.key"
+        self.sa_pub = root / "sa.pub"
+
+    def create(self) -> None:
+        r = self.root
+        _run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-keyout", "ca.key", "-out", "ca.crt",
+             "-subj", "/CN=placement-extender-local-ca", cwd=r)
+        (r / "serving.ext").write_text(
+            "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
+            "extendedKeyUsage=serverAuth\n"
+        )
+        self._sign("apiserver", "/CN=kube-apiserver", "serving.ext")
+        _run("genrsa", "-out", "sa.key", "2048", cwd=r)
+        _run("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=r)
+
+    def _sign(self, name: str, subject: str, extfile: str | None = None) -> None:
+        r = self.root
+        _run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=r)
+        args = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-days", "30", "-out", f"{name}.crt"]
+        if extfile:
+            args += ["-extfile", extfile]
+        _run(*args, cwd=r)
+
+    def client(self, name: str, user: str, group: str | None = None) -> ClientCert:
+        """A client certificate: CN is the user, O the group (system:masters for admin)."""
+        subject = f"/CN={user}" + (f"/O={group}" if group else "")
+        (self.root / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+        self._sign(name, subject, "client.ext")
+        return ClientCert(self.root / f"{name}.crt", self.root / f"{name}.key")
