@@ -25,6 +25,10 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
+## make demo: a local control plane (pinned upstream binaries) with the extender and a sample StatefulSet
+demo: $(STAMP)
+	$(PY) -m extender dev up
+
 ## make serve: the extender alone, against $$KUBECONFIG
 serve: $(STAMP)
 	$(PY) -m extender serve

@@ -81,6 +81,12 @@ def _check(args: argparse.Namespace) -> int:
     return status
 
 
+def _dev_up(args: argparse.Namespace) -> int:
+    from .devcluster.demo import run
+
+    return run(zones=args.zones, nodes_per_zone=args.nodes_per_zone, replicas=args.replicas, wait=not args.no_wait)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     top.add_argument("--log-level", default=_env("EXTENDER_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"])
@@ -105,6 +111,15 @@ def parser() -> argparse.ArgumentParser:
 
     crd = sub.add_parser("crd", help="print the PlacementPolicy CustomResourceDefinition")
     crd.set_defaults(func=_crd)
+
+    dev = sub.add_parser("dev", help="a local control plane with the extender (the demo)")
+    dev_sub = dev.add_subparsers(dest="dev_command", required=True)
+    up = dev_sub.add_parser("up", help="start it, apply a sample StatefulSet, print placements, wait for Ctrl-C")
+    up.add_argument("--zones", type=int, default=3)
+    up.add_argument("--nodes-per-zone", type=int, default=2)
+    up.add_argument("--replicas", type=int, default=6)
+    up.add_argument("--no-wait", action="store_true", help="tear down right after printing (smoke test)")
+    up.set_defaults(func=_dev_up)
 
     check = sub.add_parser("check", help="validate a policy file (PlacementPolicy, bare spec, or '-' for stdin)")
     check.add_argument("file")

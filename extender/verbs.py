@@ -65,6 +65,7 @@ class Verbs:
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
         pod = _pod(args.Pod)
         candidates = self._candidates(args)
+        log.debug("filter %s over %d nodes", pod.key, len(candidates))
         names = [c if isinstance(c, str) else c.name for c in candidates]
         with self.store.lock:
             try:
@@ -96,6 +97,7 @@ class Verbs:
 
     # ---------------------------------------------------------------- bind
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
+        log.debug("bind %s/%s to %s", args.PodNamespace, args.PodName, args.Node)
         with self.store.lock:
             pod = self._known_pod(args)
             if pod is None:

@@ -109,7 +109,8 @@ def zoned_nodes(layout: dict[str, int], prefix: str = "node") -> list[NodeSpec]:
 
 class LocalCluster:
     def __init__(self, workdir: Path | None = None, *, bin_dir: Path | None = None, extender: bool = True,
-                 extender_args: Iterable[str] = ()) -> None:
+                 extender_args: Iterable[str] = (), keep_workdir: bool = False) -> None:
+        self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="placement-extender-"))
         self.bin_dir = bin_dir
         self.with_extender = extender
@@ -163,6 +164,8 @@ class LocalCluster:
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
+        if self.owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def alive(self) -> list[str]:
         return [p.name for p in self.processes if p.alive]

@@ -56,7 +56,7 @@ class Context:
 
     # -- domains --
     def domain(self, node: NodeInfo, key: str) -> str | None:
-        return Topology.domain(node, key, self.zone_key)
+        return Topology.domain(node, key, self.zone_key, self.node_key)
 
     def placement_domain(self, p: Placement, key: str) -> str | None:
         if p.node is None:
@@ -67,7 +67,7 @@ class Context:
         return self.domain(node, key)
 
     def eligible_domains(self, key: str) -> dict[str, int]:
-        return self.snap.topology.eligible_domains(key, self.zone_key, self.permitted)
+        return self.snap.topology.eligible_domains(key, self.zone_key, self.permitted, self.node_key)
 
     # -- group size --
     @property

@@ -38,21 +38,23 @@ class Topology:
 
     # -- lookups --
     @staticmethod
-    def domain(node: NodeInfo, key: str, zone_key: str = ZONE_KEY) -> str | None:
-        """The node's value for a topology key; zone falls back to the legacy label, hostname to the name."""
+    def domain(node: NodeInfo, key: str, zone_key: str = ZONE_KEY, node_key: str = HOSTNAME_KEY) -> str | None:
+        """The node's value for a topology key; zone falls back to the legacy label, the node key
+        (kubernetes.io/hostname unless the policy names another) to the node's name."""
         labels = node.labels
         value = labels.get(key)
         if value is not None:
             return value
         if key == zone_key or key == LEGACY_ZONE_KEY:
             return labels.get(LEGACY_ZONE_KEY) if key == zone_key else labels.get(zone_key)
-        if key == HOSTNAME_KEY:
+        if key == node_key or key == HOSTNAME_KEY:
             return node.name
         return None
 
-    def eligible_domains(self, key: str, zone_key: str, permitted_zones: frozenset[str] | None) -> dict[str, int]:
+    def eligible_domains(self, key: str, zone_key: str, permitted_zones: frozenset[str] | None,
+                         node_key: str = HOSTNAME_KEY) -> dict[str, int]:
         """Domain -> number of schedulable nodes in it, over nodes in the permitted zones."""
-        memo_key = ("domains", key, zone_key, permitted_zones)
+        memo_key = ("domains", key, zone_key, permitted_zones, node_key)
         cached = self._memo.get(memo_key)
         if cached is not None:
             return cached  # type: ignore[return-value]
@@ -62,7 +64,7 @@ class Topology:
                 continue
             if permitted_zones is not None and self.domain(node, zone_key, zone_key) not in permitted_zones:
                 continue
-            value = self.domain(node, key, zone_key)
+            value = self.domain(node, key, zone_key, node_key)
             if value is not None:
                 counts[value] += 1
         result = dict(counts)

@@ -1,0 +1,98 @@
+"""Fixtures for end-to-end scenarios on a real local control plane.
+
+Each test module gets its own control plane (about 5 s to start): pinned upstream etcd,
+kube-apiserver, kube-controller-manager, the default kube-scheduler, our kube-scheduler running
+config/scheduler-config.yaml, kwok and the extender. Assertions read the API server.
+
+When a test fails, every component's log is copied to test-logs/<test>/ (the path is printed).
+At the end of the run a table summarises each scenario: repetitions, pods placed, violations.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from extender.devcluster.cluster import LocalCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG_DIR = ROOT / "test-logs"
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    repetitions: int = 0
+    pods_placed: int = 0
+    violations: int = 0
+    pending: int = 0
+    note: str = ""
+
+
+SUMMARY: dict[str, ScenarioResult] = {}
+
+
+@pytest.fixture
+def scenario(request: pytest.FixtureRequest) -> ScenarioResult:
+    """Counters a scenario fills in; printed in the run's closing summary."""
+    name = request.node.name
+    SUMMARY[name] = ScenarioResult(name)
+    return SUMMARY[name]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):  # noqa: ANN001
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    for node in (request.node, *getattr(request.node, "items", ())):
+        for when in ("setup", "call"):
+            report = getattr(node, f"rep_{when}", None)
+            if report is not None and report.failed:
+                return True
+    return request.session.testsfailed > 0
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    failures_before = request.session.testsfailed
+    os.environ.setdefault("EXTENDER_LOG_LEVEL", "debug")  # the opt-in scenario reads per-pod lines
+    local = LocalCluster(extender_args=["--reservation-ttl=30"])
+    try:
+        local.start()
+    except BaseException:
+        kept = local.keep_logs(LOG_DIR / _safe(request.node.name))
+        local.stop()
+        print(f"\ncontrol plane failed to start; component logs kept in {kept}")
+        raise
+    yield local
+    if request.session.testsfailed > failures_before:
+        kept = local.keep_logs(LOG_DIR / _safe(request.node.name))
+        print(f"\ncomponent logs kept in {kept}")
+    local.stop()
+    leftovers = local.alive()
+    assert not leftovers, f"processes outlived teardown: {leftovers}"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001
+    if not SUMMARY:
+        return
+    tr = terminalreporter
+    tr.section("e2e scenario summary")
+    tr.write_line(f"{'scenario':<58} {'reps':>5} {'placed':>7} {'pending':>8} {'violations':>10}")
+    for result in SUMMARY.values():
+        tr.write_line(f"{result.name:<58} {result.repetitions:>5} {result.pods_placed:>7} {result.pending:>8} {result.violations:>10}")
+        if result.note:
+            tr.write_line(f"    {result.note}")

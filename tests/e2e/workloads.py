@@ -1,0 +1,111 @@
+"""Workloads and checks for the e2e scenarios, all read from and written to the API server."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from typing import Any
+
+from extender.devcluster.api import Api, wait_for
+from extender.devcluster.cluster import SCHEDULER_NAME, STORAGE_CLASS
+
+ZONE = "topology.kubernetes.io/zone"
+POLICY_ANNOTATION = "placement.extender.dev/policy"
+POLICY_NAME_ANNOTATION = "placement.extender.dev/policy-name"
+
+
+def statefulset(name: str, replicas: int, *, labels: dict[str, str] | None = None, policy: dict | str | None = None,
+                policy_name: str | None = None, scheduler: str = SCHEDULER_NAME, volumes: bool = False,
+                parallel: bool = True) -> dict[str, Any]:
+    pod_labels = {"app": name, **(labels or {})}
+    annotations = {}
+    if policy is not None:
+        annotations[POLICY_ANNOTATION] = policy if isinstance(policy, str) else json.dumps(policy)
+    if policy_name is not None:
+        annotations[POLICY_NAME_ANNOTATION] = policy_name
+    spec: dict[str, Any] = {
+        "serviceName": name,
+        "replicas": replicas,
+        "podManagementPolicy": "Parallel" if parallel else "OrderedReady",
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": pod_labels, "annotations": annotations},
+            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "registry.invalid/db:1"}]},
+        },
+    }
+    if volumes:
+        spec["volumeClaimTemplates"] = [{"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS, "resources": {"requests": {"storage": "1Gi"}}}}]
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name}, "spec": spec}
+
+
+def create_statefulset(api: Api, namespace: str, manifest: dict[str, Any]) -> None:
+    api.create(f"/apis/apps/v1/namespaces/{namespace}/statefulsets", manifest)
+
+
+def scale(api: Api, namespace: str, name: str, replicas: int) -> None:
+    api.merge_patch(f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}", {"spec": {"replicas": replicas}})
+
+
+def pods(api: Api, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+    params = {"labelSelector": selector} if selector else {}
+    return api.list(f"/api/v1/namespaces/{namespace}/pods", **params)
+
+
+def node_zones(api: Api) -> dict[str, str | None]:
+    return {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")}
+
+
+def wait_settled(api: Api, namespace: str, selector: str, expected: int, timeout: float = 120) -> list[dict[str, Any]]:
+    """Exactly `expected` live pods, all bound to nodes (terminating pods gone)."""
+    def settled():
+        items = pods(api, namespace, selector)
+        live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+        if len(items) == expected and len(live) == expected and all(p["spec"].get("nodeName") for p in live):
+            return live
+        return None
+
+    try:
+        return wait_for(f"{expected} pods matching {selector} bound", settled, timeout)
+    except TimeoutError:
+        items = pods(api, namespace, selector)
+        detail = [(p["metadata"]["name"], p["spec"].get("nodeName"), _scheduled_message(p)) for p in items]
+        raise AssertionError(f"{len(items)} pods (want {expected} bound): {detail}") from None
+
+
+def _scheduled_message(pod: dict[str, Any]) -> str:
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled":
+            return c.get("message", "")
+    return ""
+
+
+def ordinal(pod: dict[str, Any]) -> int:
+    return int(pod["metadata"]["name"].rsplit("-", 1)[1])
+
+
+def shard_of(pod: dict[str, Any]) -> str:
+    return pod["metadata"]["name"].rsplit("-", 1)[0]
+
+
+def counts_by(pods_: list[dict[str, Any]], key) -> Counter:  # noqa: ANN001
+    return Counter(key(p) for p in pods_)
+
+
+def pods_per_shard_domain(pods_: list[dict[str, Any]], domain) -> dict[tuple[str, str | None], int]:  # noqa: ANN001
+    out: dict[tuple[str, str | None], int] = defaultdict(int)
+    for p in pods_:
+        out[(shard_of(p), domain(p))] += 1
+    return out
+
+
+def events_for(api: Api, namespace: str, pod_name: str) -> list[dict[str, Any]]:
+    return [e for e in api.list(f"/api/v1/namespaces/{namespace}/events")
+            if (e.get("involvedObject") or {}).get("name") == pod_name]
+
+
+def scheduled_by(api: Api, namespace: str, pod_name: str) -> set[str]:
+    """Which scheduler(s) reported Scheduled for the pod."""
+    return {e.get("reportingComponent") or (e.get("source") or {}).get("component", "")
+            for e in events_for(api, namespace, pod_name) if e.get("reason") == "Scheduled"}
