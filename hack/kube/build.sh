@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Build pinned upstream Kubernetes control-plane binaries (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, kwok) from Go modules into
+# a versioned cache directory outside the repo, and print that bin dir as the
+# LAST line of stdout. Progress goes to stderr.
+#
+#   BIN_DIR="$(hack/kube/build.sh | tail -n1)"
+#
+# Environment:
+#   KUBE_BIN_DIR    use this dir as-is if it holds all binaries (no build);
+#                   fails if it is set but incomplete.
+#   KUBE_BIN_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/placement-extender)
+#   KUBE_BUILD_NICE nice level for the go build (default 10)
+#
+# See README.md in this directory.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+
+log() { printf '[kube-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# missing_in DIR -> prints the binaries absent from DIR (empty if complete)
+missing_in() {
+  local dir="$1" b
+  for b in "${BINARIES[@]}"; do
+    [[ -x "${dir}/${b}" ]] || printf '%s ' "${b}"
+  done
+}
+
+# 1. Explicit override.
+if [[ -n "${KUBE_BIN_DIR:-}" ]]; then
+  missing="$(missing_in "${KUBE_BIN_DIR}")"
+  [[ -z "${missing}" ]] || die "KUBE_BIN_DIR=${KUBE_BIN_DIR} lacks: ${missing}"
+  log "using KUBE_BIN_DIR override"
+  printf '%s\n' "${KUBE_BIN_DIR}"
+  exit 0
+fi
+
+# 2. Cache key: pinned k8s version + hash of the module checksums.
+KUBE_VERSION="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "${HERE}/go.mod")"
+[[ "${KUBE_VERSION}" =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] ||
+  die "cannot parse k8s.io/kubernetes version from ${HERE}/go.mod (got '${KUBE_VERSION}')"
+KUBE_MAJOR="${BASH_REMATCH[1]}"
+KUBE_MINOR="${BASH_REMATCH[2]}"
+# Bump BUILD_RECIPE when the build flags below change, to invalidate caches.
+BUILD_RECIPE=2
+SUM_HASH="$( { echo "recipe=${BUILD_RECIPE}"; cat "${HERE}/go.sum" "${HERE}/kwok/go.sum"; } | sha256sum | cut -c1-12)"
+
+CACHE_ROOT="${KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-extender}"
+KEY_DIR="${CACHE_ROOT}/kube-${KUBE_VERSION}-${SUM_HASH}"
+BIN_DIR="${KEY_DIR}/bin"
+
+if [[ -z "$(missing_in "${BIN_DIR}")" ]]; then
+  log "reusing cached binaries"
+  printf '%s\n' "${BIN_DIR}"
+  exit 0
+fi
+
+# 3. Cold build. Serialise concurrent builders of the same key.
+mkdir -p "${KEY_DIR}"
+exec 9>"${KEY_DIR}/.lock"
+if ! flock -n 9; then
+  log "another build of ${KEY_DIR} is running; waiting for it"
+  flock 9
+fi
+if [[ -z "$(missing_in "${BIN_DIR}")" ]]; then
+  log "reusing binaries built by a concurrent run"
+  printf '%s\n' "${BIN_DIR}"
+  exit 0
+fi
+
+# Leftovers of a SIGKILLed build (we hold the lock, so none is live).
+rm -rf "${KEY_DIR}"/.build.*
+
+command -v go >/dev/null || die "go not found in PATH"
+STAGE="$(mktemp -d "${KEY_DIR}/.build.XXXXXX")"
+trap 'rm -rf "${STAGE}"' EXIT
+
+export CGO_ENABLED=0
+NICE=(nice -n "${KUBE_BUILD_NICE:-10}")
+
+# Reproducible build date: the publish time of the pinned k8s.io/kubernetes
+# module version (not wall-clock time), like SOURCE_DATE_EPOCH upstream.
+BUILD_DATE="$(cd "${HERE}" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
+BUILD_DATE="${BUILD_DATE:-1970-01-01T00:00:00Z}"
+
+# Same -X flags as upstream hack/lib/version.sh, for both version packages.
+VERSION_LDFLAGS=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  VERSION_LDFLAGS+=" -X ${pkg}.gitVersion=${KUBE_VERSION}"
+  VERSION_LDFLAGS+=" -X ${pkg}.gitMajor=${KUBE_MAJOR}"
+  VERSION_LDFLAGS+=" -X ${pkg}.gitMinor=${KUBE_MINOR}"
+  VERSION_LDFLAGS+=" -X ${pkg}.gitTreeState=clean"
+  VERSION_LDFLAGS+=" -X ${pkg}.gitCommit=" # unknown offline; avoid '$Format:%H$'
+  VERSION_LDFLAGS+=" -X ${pkg}.buildDate=${BUILD_DATE}"
+done
+
+log "go: $(go version)"
+log "building k8s ${KUBE_VERSION} (key ${SUM_HASH}) into ${BIN_DIR}"
+log "staging in ${STAGE}"
+T0=${SECONDS}
+
+step() { # step NAME MODULE_DIR LDFLAGS PKG...
+  local name="$1" dir="$2" ldflags="$3" t=${SECONDS}
+  shift 3
+  log "[${name}] go build $*"
+  (cd "${dir}" && "${NICE[@]}" go build -mod=readonly -trimpath \
+    -ldflags "-s -w${ldflags}" -o "${STAGE}/bin/" "$@") >&2
+  log "[${name}] done in $((SECONDS - t))s"
+}
+
+mkdir -p "${STAGE}/bin"
+# etcd + the k8s binaries share one module graph, so one go build invocation
+# compiles the shared packages once.
+step kube "${HERE}" "${VERSION_LDFLAGS}" \
+  ./cmd/etcd \
+  k8s.io/kubernetes/cmd/kube-apiserver \
+  k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler \
+  k8s.io/kubernetes/cmd/kubectl
+step kwok "${HERE}/kwok" "" sigs.k8s.io/kwok/cmd/kwok
+
+missing="$(missing_in "${STAGE}/bin")"
+[[ -z "${missing}" ]] || die "build produced no: ${missing}"
+
+# Atomic publish: rename(2) of a complete dir. A stale partial bin (should not
+# happen) is moved aside first.
+if [[ -e "${BIN_DIR}" ]]; then
+  mv "${BIN_DIR}" "${STAGE}/stale-bin"
+fi
+mv -T "${STAGE}/bin" "${BIN_DIR}"
+log "built in $((SECONDS - T0))s; $(du -sh "${BIN_DIR}" | cut -f1) in ${BIN_DIR}"
+printf '%s\n' "${BIN_DIR}"
