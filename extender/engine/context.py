@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..policy import PlacementPolicySpec
+from ..policy import Cap, PlacementPolicySpec
 from .model import NodeInfo, Placement, PodRequest, Snapshot
 from .topology import Topology
 from .zone_order import ZoneOrder, stable_zone_order
@@ -26,6 +26,7 @@ class Context:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> group pods
     shard_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> pods of pod's shard
     min_counts: dict[str, int] = field(default_factory=dict)  # memo for rules.min_count
+    caps: list[tuple[Cap, str, int | None]] = field(default_factory=list)  # (cap, canonical key, limit)
     zone_order: ZoneOrder | None = None
     ideal_zone: str | None = None
 
@@ -39,6 +40,7 @@ class Context:
         if spec.uses_zones:
             keys.add(ctx.zone_key)
         ctx.keys = sorted(keys)
+        ctx.caps = [(c, spec.canonical_key(c.topologyKey), c.limit(snap.group_size)) for c in spec.caps]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}
         ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
         for p in snap.placements:

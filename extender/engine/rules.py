@@ -59,9 +59,7 @@ def _missing_label(rule: str, key: str) -> Failure:
 
 
 def caps_rule(ctx: Context, node: NodeInfo) -> Failure | None:
-    for cap in ctx.spec.caps:
-        key = ctx.spec.canonical_key(cap.topologyKey)
-        limit = cap.limit(ctx.group_size)
+    for cap, key, limit in ctx.caps:
         if limit is None:
             return Failure(
                 Outcome.UNRESOLVABLE,
