@@ -5,14 +5,14 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test unit demo serve venv schema crd clean
+.PHONY: test unit demo serve venv schema crd clean constraints
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --quiet -e '.[test]'
+	@$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(STAMP)
@@ -36,9 +36,17 @@ serve: $(STAMP)
 schema: $(STAMP)
 	@$(PY) -m extender schema
 
-## make crd: regenerate deploy/crd.yaml from the policy model
+## make crd: regenerate deploy/base/crd.yaml from the policy model
 crd: $(STAMP)
-	@$(PY) -m extender crd > deploy/crd.yaml
+	@$(PY) -m extender crd > deploy/base/crd.yaml
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+## make constraints: re-pin every dependency from a fresh install of the package
+constraints:
+	rm -rf /tmp/placement-extender-pin && $(PYTHON) -m venv /tmp/placement-extender-pin
+	/tmp/placement-extender-pin/bin/pip install --quiet '.[test]'
+	{ echo "# Pinned versions of every dependency (runtime and test), used by the Makefile, CI and the"; \
+	  echo "# Dockerfile: pip install -c constraints.txt . Regenerate with: make constraints"; \
+	  /tmp/placement-extender-pin/bin/pip freeze --exclude placement-extender; } > constraints.txt

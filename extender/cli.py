@@ -22,6 +22,18 @@ def _env(name: str, default: str | None = None) -> str | None:
 def _serve(args: argparse.Namespace) -> int:
     from .server.serve import ServeOptions, serve
 
+    if bool(args.tls_cert_file) != bool(args.tls_key_file):
+        print("--tls-cert-file and --tls-key-file go together", file=sys.stderr)
+        return 2
+    if args.tls_client_ca_file and not args.tls_cert_file:
+        print("--tls-client-ca-file needs --tls-cert-file and --tls-key-file", file=sys.stderr)
+        return 2
+    host = args.listen.rsplit(":", 1)[0].strip("[]")
+    if host not in ("127.0.0.1", "localhost", "::1") and not args.tls_client_ca_file:
+        logging.getLogger("extender").warning(
+            "listening on %s without mutual TLS: anyone who reaches this port can bind pods; "
+            "keep the extender on loopback beside its scheduler, or set --tls-client-ca-file", args.listen)
+
     serve(
         ServeOptions(
             listen=args.listen,
@@ -32,6 +44,9 @@ def _serve(args: argparse.Namespace) -> int:
             tentative_ttl=args.reservation_ttl,
             events=not args.no_events,
             access_log=args.access_log,
+            tls_cert_file=args.tls_cert_file,
+            tls_key_file=args.tls_key_file,
+            tls_client_ca_file=args.tls_client_ca_file,
         )
     )
     return 0
@@ -104,6 +119,10 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--reservation-ttl", type=float, default=60.0, help="seconds a tentative placement is held")
     serve.add_argument("--no-events", action="store_true", help="do not record Events on pods")
     serve.add_argument("--access-log", action="store_true")
+    serve.add_argument("--tls-cert-file", default=_env("EXTENDER_TLS_CERT_FILE"), help="serve HTTPS with this certificate")
+    serve.add_argument("--tls-key-file", default=_env("EXTENDER_TLS_KEY_FILE"))
+    serve.add_argument("--tls-client-ca-file", default=_env("EXTENDER_TLS_CLIENT_CA_FILE"),
+                       help="require client certificates signed by this CA (mutual TLS with kube-scheduler)")
     serve.set_defaults(func=_serve)
 
     schema = sub.add_parser("schema", help="print the JSON schema of a placement policy spec")

@@ -88,7 +88,7 @@ def _structural(node: Any, defs: dict[str, Any], name: str | None = None) -> Any
 
 
 def crd() -> dict[str, Any]:
-    """The PlacementPolicy CustomResourceDefinition (deploy/crd.yaml is this, generated)."""
+    """The PlacementPolicy CustomResourceDefinition (deploy/base/crd.yaml is this, generated)."""
     schema = policy_json_schema()
     defs = schema.get("$defs", {})
     spec_schema = _structural(schema, defs, "PlacementPolicySpec")

@@ -157,7 +157,7 @@ class LocalCluster:
         self._bootstrap_objects()
         if self.with_extender:
             self.start_extender()
-        self._start_placement_scheduler(sched)
+        self._start_placement_scheduler(self.service_account_kubeconfig("placement-scheduler"))
         log.info("control plane up in %.1fs (workdir %s)", time.monotonic() - started, self.workdir)
 
     def stop(self) -> None:
@@ -240,32 +240,47 @@ class LocalCluster:
             "--concurrent-statefulset-syncs=10", "--use-service-account-credentials=true",
         ])
 
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """The pinned kubectl against this control plane, as admin."""
+        return subprocess.run([self._bin("kubectl"), f"--kubeconfig={self.kubeconfig}", *args], input=input,
+                              capture_output=True, text=True, check=check)
+
     def _bootstrap_objects(self) -> None:
         api = self.admin
         assert api is not None
-        api.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})
-        # The second scheduler's identity is system:kube-scheduler; its built-in role covers only the
-        # default lease name, so grant its own lease (deploy/ carries the same rule).
-        api.ensure(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/roles", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "placement-scheduler-lease"},
-            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]})
-        api.ensure(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/rolebindings", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "placement-scheduler-lease"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "placement-scheduler-lease"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-scheduler"}]})
-        crd = yaml.safe_load((REPO / "deploy" / "crd.yaml").read_text())
-        api.ensure("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        # The shipped namespace, CRD and RBAC, exactly as `kubectl apply -k deploy/` would create them:
+        # the extender and our scheduler then run under deploy/'s ServiceAccounts, proving the RBAC.
+        base = REPO / "deploy" / "base"
+        self.kubectl("apply", "-f", str(base / "namespace.yaml"), "-f", str(base / "crd.yaml"), "-f", str(base / "rbac.yaml"))
         api.ensure("/apis/storage.k8s.io/v1/storageclasses", {
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": STORAGE_CLASS},
             "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"})
         wait_for("the PlacementPolicy CRD to be served",
                  lambda: api.get("/apis/placement.extender.dev/v1alpha1/placementpolicies") is not None, 30)
 
+    def service_account_kubeconfig(self, name: str, namespace: str = SYSTEM_NAMESPACE) -> Path:
+        """A kubeconfig holding a fresh token (TokenRequest) of a ServiceAccount, and nothing else."""
+        api = self.admin
+        assert api is not None
+        review = api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 86400}})
+        path = self.workdir / f"{name}.kubeconfig"
+        config = {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {"server": self.server, "certificate-authority": str(self.pki.ca_cert)}}],
+            "users": [{"name": name, "user": {"token": review["status"]["token"]}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": name}}],
+            "current-context": "local",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def start_extender(self, extra_args: Iterable[str] = ()) -> Process:
         port = self.ports["extender"]
         proc = self._spawn("extender", [
             sys.executable, "-m", "extender", "--log-level", os.environ.get("EXTENDER_LOG_LEVEL", "info"), "serve",
-            f"--listen=127.0.0.1:{port}", f"--kubeconfig={self.kubeconfig}", *self.extender_args, *extra_args,
+            f"--listen=127.0.0.1:{port}", f"--kubeconfig={self.service_account_kubeconfig('placement-extender')}",
+            *self.extender_args, *extra_args,
         ], env={"PYTHONPATH": str(REPO)})
         self._await(proc, "extender /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200, 60)
         return proc

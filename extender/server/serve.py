@@ -10,6 +10,8 @@ behind one lock; the watch runs in the same worker.
 from __future__ import annotations
 
 import logging
+import os
+import ssl
 from dataclasses import dataclass
 
 from gunicorn.app.base import BaseApplication
@@ -34,6 +36,9 @@ class ServeOptions:
     events: bool = True
     access_log: bool = False
     timeout: int = 60
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_client_ca_file: str | None = None  # set: callers must present a certificate signed by it
 
 
 def build(options: ServeOptions):
@@ -68,7 +73,13 @@ class ExtenderApplication(BaseApplication):
             "accesslog": "-" if self.options.access_log else None,
             "errorlog": "-",
             "limit_request_line": 8190,
+            "control_socket_disable": True,  # no admin socket; the root filesystem may be read-only
+            "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
         }
+        if self.options.tls_cert_file:
+            settings.update(certfile=self.options.tls_cert_file, keyfile=self.options.tls_key_file)
+            if self.options.tls_client_ca_file:
+                settings.update(ca_certs=self.options.tls_client_ca_file, cert_reqs=ssl.CERT_REQUIRED)
         for key, value in settings.items():
             if value is not None:
                 self.cfg.set(key, value)

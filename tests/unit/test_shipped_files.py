@@ -30,11 +30,11 @@ def test_crd_in_deploy_is_generated_from_the_model() -> None:
     out = io.StringIO()
     with redirect_stdout(out):
         assert main(["crd"]) == 0
-    assert (ROOT / "deploy" / "crd.yaml").read_text() == out.getvalue(), "run `make crd` and commit deploy/crd.yaml"
+    assert (ROOT / "deploy" / "base" / "crd.yaml").read_text() == out.getvalue(), "run `make crd` and commit deploy/base/crd.yaml"
 
 
 def test_crd_schema_is_structural() -> None:
-    crd = yaml.safe_load((ROOT / "deploy" / "crd.yaml").read_text())
+    crd = yaml.safe_load((ROOT / "deploy" / "base" / "crd.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
     def walk(node, path="spec"):
@@ -63,3 +63,21 @@ def test_scheduler_config_names_the_extender_verbs() -> None:
     assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False
     assert {extender[k] for k in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")} == {"filter", "prioritize", "bind", "preempt"}
     assert [p["schedulerName"] for p in config["profiles"]] == ["placement-scheduler"]
+
+
+def test_tls_overlay_config_differs_only_in_the_extender_connection() -> None:
+    base = yaml.safe_load((ROOT / "config" / "scheduler-config.yaml").read_text())
+    tls = yaml.safe_load((ROOT / "deploy" / "overlays" / "tls" / "scheduler-config.yaml").read_text())
+    assert tls["extenders"][0]["enableHTTPS"] is True and tls["extenders"][0]["urlPrefix"].startswith("https://")
+    assert set(tls["extenders"][0]["tlsConfig"]) == {"caFile", "certFile", "keyFile"}
+    for config in (base, tls):
+        for key in ("urlPrefix", "enableHTTPS", "tlsConfig"):
+            config["extenders"][0].pop(key, None)
+    assert base == tls
+
+
+def test_dockerfile_installs_like_the_readme() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install -c constraints.txt ." in dockerfile and "pip install -c constraints.txt ." in readme
+    assert "USER 65532" in dockerfile

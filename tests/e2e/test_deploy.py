@@ -1,0 +1,155 @@
+"""Issue 4: every shipped manifest proven against the real API server.
+
+- deploy/ and the TLS overlay pass a server-side dry-run apply;
+- the CRD (installed from deploy/ by the harness) makes the API server reject a bad policy with
+  a message naming the field;
+- SubjectAccessReviews: both ServiceAccounts may do what they need and nothing dangerous;
+- the e2e extender and placement scheduler run under those ServiceAccounts' tokens.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from extender.devcluster.api import Api, ApiError
+from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE
+
+pytestmark = pytest.mark.e2e
+
+EXTENDER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-extender"
+SCHEDULER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-scheduler"
+POLICIES = f"/apis/placement.extender.dev/v1alpha1/namespaces/{SYSTEM_NAMESPACE}/placementpolicies"
+
+
+@pytest.mark.parametrize("path", ["deploy", "deploy/overlays/tls"])
+def test_manifests_pass_server_side_dry_run(cluster, path: str) -> None:
+    rendered = cluster.kubectl("kustomize", str(REPO / path)).stdout
+    kinds = {d["kind"] for d in yaml.safe_load_all(rendered)}
+    assert {"Deployment", "ClusterRole", "PodDisruptionBudget", "ConfigMap", "CustomResourceDefinition"} <= kinds
+    result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def policy(name: str, spec: dict) -> dict:
+    return {"apiVersion": "placement.extender.dev/v1alpha1", "kind": "PlacementPolicy", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    "spec,field,words",
+    [
+        ({"caps": [{"topologyKey": "kubernetes.io/hostname"}]}, "spec.caps[0]", "exactly one of max or fraction"),
+        ({"caps": [{"topologyKey": "kubernetes.io/hostname", "fraction": "1/3"}]}, "spec.caps[0]", "comparison"),
+        ({"spread": [{"topologyKey": "zone", "maxSkew": 0}]}, "spec.spread[0].maxSkew", "greater than or equal to 1"),
+        ({"shardAntiAffinity": [{"topologyKey": "zone", "mode": "Sometimes"}]}, "spec.shardAntiAffinity[0].mode", "Unsupported value"),
+        ({"ordinalZones": {}, "zones": {"fallbackGroups": [["a"]]}}, "spec", "cannot be combined"),
+    ],
+    ids=["cap-without-limit", "fraction-without-comparison", "maxskew-zero", "bad-mode", "ordinal-and-fallback"],
+)
+def test_api_server_rejects_an_invalid_policy_naming_the_field(cluster, spec, field, words) -> None:
+    with pytest.raises(ApiError) as err:
+        cluster.admin.create(POLICIES, policy("bad", spec))
+    assert err.value.status == 422
+    assert field in str(err.value) and words in str(err.value)
+
+
+def test_api_server_rejects_unknown_fields_under_strict_validation(cluster) -> None:
+    bad = yaml.safe_dump(policy("typo", {"capz": []}) | {"metadata": {"name": "typo", "namespace": SYSTEM_NAMESPACE}})
+    result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=bad, check=False)
+    assert result.returncode != 0 and 'unknown field "spec.capz"' in result.stderr
+
+
+def test_a_valid_policy_is_accepted(cluster) -> None:
+    spec = yaml.safe_load((REPO / "config" / "examples" / "redis-cluster-3az.yaml").read_text())["spec"]
+    created = cluster.admin.create(POLICIES, policy("redis-a", spec), dryRun="All")
+    assert created["spec"]["caps"][0]["comparison"] == "LessThan"
+
+
+def access(cluster, user: str, verb: str, resource: str, *, group: str = "", namespace: str | None = None,
+           subresource: str = "", name: str = "") -> bool:
+    attributes = {"verb": verb, "resource": resource, "group": group, "subresource": subresource, "name": name}
+    if namespace:
+        attributes["namespace"] = namespace
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{SYSTEM_NAMESPACE}", "system:authenticated"]
+    review = cluster.admin.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": groups, "resourceAttributes": attributes}})
+    return bool(review["status"].get("allowed"))
+
+
+EXTENDER_NEEDS = [
+    *[(v, r, "") for r in ("nodes", "pods", "persistentvolumeclaims", "persistentvolumes") for v in ("get", "list", "watch")],
+    *[(v, "statefulsets", "apps") for v in ("get", "list", "watch")],
+    *[(v, "placementpolicies", "placement.extender.dev") for v in ("get", "list", "watch")],
+]
+DANGEROUS = [
+    ("get", "secrets", "", ""), ("list", "secrets", "", ""), ("delete", "pods", "", ""), ("update", "pods", "", ""),
+    ("patch", "pods", "", ""), ("create", "pods", "", ""), ("update", "nodes", "", ""), ("patch", "nodes", "", ""),
+    ("delete", "nodes", "", ""), ("escalate", "clusterroles", "rbac.authorization.k8s.io", ""),
+    ("bind", "clusterroles", "rbac.authorization.k8s.io", ""), ("create", "clusterrolebindings", "rbac.authorization.k8s.io", ""),
+    ("create", "rolebindings", "rbac.authorization.k8s.io", ""), ("*", "*", "*", ""), ("create", "pods", "", "exec"),
+    ("create", "serviceaccounts", "", "token"), ("update", "placementpolicies", "placement.extender.dev", ""),
+    ("delete", "statefulsets", "apps", ""), ("create", "customresourcedefinitions", "apiextensions.k8s.io", ""),
+]
+
+
+@pytest.mark.parametrize("verb,resource,group", EXTENDER_NEEDS, ids=lambda v: str(v))
+def test_extender_may_read_what_it_caches(cluster, verb, resource, group) -> None:
+    assert access(cluster, EXTENDER, verb, resource, group=group)
+
+
+@pytest.mark.parametrize("verb,resource,subresource", [("create", "pods", "binding"), ("create", "events", "")])
+def test_extender_may_bind_and_record_events(cluster, verb, resource, subresource) -> None:
+    assert access(cluster, EXTENDER, verb, resource, subresource=subresource, namespace="any-namespace")
+
+
+@pytest.mark.parametrize("verb,resource,group,subresource", DANGEROUS, ids=lambda v: str(v))
+def test_extender_is_denied_dangerous_verbs(cluster, verb, resource, group, subresource) -> None:
+    assert not access(cluster, EXTENDER, verb, resource, group=group, subresource=subresource, namespace="any-namespace")
+
+
+SCHEDULER_NEEDS = [
+    dict(verb="get", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE, name="placement-scheduler"),
+    dict(verb="update", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE, name="placement-scheduler"),
+    dict(verb="create", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE),
+    dict(verb="get", resource="configmaps", namespace="kube-system", name="extension-apiserver-authentication"),
+    dict(verb="list", resource="nodes"), dict(verb="watch", resource="pods"),
+    dict(verb="create", resource="pods", subresource="binding", namespace="any"),
+    dict(verb="update", resource="persistentvolumeclaims", namespace="any"),  # volume binding (system:volume-scheduler)
+    dict(verb="create", resource="events", group="events.k8s.io", namespace="any"),
+]
+SCHEDULER_DENIED = [
+    dict(verb="get", resource="secrets", namespace="any"), dict(verb="update", resource="nodes"),
+    dict(verb="update", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE, name="someone-else"),
+    dict(verb="get", resource="configmaps", namespace="kube-system", name="kubeadm-config"),
+    dict(verb="escalate", resource="clusterroles", group="rbac.authorization.k8s.io"),
+    dict(verb="bind", resource="clusterroles", group="rbac.authorization.k8s.io"),
+    dict(verb="*", resource="*", group="*"), dict(verb="create", resource="pods", subresource="exec", namespace="any"),
+]
+
+
+@pytest.mark.parametrize("attrs", SCHEDULER_NEEDS, ids=lambda a: f"{a['verb']}-{a['resource']}")
+def test_scheduler_may_do_what_it_needs(cluster, attrs) -> None:
+    assert access(cluster, SCHEDULER, **attrs)
+
+
+@pytest.mark.parametrize("attrs", SCHEDULER_DENIED, ids=lambda a: f"{a['verb']}-{a['resource']}-{a.get('name', '')}")
+def test_scheduler_is_denied_the_rest(cluster, attrs) -> None:
+    assert not access(cluster, SCHEDULER, **attrs)
+
+
+@pytest.mark.parametrize("component,user", [("placement-extender", EXTENDER), ("placement-scheduler", SCHEDULER)])
+def test_components_run_under_their_own_service_accounts(cluster, component, user) -> None:
+    config = yaml.safe_load((cluster.workdir / f"{component}.kubeconfig").read_text())
+    credentials = config["users"][0]["user"]
+    assert set(credentials) == {"token"}, "no client certificate, no admin credentials"
+    as_component = Api(cluster.server, str(cluster.pki.ca_cert), token=credentials["token"])
+    review = as_component.create("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                 {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    assert review["status"]["userInfo"]["username"] == user
+    processes = {p.name: p for p in cluster.processes}
+    if component == "placement-extender":
+        used = [a.split("=", 1)[1] for a in processes["extender"].argv if a.startswith("--kubeconfig=")]
+    else:
+        used = [yaml.safe_load((cluster.workdir / "placement-scheduler.yaml").read_text())["clientConnection"]["kubeconfig"]]
+    assert used == [str(cluster.workdir / f"{component}.kubeconfig")]
