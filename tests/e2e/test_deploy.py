@@ -153,3 +153,35 @@ def test_components_run_under_their_own_service_accounts(cluster, component, use
     else:
         used = [yaml.safe_load((cluster.workdir / "placement-scheduler.yaml").read_text())["clientConnection"]["kubeconfig"]]
     assert used == [str(cluster.workdir / f"{component}.kubeconfig")]
+
+
+def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None:
+    """The TLS overlay's mode: HTTPS, and callers without a certificate from the CA are refused."""
+    import sys
+
+    import requests
+
+    from extender.devcluster.api import wait_for
+    from extender.devcluster.processes import Process, free_port
+
+    pki = cluster.pki
+    port = free_port()
+    client = pki.client("scheduler-client", "placement-scheduler-client")
+    proc = Process("extender-tls", [
+        sys.executable, "-m", "extender", "serve", f"--listen=127.0.0.1:{port}",
+        f"--kubeconfig={cluster.workdir / 'placement-extender.kubeconfig'}",
+        f"--tls-cert-file={pki.serving_cert}", f"--tls-key-file={pki.serving_key}", f"--tls-client-ca-file={pki.ca_cert}",
+    ], cluster.log_dir, env={"PYTHONPATH": str(REPO)})
+    proc.start()
+    try:
+        session = requests.Session()
+        session.trust_env = False
+        url = f"https://127.0.0.1:{port}/readyz"
+        ok = wait_for("the TLS extender", lambda: (proc.check(), session.get(url, verify=str(pki.ca_cert), cert=(str(client.cert), str(client.key)), timeout=2).status_code == 200)[1], 60)
+        assert ok
+        with pytest.raises(requests.exceptions.RequestException):
+            session.get(url, verify=str(pki.ca_cert), timeout=2)  # no client certificate
+        with pytest.raises(requests.exceptions.RequestException):
+            session.get(f"http://127.0.0.1:{port}/readyz", timeout=2)  # plain HTTP
+    finally:
+        proc.stop()
