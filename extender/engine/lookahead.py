@@ -89,22 +89,35 @@ def future_pods(ctx: Context) -> list[FuturePod]:
     if pod.ordinal is not None:
         present[pod.shard].add(pod.ordinal)
     out: list[FuturePod] = []
+
+    def future(shard: str, ordinal: int) -> FuturePod:
+        zones = None
+        if ctx.spec.ordinalZones is not None:
+            order = ctx.shard_zone_order(shard)
+            allowed = {order.zone_for(ordinal)} - {None}
+            volume = snap.volume_zones.get(shard, {}).get(ordinal)
+            if volume is not None:
+                allowed.add(volume)
+            zones = frozenset(allowed)  # type: ignore[arg-type]
+        return FuturePod(shard, zones)
+
     for shard, replicas in sorted(snap.shard_replicas.items()):
-        for ordinal in range(replicas):
-            if ordinal in present[shard]:
-                continue
-            zones = None
-            if ctx.spec.ordinalZones is not None:
-                order = ctx.shard_zone_order(shard)
-                allowed = {order.zone_for(ordinal)} - {None}
-                volume = snap.volume_zones.get(shard, {}).get(ordinal)
-                if volume is not None:
-                    allowed.add(volume)
-                zones = frozenset(allowed)  # type: ignore[arg-type]
-            out.append(FuturePod(shard, zones))
-    if snap.group_size is not None:
-        extra = snap.group_size - len(snap.placements) - 1 - len(out)
-        out.extend(FuturePod(None, None) for _ in range(max(0, extra)))
+        out.extend(future(shard, o) for o in range(replicas) if o not in present[shard])
+    if snap.group_size is None:
+        return out
+    extra = snap.group_size - len(snap.placements) - 1 - len(out)
+    # The group will be larger than its StatefulSets declare (replicas raised one at a time, or
+    # a StatefulSet not created yet). Shards of one cluster are alike, so assume the short ones
+    # grow to the largest one's size, lowest ordinal first; a pod with a known shard is what
+    # anti-affinity needs to see a dead end (seed 002's 3-shard case). The rest are shardless.
+    if extra > 0 and snap.shard_replicas:
+        target = max(snap.shard_replicas.values())
+        for ordinal in range(target):
+            for shard, replicas in sorted(snap.shard_replicas.items()):
+                if extra > 0 and replicas <= ordinal and ordinal not in present[shard]:
+                    out.append(future(shard, ordinal))
+                    extra -= 1
+    out.extend(FuturePod(None, None) for _ in range(max(0, extra)))
     return out
 
 

@@ -1,0 +1,36 @@
+"""Dead-end lookahead when the group is larger than its StatefulSets declare yet."""
+
+from __future__ import annotations
+
+from extender.engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, evaluate
+from extender.engine.context import Context
+from extender.engine.lookahead import future_pods
+from extender.policy import PlacementPolicySpec
+
+HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
+NETEASE = PlacementPolicySpec.model_validate({
+    "group": {"size": 6},
+    "caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
+             {"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}],
+    "shardAntiAffinity": [{"topologyKey": ZONE}],
+})
+NODES = Topology([NodeInfo(f"node-{z}{i}", {HOST: f"node-{z}{i}", ZONE: f"zone-{z}"}) for z in "abc" for i in (1, 2)])
+
+
+def test_undeclared_pods_are_assumed_to_fill_the_short_shards() -> None:
+    """e2e repetition 17: replicas raised one at a time; shard 2 declares 1 of its 2 pods."""
+    placed = (Placement("r/s0-0", "node-c1", "s0", 0), Placement("r/s2-0", "node-b2", "s2", 0),
+              Placement("r/s0-1", "node-a2", "s0", 1), Placement("r/s1-0", "node-a1", "s1", 0))
+    snap = Snapshot(NODES, placed, group_size=6, shard_replicas={"s0": 2, "s1": 2, "s2": 1})
+    pod = PodRequest("r/s1-1", "s1", 1)
+    assert [(f.shard) for f in future_pods(Context.build(NETEASE, pod, snap))] == ["s2"]
+    decision = evaluate(NETEASE, pod, snap, [n for n in NODES.nodes])
+    # node-c2 would leave s2-1 only node-b1, in zone-b beside s2-0: a dead end.
+    assert decision.passed() == ["node-b1"]
+    assert decision.verdicts["node-c2"].rule == "deadEndAvoidance"
+
+
+def test_extra_pods_beyond_even_shards_stay_shardless() -> None:
+    snap = Snapshot(NODES, (), group_size=7, shard_replicas={"s0": 2, "s1": 1})
+    futures = future_pods(Context.build(NETEASE, PodRequest("r/s0-0", "s0", 0), snap))
+    assert sorted(f.shard or "-" for f in futures) == ["-", "-", "-", "s0", "s1", "s1"]
