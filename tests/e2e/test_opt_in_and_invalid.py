@@ -71,6 +71,7 @@ def test_opt_in_and_out_by_scheduler_name_alone(cluster, ns, scenario) -> None:
          'a fractional cap must spell out its comparison'),
         ("typo", {"cpas": []}, "cpas: Extra inputs are not permitted"),
     ],
+    ids=["fraction-without-comparison", "unknown-field"],
 )
 def test_invalid_policy_keeps_the_pod_pending_with_the_message(cluster, ns, scenario, name, annotation, needle) -> None:
     api = cluster.admin
