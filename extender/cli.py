@@ -102,6 +102,49 @@ def _dev_up(args: argparse.Namespace) -> int:
     return run(zones=args.zones, nodes_per_zone=args.nodes_per_zone, replicas=args.replicas, wait=not args.no_wait)
 
 
+def _labels(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    pairs = [p.split("=", 1) for p in text.split(",") if p]
+    if any(len(p) != 2 for p in pairs):
+        raise SystemExit(f"--match-labels takes key=value[,key=value]; got {text!r}")
+    return {k: v for k, v in pairs}
+
+
+def _translate_source(args: argparse.Namespace) -> tuple[object, dict[str, str], int | None, str]:
+    """The policy, the group's labels and size, and a name, from a file or the live cluster."""
+    from .translate_input import from_cluster, from_documents
+
+    if args.source.count("/") == 1 and not os.path.exists(args.source):
+        return from_cluster(args.source, args.namespace, args.kubeconfig)
+    text = sys.stdin.read() if args.source == "-" else open(args.source, encoding="utf-8").read()
+    return from_documents([d for d in yaml.safe_load_all(text) if d is not None], args.source)
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from .translate import translate
+
+    try:
+        spec, labels, size, name = _translate_source(args)
+        result = translate(spec, match_labels={**labels, **_labels(args.match_labels)},  # type: ignore[arg-type]
+                           group_size=args.size or size, shard_label=args.shard_label)
+    except (PolicyError, ValueError, OSError) as err:
+        print(f"translate: {err}", file=sys.stderr)
+        return 2
+    gaps = [{"rule": g.rule, "limitation": g.limitation, "cost": g.cost} for g in result.gaps]
+    if args.json:
+        print(json.dumps({"source": name, "groupSize": result.group_size, "fragment": result.fragment, "gaps": gaps}, indent=2))
+        return 0
+    print(f"# Native constraints closest to {name} (group size {result.group_size or 'unknown'}).")
+    print("# Merge under spec.template.spec of every StatefulSet of the group, and set schedulerName back.")
+    sys.stdout.write(yaml.safe_dump(result.fragment, sort_keys=False))
+    print("# What the native scheduler cannot express, and what that costs:")
+    for g in result.gaps:
+        print(f"# - {g.rule}: {g.limitation}.")
+        print(f"#   cost: {g.cost}.")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     top.add_argument("--log-level", default=_env("EXTENDER_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"])
@@ -139,6 +182,18 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--replicas", type=int, default=6)
     up.add_argument("--no-wait", action="store_true", help="tear down right after printing (smoke test)")
     up.set_defaults(func=_dev_up)
+
+    tr = sub.add_parser("translate", help="the closest native topologySpreadConstraints/affinity for a policy (the retire path)")
+    tr.add_argument("source", help="a file (PlacementPolicy, StatefulSet with an inline policy, or a bare spec; '-' for stdin), "
+                                   "or statefulset/NAME or placementpolicy/NAME in the live cluster")
+    tr.add_argument("-n", "--namespace", default="default")
+    tr.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    tr.add_argument("--size", type=int, help="group size (default: group.size, else the StatefulSets' replicas)")
+    tr.add_argument("--match-labels", help="labels of the group's pods, k=v[,k=v] (default: the StatefulSet's selector)")
+    tr.add_argument("--shard-label", default="controller-revision-hash",
+                    help="pod label that differs per shard, for anti-affinity's matchLabelKeys")
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=_translate)
 
     check = sub.add_parser("check", help="validate a policy file (PlacementPolicy, bare spec, or '-' for stdin)")
     check.add_argument("file")
