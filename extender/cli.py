@@ -145,6 +145,23 @@ def _translate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ab(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .ab import load, run
+
+    try:
+        scenario = load(args.scenario)
+    except (ValueError, OSError) as err:
+        print(f"ab: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out or ".")
+    out.mkdir(parents=True, exist_ok=True)
+    run(scenario, repetitions=args.repetitions, json_path=out / f"ab-{scenario.name}.json",
+        png_path=None if args.no_png else out / f"ab-{scenario.name}.png")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     top.add_argument("--log-level", default=_env("EXTENDER_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"])
@@ -194,6 +211,13 @@ def parser() -> argparse.ArgumentParser:
                     help="pod label that differs per shard, for anti-affinity's matchLabelKeys")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=_translate)
+
+    ab = sub.add_parser("ab", help="run a scenario under the native scheduler and under the extender, K times each")
+    ab.add_argument("scenario", help="scenario YAML (see config/ab/)")
+    ab.add_argument("-k", "--repetitions", type=int, help="repetitions per side (default: the scenario's)")
+    ab.add_argument("--out", help="directory for ab-<scenario>.json and .png (default: .)")
+    ab.add_argument("--no-png", action="store_true", help="skip the picture (no matplotlib needed)")
+    ab.set_defaults(func=_ab)
 
     check = sub.add_parser("check", help="validate a policy file (PlacementPolicy, bare spec, or '-' for stdin)")
     check.add_argument("file")
