@@ -125,6 +125,7 @@ class _Search:
     def __init__(self, plan: Plan, pods: list[FuturePod], budget: int) -> None:
         self.plan = plan
         self.pods = pods
+        self.order = list(dict.fromkeys(pods))  # distinct kinds, most constrained first
         self.budget = budget
         self.dead: set[tuple] = set()
 
@@ -154,43 +155,52 @@ class _Search:
                     return False
         return True
 
-    def run(self, classes: Counter, dom: list[Counter], shard_dom: list[Counter], depth: int = 0) -> bool | None:
-        if depth == len(self.pods):
+    def run(self, classes: Counter, dom: list[Counter], shard_dom: list[Counter], remaining: Counter | None = None) -> bool | None:
+        """Can every remaining pod be placed? True / False, or None when the budget ran out.
+
+        Caps and anti-affinity only bound final counts, so the order in which the remaining pods
+        are tried does not matter and one fixed order (most constrained first) is complete. A hard
+        spread's skew depends on the order pods land in, so with one the search also branches
+        over which kind of pod comes next: a dead end must hold for every order, not just one.
+        """
+        if remaining is None:
+            remaining = Counter(self.pods)
+        if not +remaining:
             return True
-        state = (depth, frozenset(classes.items()), tuple(frozenset(c.items()) for c in dom), tuple(frozenset(c.items()) for c in shard_dom))
+        state = (frozenset((+remaining).items()), frozenset((+classes).items()),
+                 tuple(frozenset((+c).items()) for c in dom), tuple(frozenset((+c).items()) for c in shard_dom))
         if state in self.dead:
             return False
         self.budget -= 1
         if self.budget < 0:
             return None
-        pod = self.pods[depth]
+        kinds = [p for p in self.order if remaining[p] > 0]
+        if not self.plan.spreads:
+            kinds = kinds[:1]
         node_min = min((k[1] for k, n in classes.items() if n > 0), default=0)
-        options = [k for k, n in classes.items() if n > 0 and self.fits(pod, k, dom, shard_dom, node_min)]
-        options.sort(key=lambda k: (sum(dom[i][k[0][i]] for i in range(len(dom))), k[1], k))
-        unknown = False
-        for klass in options:
-            values, load, shards = klass
-            new_class: Klass = (values, load + 1, tuple(sorted({*shards, pod.shard} - {None}))) if self.plan.tracks_node else klass
-            classes[klass] -= 1
-            classes[new_class] += 1
-            for i, v in enumerate(values):
-                dom[i][v] += 1
-                if pod.shard is not None:
-                    shard_dom[i][(pod.shard, v)] += 1
-            result = self.run(classes, dom, shard_dom, depth + 1)
-            for i, v in enumerate(values):
-                dom[i][v] -= 1
-                if pod.shard is not None:
-                    shard_dom[i][(pod.shard, v)] -= 1
-            classes[new_class] -= 1
-            classes[klass] += 1
-            if result:
-                return True
-            if result is None:
-                unknown = True
-                break
-        if unknown:
-            return None
+        for pod in kinds:
+            options = [k for k, n in classes.items() if n > 0 and self.fits(pod, k, dom, shard_dom, node_min)]
+            options.sort(key=lambda k: (sum(dom[i][k[0][i]] for i in range(len(dom))), k[1], k))
+            for klass in options:
+                values, load, shards = klass
+                new_class: Klass = (values, load + 1, tuple(sorted({*shards, pod.shard} - {None}))) if self.plan.tracks_node else klass
+                classes[klass] -= 1
+                classes[new_class] += 1
+                remaining[pod] -= 1
+                for i, v in enumerate(values):
+                    dom[i][v] += 1
+                    if pod.shard is not None:
+                        shard_dom[i][(pod.shard, v)] += 1
+                result = self.run(classes, dom, shard_dom, remaining)
+                for i, v in enumerate(values):
+                    dom[i][v] -= 1
+                    if pod.shard is not None:
+                        shard_dom[i][(pod.shard, v)] -= 1
+                remaining[pod] += 1
+                classes[new_class] -= 1
+                classes[klass] += 1
+                if result is None or result:
+                    return result
         self.dead.add(state)
         return False
 
