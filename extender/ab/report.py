@@ -13,7 +13,7 @@ FIELDS = [
     ("violations", "hard-rule violations"),
     ("runsWithPending", "runs with pods left Pending"),
     ("pending", "pods left Pending"),
-    ("emptiedZones", "zones emptied by a scale-down"),
+    ("emptiedZones", "zones a scale-down emptied needlessly"),
     ("medianSecondsToPlace", "median seconds to place"),
 ]
 

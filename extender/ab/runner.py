@@ -193,6 +193,8 @@ class Runner:
                 queues.setdefault(name.rsplit("-", 1)[0], []).append(name)
         for q in queues.values():
             q.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
+            if self.scenario.arrival == "random":
+                rng.shuffle(q)
         draw = [shard for shard, q in sorted(queues.items()) for _ in q]
         rng.shuffle(draw)
         order = [queues[shard].pop(0) for shard in draw]
@@ -258,7 +260,13 @@ class Runner:
     def _measure(self, ns: str, step: Step, expected: int, before: list[Member], seconds: float) -> StepResult:
         nodes = self._nodes()
         members = self._members(ns)
-        emptied = sorted(zones_of(self.spec, before, nodes) - zones_of(self.spec, members, nodes)) if expected and len(before) > expected else []
+        emptied: list[str] = []
+        if expected and len(before) > expected:
+            # Zones a scale-down emptied beyond what the new size forces (1 pod can hold 1 zone).
+            held_before, held_after = zones_of(self.spec, before, nodes), zones_of(self.spec, members, nodes)
+            lost = sorted(held_before - held_after)
+            forced = max(0, len(held_before) - expected)
+            emptied = lost[: max(0, len(lost) - forced)]
         keys = sorted({self.spec.canonical_key(k) for k in self.spec.topology_keys()} | ({self.spec.topology.zone} if self.spec.uses_zones else set()))
         label = step.action + "".join(f" {k}={v}" for k, v in (("shards", step.shards), ("replicas", step.replicas)) if v is not None)
         return StepResult(

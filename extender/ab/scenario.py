@@ -44,6 +44,11 @@ class Scenario(_Model):
     repetitions: int = Field(default=3, ge=1)
     settleSeconds: float = Field(default=20, gt=0, description="no progress for this long = the rest stay Pending")
     jitterMs: tuple[int, int] = (20, 120)
+    arrival: Literal["random", "ordinalWithinShard"] = Field(
+        default="random",
+        description="random: any order (pods of a Parallel StatefulSet reach the queue in no fixed order); "
+        "ordinalWithinShard: a shard's ordinal 0 before 1, shards interleaved at random",
+    )
 
     @model_validator(mode="after")
     def _valid(self) -> Scenario:
