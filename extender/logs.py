@@ -23,9 +23,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+class RequestIdFilter(logging.Filter):
+    """Stamp records made while serving a request with its id (X-Request-Id or a fresh one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            from flask import g, has_request_context
+
+            if has_request_context():
+                record.request_id = g.get("request_id", "")
+        except ImportError:  # pragma: no cover - flask is a dependency
+            pass
+        if not hasattr(record, "request_id"):
+            record.request_id = ""
+        return True
+
+
 def setup_logging(level: str = "info", as_json: bool = False) -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if as_json else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RequestIdFilter())
+    text = logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+    handler.setFormatter(JsonFormatter() if as_json else text)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -10,13 +10,15 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from .engine import Decision, NodeInfo, Outcome, PlacementKind, evaluate
 from .engine.context import Context
 from .engine.lookahead import DEFAULT_BUDGET
 from .engine.scoring import MAX_SCORE
+from .metrics import Metrics
 from .policy import PlacementPolicySpec, PolicyError
 from .state.objects import ObjectError, PodRecord, parse_node, parse_pod
 from .state.store import ClusterStore
@@ -60,6 +62,7 @@ class Verbs:
     binder: Binder
     events: EventSink
     lookahead_budget: int = DEFAULT_BUDGET
+    metrics: Metrics = field(default_factory=Metrics)
 
     # ---------------------------------------------------------------- filter
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
@@ -72,13 +75,26 @@ class Verbs:
                 spec = self.store.resolve_policy(pod)
             except PolicyError as err:
                 self.events.pod_event(pod, "InvalidPlacementPolicy", str(err))
+                self.metrics.pod_decisions.inc(result="invalid_policy")
+                self.metrics.node_verdicts.inc(len(names), outcome="unresolvable", rule="policy")
                 return _filter_result(args, [], {}, {name: str(err) for name in names})
             decision = self._decide(pod, spec, candidates)
             if spec is not None:
                 self._reserve(pod, spec, decision)
+        passed = decision.passed()
+        self._count(spec, decision, passed)
+        if spec is not None and not passed and names:
+            self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
         failed = {n: v.reason for n, v in decision.verdicts.items() if v.outcome is Outcome.FAIL}
         unresolvable = {n: v.reason for n, v in decision.verdicts.items() if v.outcome is Outcome.UNRESOLVABLE}
-        return _filter_result(args, decision.passed(), failed, unresolvable)
+        return _filter_result(args, passed, failed, unresolvable)
+
+    def _count(self, spec: PlacementPolicySpec | None, decision: Decision, passed: list[str]) -> None:
+        tally = Counter((v.outcome.value, v.rule or "-") for v in decision.verdicts.values())
+        for (outcome, rule), count in tally.items():
+            self.metrics.node_verdicts.inc(count, outcome=outcome, rule=rule)
+        result = "no_policy" if spec is None else ("feasible" if passed else "no_feasible_node")
+        self.metrics.pod_decisions.inc(result=result)
 
     # ---------------------------------------------------------------- prioritize
     def prioritize(self, args: ExtenderArgs) -> HostPriorityList:
@@ -101,6 +117,7 @@ class Verbs:
         with self.store.lock:
             pod = self._known_pod(args)
             if pod is None:
+                self.metrics.binds.inc(result="unknown_pod")
                 return ExtenderBindingResult(
                     Error=f"pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is not in the extender's cache yet; "
                     "refusing to bind blind, kube-scheduler will retry"
@@ -115,6 +132,8 @@ class Verbs:
                 verdict = evaluate(spec, request, snap, [args.Node], lookahead_budget=0).verdicts[args.Node]
                 if not verdict.passed:
                     self.store.reservations.release(pod.uid)
+                    self.metrics.binds.inc(result="refused")
+                    log.info("refused to bind %s to %s: %s", pod.key, args.Node, verdict.reason)
                     return ExtenderBindingResult(Error=f"refused to bind to {args.Node}: {verdict.reason}")
                 self.store.reservations.commit(pod, args.Node)
         try:
@@ -122,7 +141,10 @@ class Verbs:
         except BindError as err:
             with self.store.lock:
                 self.store.reservations.release(pod.uid)
+            self.metrics.binds.inc(result="failed")
+            log.warning("%s", err)
             return ExtenderBindingResult(Error=str(err))
+        self.metrics.binds.inc(result="bound")
         return ExtenderBindingResult()
 
     # ---------------------------------------------------------------- preempt
@@ -149,6 +171,9 @@ class Verbs:
             for node, uids in victims.items():
                 if self._preemption_ok(pod, spec, node, set(uids)):
                     kept[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in uids], NumPDBViolations=pdb[node])
+                    self.metrics.preemptions.inc(result="kept")
+                else:
+                    self.metrics.preemptions.inc(result="refused")
         return ExtenderPreemptionResult(NodeNameToMetaVictims=kept)
 
     def _preemption_ok(self, pod: PodRecord, spec: PlacementPolicySpec | None, node: str, uids: set[str]) -> bool:
@@ -232,6 +257,18 @@ class Verbs:
         if pod is not None:
             return pod
         return None
+
+
+def rejection_summary(decision: Decision) -> str:
+    """One line for a pod no node could take: how many nodes each rule removed, with an example
+    reason per rule. One Event per pod and message, however many nodes the cluster has."""
+    by_rule: dict[str, list[str]] = {}
+    for v in decision.verdicts.values():
+        if not v.passed:
+            by_rule.setdefault(v.rule or "other", []).append(v.reason)
+    total = len(decision.verdicts)
+    parts = [f"{len(reasons)} by {rule} (e.g. {reasons[0]})" for rule, reasons in sorted(by_rule.items(), key=lambda kv: -len(kv[1]))]
+    return f"0/{total} nodes can take this pod under its placement policy: " + "; ".join(parts)
 
 
 def _break_tie(pod: PodRecord, decision: Decision) -> list[str]:

@@ -23,7 +23,8 @@ from ..wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs, en
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_BODY = 128 * 1024 * 1024  # a full NodeList of 5,000 nodes is ~30 MB
+DEFAULT_MAX_BODY = 128 * 1024 * 1024
+VERB_PATHS = {"/filter", "/prioritize", "/bind", "/preempt", "/healthz", "/readyz", "/metrics"}  # a full NodeList of 5,000 nodes is ~30 MB
 
 
 def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_body: int = DEFAULT_MAX_BODY) -> Flask:
@@ -54,10 +55,18 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
 
     @app.after_request
     def _log(response: Response) -> Response:
-        elapsed = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
-        log.debug("%s %s %s %.1fms", g.get("request_id"), request.path, response.status_code, elapsed)
+        elapsed = time.perf_counter() - g.get("started", time.perf_counter())
+        verb = request.path.strip("/") if request.path in VERB_PATHS else "other"
+        verbs.metrics.requests.inc(verb=verb, code=str(response.status_code))
+        if verb in ("filter", "prioritize", "bind", "preempt"):
+            verbs.metrics.latency.observe(elapsed, verb=verb)
+        log.debug("%s %s %.1fms", request.path, response.status_code, elapsed * 1000)
         response.headers["X-Request-Id"] = g.get("request_id", "")
         return response
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(verbs.metrics.render(), mimetype="text/plain; version=0.0.4")
 
     @app.post("/filter")
     def filter_() -> Response:
@@ -98,7 +107,7 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException) -> Response:
         message = {
-            404: f"no such endpoint {request.path}; the extender serves POST /filter, /prioritize, /bind, /preempt and GET /healthz, /readyz",
+            404: f"no such endpoint {request.path}; the extender serves POST /filter, /prioritize, /bind, /preempt and GET /healthz, /readyz, /metrics",
             405: f"{request.method} is not allowed on {request.path}",
             413: f"request body larger than the limit of {max_body} bytes (--max-body)",
         }.get(err.code or 0, err.description or err.name)

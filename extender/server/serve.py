@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import ssl
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from gunicorn.app.base import BaseApplication
 
 from ..state.reservations import Reservations
 from ..state.store import ClusterStore
+from ..metrics import store_gauges
 from ..verbs import Verbs
 from .app import create_app
 
@@ -50,6 +52,7 @@ def build(options: ServeOptions):
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
     events = KubeEventSink(api) if options.events else NullEventSink()
     verbs = Verbs(store, KubeBinder(api), events, lookahead_budget=options.lookahead_budget)
+    store_gauges(verbs.metrics, store, time.time)
     watcher = Watcher(api, store)
     watcher.start()
     app = create_app(verbs, max_body=options.max_body)

@@ -1,0 +1,68 @@
+"""/metrics and the aggregated rejection event."""
+
+from __future__ import annotations
+
+import time
+
+from builders import HOST, filter_args, node, pod
+from extender.kube import NullEventSink
+from extender.metrics import Histogram, store_gauges
+from extender.server.app import create_app
+from extender.state.store import KINDS, ClusterStore
+from extender.verbs import Verbs
+
+
+def make():
+    store = ClusterStore()
+    for kind in KINDS:
+        store.replace(kind, [])
+    for i in range(4):
+        store.apply("nodes", "ADDED", node(f"n{i}", "a" if i < 2 else "b"))
+    events = NullEventSink()
+    verbs = Verbs(store, binder=None, events=events)  # type: ignore[arg-type]
+    store_gauges(verbs.metrics, store, time.time)
+    return store, events, verbs, create_app(verbs).test_client()
+
+
+def test_metrics_show_the_decisions_made() -> None:
+    store, events, verbs, client = make()
+    names = ["n0", "n1", "n2", "n3"]
+    policy = {"zones": {"allowed": ["a"]}}
+    client.post("/filter", json=filter_args(pod("r-0", sts="r", policy=policy), names))
+    client.post("/filter", json=filter_args(pod("plain"), names))
+    client.post("/filter", json=filter_args(pod("bad", policy={"capz": 1}), names))
+    client.post("/filter", data="{oops")
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'extender_filter_decisions_total{result="feasible"} 1' in text
+    assert 'extender_filter_decisions_total{result="no_policy"} 1' in text
+    assert 'extender_filter_decisions_total{result="invalid_policy"} 1' in text
+    assert 'extender_filter_node_verdicts_total{outcome="unresolvable",rule="zones"} 2' in text
+    assert 'extender_filter_node_verdicts_total{outcome="pass",rule="-"} 6' in text
+    assert 'extender_requests_total{code="400",verb="filter"} 1' in text
+    assert 'extender_request_duration_seconds_count{verb="filter"} 4' in text
+    assert 'extender_cache_objects{kind="nodes"} 4' in text
+    assert 'extender_cache_synced{kind="pods"} 1' in text
+    assert 'extender_reservations{kind="tentative"} 1' in text
+    assert "# TYPE extender_request_duration_seconds histogram" in text
+
+
+def test_a_pod_no_node_can_take_gets_one_aggregated_event() -> None:
+    store, events, verbs, client = make()
+    store.apply("pods", "ADDED", pod("r-0", sts="r", node_name="n0"))
+    store.apply("pods", "ADDED", pod("r-1", sts="r", node_name="n1"))
+    policy = {"caps": [{"topologyKey": HOST, "max": 1}], "zones": {"allowed": ["a"]}}
+    client.post("/filter", json=filter_args(pod("r-2", sts="r", policy=policy), ["n0", "n1", "n2", "n3"]))
+    assert len(events.events) == 1
+    key, reason, message = events.events[0]
+    assert key == "db/r-2" and reason == "PlacementRejected"
+    assert message.startswith("0/4 nodes can take this pod under its placement policy: 2 by caps (e.g. ")
+    assert "2 by zones (e.g. zone b is not among the allowed zones (a))" in message
+
+
+def test_histogram_buckets_are_cumulative() -> None:
+    h = Histogram("x", "help", buckets=(0.1, 1.0))
+    for v in (0.05, 0.5, 5):
+        h.observe(v, verb="f")
+    lines = list(h.render())
+    assert 'x_bucket{verb="f",le="0.1"} 1' in lines and 'x_bucket{verb="f",le="1.0"} 2' in lines
+    assert 'x_bucket{verb="f",le="+Inf"} 3' in lines and 'x_count{verb="f"} 3' in lines
