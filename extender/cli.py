@@ -162,6 +162,37 @@ def _ab(args: argparse.Namespace) -> int:
     return 0
 
 
+def _live_store(args: argparse.Namespace):
+    from .kube import connect
+    from .state.watcher import list_once
+
+    return list_once(connect(args.kubeconfig))
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from .explain import explain, render
+
+    if args.pod.count("/") != 1:
+        print("explain takes NAMESPACE/POD", file=sys.stderr)
+        return 2
+    namespace, name = args.pod.split("/")
+    try:
+        result = explain(_live_store(args), namespace, name)
+    except LookupError as err:
+        print(f"explain: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result.as_dict(), indent=2) if args.json else render(result))
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from .audit import as_json, audit, render
+
+    reports = audit(_live_store(args), args.namespace)
+    print(json.dumps(as_json(reports), indent=2) if args.json else render(reports))
+    return 1 if any(r.violations or r.error for r in reports) else 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     top.add_argument("--log-level", default=_env("EXTENDER_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"])
@@ -218,6 +249,19 @@ def parser() -> argparse.ArgumentParser:
     ab.add_argument("--out", help="directory for ab-<scenario>.json and .png (default: .)")
     ab.add_argument("--no-png", action="store_true", help="skip the picture (no matplotlib needed)")
     ab.set_defaults(func=_ab)
+
+    ex = sub.add_parser("explain", help="for one pod, each node's verdict with the rule and its numbers (live cluster)")
+    ex.add_argument("pod", help="NAMESPACE/POD")
+    ex.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    ex.add_argument("--json", action="store_true")
+    ex.set_defaults(func=_explain)
+
+    au = sub.add_parser("audit", help="every policy group: placement table, broken hard rules, scale-down risks, "
+                                      "pending pods; exit 1 on a violation")
+    au.add_argument("-n", "--namespace", help="only this namespace")
+    au.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    au.add_argument("--json", action="store_true")
+    au.set_defaults(func=_audit)
 
     check = sub.add_parser("check", help="validate a policy file (PlacementPolicy, bare spec, or '-' for stdin)")
     check.add_argument("file")

@@ -52,6 +52,7 @@ class PodRecord:
     policy_annotation: str | None = None
     policy_ref: str | None = None
     nominated_node: str | None = None
+    unschedulable: str | None = None  # the PodScheduled=False message, while Pending
 
     @property
     def key(self) -> str:
@@ -95,6 +96,8 @@ def parse_pod(obj: Any) -> PodRecord:
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
         nominated_node=status.get("nominatedNodeName") or None,
+        unschedulable=next((str(c.get("message") or c.get("reason") or "") for c in status.get("conditions") or ()
+                            if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"), None),
     )
 
 

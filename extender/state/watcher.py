@@ -139,6 +139,21 @@ class Watcher:
         return version
 
 
+def list_once(api: KubeHttp, store: ClusterStore | None = None, page_size: int = 500) -> ClusterStore:
+    """A store filled by one list of every kind, no watch: for explain and audit."""
+    store = store if store is not None else ClusterStore()
+    watcher = Watcher(api, store, page_size=page_size)
+    for resource in RESOURCES:
+        try:
+            watcher._list(resource)
+        except KubeApiError as err:
+            if err.status == 404 and resource.kind == "policies":
+                watcher._no_policy_crd()
+            else:
+                raise
+    return store
+
+
 def _lines(response: Any) -> Iterator[dict[str, Any]]:
     buffer = b""
     for chunk in response.iter_content(chunk_size=None):

@@ -31,6 +31,11 @@ def test_manifests_pass_server_side_dry_run(cluster, path: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_optional_audit_cronjob_passes_server_side_dry_run(cluster) -> None:
+    result = cluster.kubectl("apply", "--dry-run=server", "-f", str(REPO / "deploy" / "optional" / "audit-cronjob.yaml"), check=False)
+    assert result.returncode == 0, result.stderr
+
+
 def policy(name: str, spec: dict) -> dict:
     return {"apiVersion": "placement.extender.dev/v1alpha1", "kind": "PlacementPolicy", "metadata": {"name": name}, "spec": spec}
 

@@ -1,0 +1,124 @@
+"""`python -m extender audit`: is every group still within its policy?
+
+For every group of pods with a placement policy: where its pods are (zones x nodes), the hard
+rules the current placement breaks (drift after a scale-down, a node loss, a pod placed by
+hand), the zones the next scale-down of each StatefulSet would empty, and the pods Pending
+with kube-scheduler's reason. Exit code 1 when any hard rule is broken, so it can run as a
+CronJob alarm (deploy/optional/audit-cronjob.yaml).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .checker import Member, violations, zones_of
+from .engine.topology import Topology
+from .placement_table import zone_table
+from .policy import PlacementPolicySpec, PolicyError
+from .state.objects import PodRecord
+from .state.store import ClusterStore
+
+
+@dataclass
+class GroupReport:
+    namespace: str
+    group: str  # how the group is named: the policy and its selector or StatefulSet
+    policy: str
+    size: int | None
+    placed: dict[str, str]  # pod -> node
+    zones: dict[str, str]  # node -> zone, for the nodes holding the group
+    violations: list[str] = field(default_factory=list)
+    next_scale_down_empties: list[str] = field(default_factory=list)
+    pending: dict[str, str] = field(default_factory=dict)  # pod -> why
+    error: str | None = None
+
+
+def _group_key(pod: PodRecord, spec: PlacementPolicySpec) -> tuple[str, str, str]:
+    policy = f"PlacementPolicy {pod.policy_ref}" if pod.policy_ref else "inline policy"
+    if spec.group.selector is not None:
+        selector = ",".join(f"{k}={v}" for k, v in sorted(spec.group.selector.matchLabels.items())) or "selector"
+        return pod.namespace, f"pods matching {selector}", policy
+    return pod.namespace, f"StatefulSet {pod.shard}" if pod.shard else f"pod {pod.name}", policy
+
+
+def audit(store: ClusterStore, namespace: str | None = None) -> list[GroupReport]:
+    reports: dict[tuple[str, str, str], GroupReport] = {}
+    for pod in sorted(store.pods.values(), key=lambda p: p.key):
+        if namespace is not None and pod.namespace != namespace:
+            continue
+        if pod.policy_ref is None and pod.policy_annotation is None:
+            continue
+        try:
+            spec = store.resolve_policy(pod)
+        except PolicyError as err:
+            key = (pod.namespace, f"pod {pod.name}", "invalid policy")
+            reports.setdefault(key, GroupReport(pod.namespace, key[1], key[2], None, {}, {}, error=str(err)))
+            if not pod.node:
+                reports[key].pending[pod.key] = str(err)
+            continue
+        if spec is None:
+            continue
+        key = _group_key(pod, spec)
+        if key in reports:
+            continue
+        reports[key] = _report(store, pod, spec, key)
+    return list(reports.values())
+
+
+def _report(store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec, key: tuple[str, str, str]) -> GroupReport:
+    _, snap = store.decision_inputs(pod, spec, tentative=False)
+    uids = set(store._group_uids(pod, spec)) | {pod.uid}
+    records = [store.pods[u] for u in uids if u in store.pods and not store.pods[u].finished]
+    nodes = store.topology.nodes
+    members = [Member(r.key, r.node, r.shard, r.ordinal, _volume_zone(store, r)) for r in records if r.node]
+    report = GroupReport(
+        namespace=pod.namespace, group=key[1], policy=key[2], size=snap.group_size,
+        placed={m.pod: m.node for m in members},
+        zones={m.node: Topology.domain(nodes[m.node], spec.topology.zone, spec.topology.zone) or "(no zone)"
+               for m in members if m.node in nodes},
+    )
+    report.violations = [f"{v.rule}: {v.message}" for v in violations(spec, members, nodes, snap.group_size)]
+    report.pending = {r.key: r.unschedulable or "not scheduled yet" for r in records if not r.node}
+    if spec.uses_zones:
+        held = zones_of(spec, members, nodes)
+        for sts in store.group_statefulsets(pod, spec):
+            last = next((m for m in members if m.shard == sts.name and m.ordinal == sts.replicas - 1), None)
+            if last is None:
+                continue
+            after = zones_of(spec, [m for m in members if m is not last], nodes)
+            for zone in sorted(held - after):
+                report.next_scale_down_empties.append(f"scaling StatefulSet {sts.name} to {sts.replicas - 1} removes {last.pod}, "
+                                                      f"the group's last pod in zone {zone}")
+    return report
+
+
+def _volume_zone(store: ClusterStore, pod: PodRecord) -> str | None:
+    for claim in pod.claims:
+        zone = store._volume_zone(pod.namespace, claim)
+        if zone is not None:
+            return zone
+    return None
+
+
+def render(reports: list[GroupReport]) -> str:
+    if not reports:
+        return "no pods with a placement policy"
+    out = []
+    for r in reports:
+        status = "VIOLATED" if r.violations or r.error else "ok"
+        out.append(f"== {r.namespace}: {r.group} ({r.policy}, size {r.size if r.size is not None else 'unknown'}): {status}")
+        if r.error:
+            out.append(f"   policy error: {r.error}")
+        if r.placed:
+            out.extend("   " + line for line in zone_table(dict(r.placed), r.zones).splitlines())
+        out.extend(f"   violation: {v}" for v in r.violations)
+        out.extend(f"   warning: {w}" for w in r.next_scale_down_empties)
+        out.extend(f"   pending: {p}: {why}" for p, why in sorted(r.pending.items()))
+    broken = sum(1 for r in reports if r.violations or r.error)
+    out.append(f"{len(reports)} group(s), {broken} breaking a hard rule")
+    return "\n".join(out)
+
+
+def as_json(reports: list[GroupReport]) -> dict[str, Any]:
+    return {"groups": [asdict(r) for r in reports], "violated": sum(1 for r in reports if r.violations or r.error)}

@@ -1,0 +1,89 @@
+"""`python -m extender explain NAMESPACE/POD`: why this pod can or cannot go to each node.
+
+Built from the live cluster (one list of every kind, the same inputs the extender's cache
+holds) and the same engine call as filter, so its verdicts are filter's verdicts; on top, a
+failed node lists every hard rule it breaks, not just the first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .engine import evaluate
+from .engine.context import Context
+from .engine.rules import all_failures
+from .policy import PolicyError
+from .state.store import ClusterStore
+
+
+@dataclass
+class NodeExplanation:
+    node: str
+    zone: str | None
+    result: str  # pass, fail, unresolvable
+    rule: str
+    reason: str
+    score: int
+    also: list[str] = field(default_factory=list)  # further hard rules it breaks
+
+
+@dataclass
+class Explanation:
+    pod: str
+    bound_to: str | None
+    policy: str  # where it came from, or the validation error
+    notes: list[str]
+    nodes: list[NodeExplanation]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def explain(store: ClusterStore, namespace: str, name: str) -> Explanation:
+    pod = store.pod_by_name(namespace, name)
+    if pod is None:
+        raise LookupError(f"pod {namespace}/{name} not found")
+    source = (f"PlacementPolicy {namespace}/{pod.policy_ref}" if pod.policy_ref
+              else "inline annotation" if pod.policy_annotation else "none")
+    try:
+        spec = store.resolve_policy(pod)
+    except PolicyError as err:
+        return Explanation(pod.key, pod.node, f"invalid: {err}", [], [])
+    names = sorted(store.topology.nodes)
+    if spec is None:
+        return Explanation(pod.key, pod.node, "none: the extender passes every node with a neutral score", [], [
+            NodeExplanation(n, None, "pass", "", "", 0) for n in names])
+    request, snap = store.decision_inputs(pod, spec)
+    decision = evaluate(spec, request, snap, names)
+    ctx = Context.build(spec, request, snap)
+    out = []
+    for n in names:
+        v = decision.verdicts[n]
+        node = store.topology.nodes[n]
+        others = [f"{f.rule}: {f.reason}" for f in all_failures(ctx, node) if f.reason != v.reason]
+        out.append(NodeExplanation(n, ctx.domain(node, ctx.zone_key), v.outcome.value, v.rule, v.reason, v.score,
+                                   others if not v.passed else []))
+    notes = list(decision.notes)
+    if pod.node:
+        notes.insert(0, f"the pod is bound to {pod.node}; verdicts show where it could go if scheduled now")
+    if pod.unschedulable:
+        notes.append(f"kube-scheduler says: {pod.unschedulable}")
+    return Explanation(pod.key, pod.node, source, notes, out)
+
+
+def render(e: Explanation) -> str:
+    lines = [f"pod {e.pod}   policy: {e.policy}"]
+    lines += [f"  {n}" for n in e.notes]
+    if not e.nodes:
+        return "\n".join(lines)
+    width = max(len(n.node) for n in e.nodes)
+    zone_width = max(len(n.zone or "-") for n in e.nodes)
+    passed = sum(1 for n in e.nodes if n.result == "pass")
+    lines.append(f"{passed}/{len(e.nodes)} nodes pass")
+    lines.append(f"{'NODE':<{width}}  {'ZONE':<{zone_width}}  {'RESULT':<12}  {'SCORE':>5}  RULE: REASON")
+    for n in sorted(e.nodes, key=lambda n: (n.result != "pass", -n.score, n.node)):
+        detail = f"{n.rule}: {n.reason}" if n.rule else ""
+        lines.append(f"{n.node:<{width}}  {(n.zone or '-'):<{zone_width}}  {n.result:<12}  {n.score if n.result == 'pass' else '':>5}  {detail}")
+        lines += [f"{'':<{width + zone_width + 28}}also {a}" for a in n.also]
+    return "\n".join(lines)
