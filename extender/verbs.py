@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from .engine import Decision, NodeInfo, Outcome, PlacementKind, evaluate
+from .engine import Decision, NodeInfo, Outcome, PlacementKind, Verdict, evaluate
 from .engine.context import Context
 from .engine.lookahead import DEFAULT_BUDGET
 from .engine.scoring import MAX_SCORE
@@ -29,10 +29,9 @@ from .wire import (
     ExtenderFilterResult,
     ExtenderPreemptionArgs,
     ExtenderPreemptionResult,
-    HostPriority,
-    HostPriorityList,
     MetaPod,
     MetaVictims,
+    Priorities,
 )
 
 log = logging.getLogger(__name__)
@@ -63,6 +62,9 @@ class Verbs:
     events: EventSink
     lookahead_budget: int = DEFAULT_BUDGET
     metrics: Metrics = field(default_factory=Metrics)
+    # filter's decision, reused by the prioritize call that follows it for the same pod when
+    # nothing changed in between (kube-scheduler calls them back to back): (uid, version, decision)
+    _last: tuple[str, tuple[int, int], Decision] | None = field(default=None, repr=False)
 
     # ---------------------------------------------------------------- filter
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
@@ -81,23 +83,29 @@ class Verbs:
             decision = self._decide(pod, spec, candidates)
             if spec is not None:
                 self._reserve(pod, spec, decision)
-        passed = decision.passed()
-        self._count(spec, decision, passed)
+                self._last = (pod.uid, self.store.version, decision)
+        passed: list[str] = []
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        tally: Counter = Counter()
+        for n, v in decision.verdicts.items():  # one pass: 5,000 nodes is the common case
+            outcome = v.outcome
+            if outcome is Outcome.PASS:
+                passed.append(n)
+            elif outcome is Outcome.FAIL:
+                failed[n] = v.reason
+            else:
+                unresolvable[n] = v.reason
+            tally[(outcome, v.rule)] += 1
+        for (outcome, rule), count in tally.items():
+            self.metrics.node_verdicts.inc(count, outcome=outcome.value, rule=rule or "-")
+        self.metrics.pod_decisions.inc(result="no_policy" if spec is None else ("feasible" if passed else "no_feasible_node"))
         if spec is not None and not passed and names:
             self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
-        failed = {n: v.reason for n, v in decision.verdicts.items() if v.outcome is Outcome.FAIL}
-        unresolvable = {n: v.reason for n, v in decision.verdicts.items() if v.outcome is Outcome.UNRESOLVABLE}
         return _filter_result(args, passed, failed, unresolvable)
 
-    def _count(self, spec: PlacementPolicySpec | None, decision: Decision, passed: list[str]) -> None:
-        tally = Counter((v.outcome.value, v.rule or "-") for v in decision.verdicts.values())
-        for (outcome, rule), count in tally.items():
-            self.metrics.node_verdicts.inc(count, outcome=outcome, rule=rule)
-        result = "no_policy" if spec is None else ("feasible" if passed else "no_feasible_node")
-        self.metrics.pod_decisions.inc(result=result)
-
     # ---------------------------------------------------------------- prioritize
-    def prioritize(self, args: ExtenderArgs) -> HostPriorityList:
+    def prioritize(self, args: ExtenderArgs) -> Priorities:
         pod = _pod(args.Pod)
         candidates = self._candidates(args)
         with self.store.lock:
@@ -105,11 +113,24 @@ class Verbs:
                 spec = self.store.resolve_policy(pod)
             except PolicyError:
                 spec = None  # filter already refused every node; nothing to prefer
-            decision = self._decide(pod, spec, candidates)
+            decision = self._reuse(pod, candidates) or self._decide(pod, spec, candidates)
             if spec is not None:
                 top = _break_tie(pod, decision)
                 self._reserve(pod, spec, decision, only=top)
-        return HostPriorityList([HostPriority(Host=n, Score=v.score) for n, v in decision.verdicts.items()])
+        return Priorities([(n, v.score) for n, v in decision.verdicts.items()])
+
+    def _reuse(self, pod: PodRecord, candidates: Sequence[str | NodeInfo]) -> Decision | None:
+        """Filter's decision for this pod, if nothing the decision read has changed since."""
+        last = self._last
+        if last is None or last[0] != pod.uid or last[1] != self.store.version:
+            return None
+        verdicts = last[2].verdicts
+        names = [c if isinstance(c, str) else c.name for c in candidates]
+        if any(n not in verdicts for n in names):
+            return None
+        # Copies of the passing verdicts only: the tie-break below changes their scores.
+        return Decision({n: _copy(verdicts[n]) if verdicts[n].passed else verdicts[n] for n in names},
+                        list(last[2].notes), last[2].context)
 
     # ---------------------------------------------------------------- bind
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
@@ -238,9 +259,11 @@ class Verbs:
         if len(names) == 1:
             self.store.reservations.tentative(pod, names[0], None)
             return
-        request, snap = self.store.decision_inputs(pod, spec)
-        ctx = Context.build(spec, request, snap)
-        nodes = [snap.topology.nodes.get(n) for n in names]
+        ctx = decision.context
+        if ctx is None:
+            request, snap = self.store.decision_inputs(pod, spec)
+            ctx = Context.build(spec, request, snap)
+        nodes = [ctx.snap.topology.nodes.get(n) for n in names]
         shared: dict[str, str] = {}
         if all(n is not None for n in nodes):
             for key in ctx.keys:
@@ -294,6 +317,10 @@ def _break_tie(pod: PodRecord, decision: Decision) -> list[str]:
             if v is not pick:
                 v.score -= 1
     return [pick.node]
+
+
+def _copy(v: Verdict) -> Verdict:
+    return Verdict(v.node, v.outcome, v.rule, v.reason, v.score)
 
 
 def _pod(obj: object) -> PodRecord:

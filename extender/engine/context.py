@@ -57,6 +57,22 @@ class Context:
         return ctx
 
     # -- domains --
+    def where(self, key: str, value: str) -> str:
+        """How a reason names a domain: "this node" for the node key (the node's name is already
+        the answer's key, and the reason is then shared by every node in the same situation)."""
+        return "this node" if key == self.node_key else f"{key}={value}"
+
+    def signature(self, node: NodeInfo, values: tuple[str | None, ...] | None = None) -> tuple:
+        """Everything the hard rules read about a node: its domains, and for the node key its
+        group and shard pod counts instead of its name. Nodes with one signature get one verdict."""
+        if values is None:
+            values = tuple(self.domain(node, k) for k in self.keys)
+        sig = list(values)
+        for i, key in enumerate(self.keys):
+            if key == self.node_key and values[i] is not None:
+                sig[i] = ("#", self.counts[key].get(values[i], 0), self.shard_counts[key].get(values[i], 0))
+        return tuple(sig)
+
     def domain(self, node: NodeInfo, key: str) -> str | None:
         return Topology.domain(node, key, self.zone_key, self.node_key)
 

@@ -8,7 +8,7 @@ from ..policy import PlacementPolicySpec
 from .context import Context
 from .lookahead import DEFAULT_BUDGET, dead_ends
 from .model import Decision, NodeInfo, Outcome, PodRequest, Snapshot, Verdict
-from .rules import first_failure
+from .rules import Failure, first_failure
 from .scoring import score_nodes
 
 
@@ -30,15 +30,22 @@ def evaluate(
     ctx = Context.build(spec, pod, snap)
     verdicts: dict[str, Verdict] = {}
     passing: list[NodeInfo] = []
+    index = snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+    known: dict[tuple, Failure | None] = {}  # signature -> verdict: most nodes share a few
     for candidate in candidates:
         if isinstance(candidate, NodeInfo):
-            name, node = candidate.name, candidate
+            name, node, values = candidate.name, candidate, None
         else:
             name, node = candidate, snap.topology.nodes.get(candidate)
+            values = index.get(candidate)
         if node is None:
             verdicts[name] = Verdict(name, Outcome.FAIL, "cache", "node is not in the extender's cache yet; retry shortly")
             continue
-        failure = first_failure(ctx, node)
+        sig = ctx.signature(node, values)
+        if sig in known:
+            failure = known[sig]
+        else:
+            failure = known[sig] = first_failure(ctx, node)
         if failure is None:
             verdicts[name] = Verdict(name)
             passing.append(node)
@@ -61,7 +68,7 @@ def evaluate(
     for node, score in zip(passing, score_nodes(ctx, passing)):
         verdicts[node.name].score = score
 
-    decision = Decision(verdicts)
+    decision = Decision(verdicts, context=ctx)
     if ctx.zone_order is not None:
         decision.notes.append(
             f"ordinal {pod.ordinal} -> zone {ctx.ideal_zone} (order [{', '.join(ctx.zone_order.order)}]: {ctx.zone_order.how})"

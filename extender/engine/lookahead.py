@@ -223,10 +223,12 @@ class Lookahead:
     def applies(self) -> bool:
         return self.plan is not None and bool(self.pods)
 
-    def _values(self, node: NodeInfo) -> tuple[str | None, ...]:
-        return tuple(self.ctx.domain(node, k) for k in self.plan.keys)  # type: ignore[union-attr]
-
     def _state(self) -> tuple[Counter, list[Counter], list[Counter], dict[str, Klass]]:
+        """Classes of the nodes future pods may use, and the group's domain counts.
+
+        The classes of empty nodes come from a per-topology-version count of domain tuples, so a
+        request only walks the group's own placements, never every node.
+        """
         if self._base is not None:
             return self._base
         ctx, plan = self.ctx, self.plan
@@ -246,27 +248,41 @@ class Lookahead:
                 node_load[p.node] += 1
                 if p.shard is not None:
                     node_shards[p.node].add(p.shard)
-        classes: Counter = Counter()
-        class_of: dict[str, Klass] = {}
-        for node in ctx.snap.topology.schedulable_nodes(ctx.zone_key, ctx.permitted):
-            values = self._values(node)
-            if any(v is None for v in values):
-                continue  # the hard rules already exclude nodes missing a label they use
-            if plan.tracks_node:
-                klass: Klass = (values, node_load[node.name], tuple(sorted(node_shards[node.name])))
-            else:
-                klass = (values, 0, ())
-            classes[klass] += 1
-            class_of[node.name] = klass
-        self._base = (classes, dom, shard_dom, class_of)
+        topology = ctx.snap.topology
+        keys = tuple(plan.keys)
+        classes: Counter = Counter({(values, 0, ()): n for values, n in
+                                    topology.value_counts(keys, ctx.zone_key, ctx.permitted, ctx.node_key).items()})
+        eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
+        index = topology.values_index(keys, ctx.zone_key, ctx.node_key)
+        loaded: dict[str, Klass] = {}
+        if plan.tracks_node:
+            for name, load in node_load.items():
+                values = index.get(name)
+                if name not in eligible or values is None or None in values:
+                    continue
+                klass: Klass = (values, load, tuple(sorted(node_shards[name])))
+                classes[(values, 0, ())] -= 1
+                classes[klass] += 1
+                loaded[name] = klass
+        self._base = (+classes, dom, shard_dom, loaded)
+        self._index, self._eligible = index, eligible
         return self._base
+
+    def _class_of(self, name: str) -> Klass | None:
+        classes, _, _, loaded = self._state()
+        if name in loaded:
+            return loaded[name]
+        values = self._index.get(name)
+        if name not in self._eligible or values is None or None in values:
+            return None
+        return (values, 0, ())
 
     def keeps_feasible(self, node: NodeInfo) -> bool | None:
         """True/False when known; None when the search budget ran out or the node is unknown."""
         assert self.plan is not None
-        classes, dom, shard_dom, class_of = self._state()
-        klass = class_of.get(node.name)
-        if klass is None:
+        classes, dom, shard_dom, _ = self._state()
+        klass = self._class_of(node.name)
+        if klass is None or classes[klass] <= 0:
             return None
         if klass in self._memo:
             return self._memo[klass]

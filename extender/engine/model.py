@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,7 @@ class Verdict:
 class Decision:
     verdicts: dict[str, Verdict]
     notes: list[str] = field(default_factory=list)  # pod-level facts (ideal zone, zone order, group size)
+    context: Any = field(default=None, repr=False)  # the engine.context.Context it was made with, if any
 
     @classmethod
     def all_pass(cls, names: list[str]) -> Decision:

@@ -71,6 +71,38 @@ class Topology:
         self._memo[memo_key] = result
         return result
 
+    def values_index(self, keys: tuple[str, ...], zone_key: str, node_key: str = HOSTNAME_KEY) -> dict[str, tuple[str | None, ...]]:
+        """Node name -> its domain for each key, built once per topology version: a request then
+        looks a node's domains up instead of recomputing them."""
+        memo_key = ("values", keys, zone_key, node_key)
+        cached = self._memo.get(memo_key)
+        if cached is None:
+            cached = {name: tuple(self.domain(n, k, zone_key, node_key) for k in keys) for name, n in self.nodes.items()}
+            self._memo[memo_key] = cached
+        return cached  # type: ignore[return-value]
+
+    def value_counts(self, keys: tuple[str, ...], zone_key: str, permitted_zones: frozenset[str] | None,
+                     node_key: str = HOSTNAME_KEY) -> dict[tuple[str | None, ...], int]:
+        """How many schedulable nodes in the permitted zones have each complete tuple of domains."""
+        memo_key = ("value_counts", keys, zone_key, permitted_zones, node_key)
+        cached = self._memo.get(memo_key)
+        if cached is None:
+            index = self.values_index(keys, zone_key, node_key)
+            counts: dict[tuple[str | None, ...], int] = defaultdict(int)
+            for node in self.schedulable_nodes(zone_key, permitted_zones):
+                values = index[node.name]
+                if None not in values:
+                    counts[values] += 1
+            cached = self._memo[memo_key] = dict(counts)
+        return cached  # type: ignore[return-value]
+
+    def schedulable_names(self, zone_key: str, permitted_zones: frozenset[str] | None) -> frozenset[str]:
+        memo_key = ("names", zone_key, permitted_zones)
+        cached = self._memo.get(memo_key)
+        if cached is None:
+            cached = self._memo[memo_key] = frozenset(n.name for n in self.schedulable_nodes(zone_key, permitted_zones))
+        return cached  # type: ignore[return-value]
+
     def schedulable_nodes(self, zone_key: str, permitted_zones: frozenset[str] | None) -> list[NodeInfo]:
         memo_key = ("nodes", zone_key, permitted_zones)
         cached = self._memo.get(memo_key)

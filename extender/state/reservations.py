@@ -35,6 +35,7 @@ class Reservations:
         self.committed_ttl = committed_ttl
         self.clock = clock
         self._by_uid: dict[str, Reservation] = {}
+        self.version = 0  # bumps on every change: part of the key of cached decisions
 
     def __len__(self) -> int:
         return len(self._by_uid)
@@ -52,17 +53,21 @@ class Reservations:
         if current is not None and current.kind is PlacementKind.COMMITTED:
             return  # a bind already decided; a late filter/prioritize must not undo it
         self._by_uid[pod.uid] = Reservation(pod, PlacementKind.TENTATIVE, node, domains, self.clock() + self.tentative_ttl)
+        self.version += 1
 
     def commit(self, pod: PodRecord, node: str) -> None:
         self._by_uid[pod.uid] = Reservation(pod, PlacementKind.COMMITTED, node, None, self.clock() + self.committed_ttl)
+        self.version += 1
 
     def release(self, uid: str) -> None:
-        self._by_uid.pop(uid, None)
+        if self._by_uid.pop(uid, None) is not None:
+            self.version += 1
 
     def expire(self) -> None:
         now = self.clock()
         for uid in [u for u, r in self._by_uid.items() if r.expires <= now]:
             del self._by_uid[uid]
+            self.version += 1
 
     def counts(self) -> dict[str, int]:
         self.expire()

@@ -60,6 +60,7 @@ class ClusterStore:
         self.synced: dict[str, bool] = {k: False for k in KINDS}
         self.last_event: dict[str, float] = {}
         self.policies_enabled = True  # False when the CRD is not installed: named policies then fail clearly
+        self.data_version = 0  # bumps on every event and list: part of the key of cached decisions
 
     # ------------------------------------------------------------------ updates
     def apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
@@ -67,6 +68,7 @@ class ClusterStore:
         with self.lock:
             getattr(self, f"_apply_{kind}")(event_type == "DELETED", obj)
             self.last_event[kind] = self.clock()
+            self.data_version += 1
 
     def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
         """A full list: the kind's content becomes exactly `objs` (first sync and every relist)."""
@@ -77,6 +79,7 @@ class ClusterStore:
                 getattr(self, f"_apply_{kind}")(False, obj)
             self.synced[kind] = True
             self.last_event[kind] = self.clock()
+            self.data_version += 1
 
     @property
     def ready(self) -> bool:
@@ -307,6 +310,11 @@ class ClusterStore:
             volume_zones=volume_zones,
         )
         return request, snapshot
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Changes whenever anything a decision reads may have changed."""
+        return self.data_version, self.reservations.version
 
     def stats(self) -> dict[str, Any]:
         with self.lock:

@@ -57,7 +57,7 @@ def do_filter(verbs, p, candidates):
 
 
 def do_prioritize(verbs, p, candidates):
-    return {h.Host: h.Score for h in verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, candidates))).root}
+    return dict(verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, candidates))).pairs)
 
 
 def do_bind(verbs, p, node_name):
