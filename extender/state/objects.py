@@ -30,6 +30,15 @@ def _meta(obj: Any, kind: str) -> dict[str, Any]:
     return meta
 
 
+def _items(value: Any) -> list[Any]:
+    """A list field, or nothing when the object holds something else there."""
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _str_map(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
@@ -65,10 +74,13 @@ def parse_pod(obj: Any) -> PodRecord:
     status = obj.get("status") or {}
     if not isinstance(spec, dict) or not isinstance(status, dict):
         raise ObjectError("Pod spec and status must be JSON objects")
+    for field_name in ("nodeName", "schedulerName"):
+        if spec.get(field_name) is not None and not isinstance(spec.get(field_name), str):
+            raise ObjectError(f"Pod spec.{field_name} must be a string")
     labels = _str_map(meta.get("labels"))
     annotations = _str_map(meta.get("annotations"))
     shard = None
-    for ref in meta.get("ownerReferences") or ():
+    for ref in _items(meta.get("ownerReferences")):
         if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "StatefulSet":
             shard = str(ref.get("name"))
     ordinal = None
@@ -78,11 +90,11 @@ def parse_pod(obj: Any) -> PodRecord:
         ordinal = int(match.group(1)) if match else None
     claims = tuple(
         str(v["persistentVolumeClaim"]["claimName"])
-        for v in spec.get("volumes") or ()
+        for v in _items(spec.get("volumes"))
         if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict) and v["persistentVolumeClaim"].get("claimName")
     )
     return PodRecord(
-        uid=str(meta.get("uid") or ""),
+        uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta['name']}"),
         namespace=str(meta.get("namespace") or "default"),
         name=meta["name"],
         labels=labels,
@@ -95,19 +107,17 @@ def parse_pod(obj: Any) -> PodRecord:
         claims=claims,
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
-        nominated_node=status.get("nominatedNodeName") or None,
-        unschedulable=next((str(c.get("message") or c.get("reason") or "") for c in status.get("conditions") or ()
+        nominated_node=status.get("nominatedNodeName") if isinstance(status.get("nominatedNodeName"), str) else None,
+        unschedulable=next((str(c.get("message") or c.get("reason") or "") for c in _items(status.get("conditions"))
                             if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"), None),
     )
 
 
 def parse_node(obj: Any) -> NodeInfo:
     meta = _meta(obj, "Node")
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    ready = any(
-        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
-    )
+    spec = _dict(obj.get("spec"))
+    status = _dict(obj.get("status"))
+    ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in _items(status.get("conditions")))
     labels = _str_map(meta.get("labels"))
     return NodeInfo(name=meta["name"], labels=labels, schedulable=ready and not spec.get("unschedulable", False))
 
@@ -125,8 +135,8 @@ class StatefulSetRecord:
 
 def parse_statefulset(obj: Any) -> StatefulSetRecord:
     meta = _meta(obj, "StatefulSet")
-    spec = obj.get("spec") or {}
-    template = (spec.get("template") or {}).get("metadata") or {}
+    spec = _dict(obj.get("spec"))
+    template = _dict(_dict(spec.get("template")).get("metadata"))
     annotations = _str_map(template.get("annotations"))
     replicas = spec.get("replicas")
     return StatefulSetRecord(
@@ -135,7 +145,7 @@ def parse_statefulset(obj: Any) -> StatefulSetRecord:
         replicas=int(replicas) if isinstance(replicas, int) else 1,
         template_labels=_str_map(template.get("labels")),
         claim_templates=tuple(
-            str((t.get("metadata") or {}).get("name")) for t in spec.get("volumeClaimTemplates") or () if isinstance(t, dict)
+            str(_dict(t.get("metadata")).get("name")) for t in _items(spec.get("volumeClaimTemplates")) if isinstance(t, dict)
         ),
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
@@ -151,8 +161,8 @@ class ClaimRecord:
 
 def parse_claim(obj: Any) -> ClaimRecord:
     meta = _meta(obj, "PersistentVolumeClaim")
-    spec = obj.get("spec") or {}
-    return ClaimRecord(str(meta.get("namespace") or "default"), meta["name"], spec.get("volumeName") or None)
+    volume = _dict(obj.get("spec")).get("volumeName")
+    return ClaimRecord(str(meta.get("namespace") or "default"), meta["name"], volume if isinstance(volume, str) and volume else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,13 +177,12 @@ def parse_volume(obj: Any) -> VolumeRecord:
     labels = _str_map(meta.get("labels"))
     zone = labels.get(ZONE_KEY) or labels.get(LEGACY_ZONE_KEY)
     if zone is None:
-        spec = obj.get("spec") or {}
-        terms = (((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")) or ()
+        terms = _items(_dict(_dict(_dict(obj.get("spec")).get("nodeAffinity")).get("required")).get("nodeSelectorTerms"))
         zones: set[str] = set()
         for term in terms:
-            for expr in (term or {}).get("matchExpressions") or ():
-                if expr.get("key") in (ZONE_KEY, LEGACY_ZONE_KEY) and expr.get("operator") == "In":
-                    zones.update(expr.get("values") or ())
+            for expr in _items(_dict(term).get("matchExpressions")):
+                if isinstance(expr, dict) and expr.get("key") in (ZONE_KEY, LEGACY_ZONE_KEY) and expr.get("operator") == "In":
+                    zones.update(str(v) for v in _items(expr.get("values")))
         if len(zones) == 1:
             zone = zones.pop()
     return VolumeRecord(meta["name"], zone)
