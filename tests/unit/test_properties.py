@@ -1,0 +1,239 @@
+"""Property tests: evaluate() never passes a node that breaks a hard rule.
+
+The checker below recomputes allowed zones, caps, hard spread and required shard anti-affinity
+from the node labels and placements alone; it shares no code with the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from extender.engine import NodeInfo, Outcome, Placement, PodRequest, Snapshot, Topology, evaluate
+from extender.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SHARDS = ["s0", "s1", "s2"]
+RACK = "example.com/rack"
+
+
+# -- the independent checker ------------------------------------------------------------------------
+
+
+def label(node: NodeInfo, key: str) -> str | None:
+    """A node's domain for a topology key: either zone label names the zone; hostname defaults to the name."""
+    if key in (ZONE_KEY, LEGACY_ZONE_KEY):
+        return node.labels.get(ZONE_KEY, node.labels.get(LEGACY_ZONE_KEY))
+    if key == HOSTNAME_KEY:
+        return node.labels.get(HOSTNAME_KEY, node.name)
+    return node.labels.get(key)
+
+
+def cap_limit(cap: dict, size: int | None) -> int | None:
+    if "max" in cap:
+        return cap["max"]
+    if size is None:
+        return None
+    bound = Fraction(cap["fraction"]) * size
+    n = 0
+    while (n + 1 < bound) if cap["comparison"] == "LessThan" else (n + 1 <= bound):
+        n += 1
+    return n
+
+
+def pods_in(nodes: dict[str, NodeInfo], placements: Sequence[Placement], key: str, value: str, shard: str | None = None) -> int:
+    return sum(
+        1
+        for p in placements
+        if p.node in nodes and label(nodes[p.node], key) == value and (shard is None or p.shard == shard)
+    )
+
+
+def violations(policy: dict, nodes: dict[str, NodeInfo], placements: Sequence[Placement], size: int | None,
+               pod: PodRequest, target: str) -> list[str]:
+    """Hard rules that placing `pod` on `target` breaks (native semantics: counts before placement)."""
+    node = nodes[target]
+    allowed = policy.get("zones", {}).get("allowed")
+    out = []
+    if allowed is not None and label(node, ZONE_KEY) not in allowed:
+        out.append("zone not allowed")
+    for cap in policy.get("caps", []):
+        limit, value = cap_limit(cap, size), label(node, cap["topologyKey"])
+        if limit is None or value is None:
+            out.append(f"cap {cap} not computable")
+        elif pods_in(nodes, placements, cap["topologyKey"], value) + 1 > limit:
+            out.append(f"cap {cap} exceeded in {value}")
+    for spread in policy.get("spread", []):
+        if spread["whenUnsatisfiable"] != "DoNotSchedule":
+            continue
+        key, value = spread["topologyKey"], label(node, spread["topologyKey"])
+        if value is None:
+            out.append(f"spread {key}: no label")
+            continue
+        eligible = {
+            label(n, key)
+            for n in nodes.values()
+            if n.schedulable and label(n, key) is not None and (allowed is None or label(n, ZONE_KEY) in allowed)
+        }
+        low = min((pods_in(nodes, placements, key, d) for d in eligible), default=0)
+        if pods_in(nodes, placements, key, value) + 1 - low > spread["maxSkew"]:
+            out.append(f"spread {key} skew exceeded in {value}")
+    for rule in policy.get("shardAntiAffinity", []):
+        if rule["mode"] != "Required" or pod.shard is None:
+            continue
+        value = label(node, rule["topologyKey"])
+        if value is None or pods_in(nodes, placements, rule["topologyKey"], value, pod.shard):
+            out.append(f"anti-affinity {rule['topologyKey']} broken")
+    return out
+
+
+# -- strategies -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    policy: dict
+    nodes: list[NodeInfo]
+    placements: list[Placement]
+    pod: PodRequest
+    group_size: int | None
+    shard_replicas: dict[str, int]
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(Topology(self.nodes), tuple(self.placements), self.group_size, self.shard_replicas)
+
+    def run(self, policy: dict | None = None):
+        spec = parse_spec(policy if policy is not None else self.policy, "property")
+        return evaluate(spec, self.pod, self.snapshot(), [n.name for n in self.nodes])
+
+
+@st.composite
+def node_layouts(draw) -> list[NodeInfo]:
+    nodes = []
+    for z in range(draw(st.integers(1, 4))):
+        for i in range(draw(st.integers(1, 4))):
+            name = f"z{z}n{i}"
+            labels = {}
+            if draw(st.booleans()) or i == 0:
+                labels[HOSTNAME_KEY] = name
+            zone_label = draw(st.sampled_from([ZONE_KEY, ZONE_KEY, ZONE_KEY, LEGACY_ZONE_KEY, None]))
+            if zone_label is not None:
+                labels[zone_label] = f"zone{z}"
+            rack = draw(st.sampled_from(["r0", "r1", None]))
+            if rack is not None:
+                labels[RACK] = rack
+            nodes.append(NodeInfo(name, labels, draw(st.integers(0, 4)) > 0))
+    return nodes
+
+
+def topology_keys(zone_key: str) -> st.SearchStrategy[list[str]]:
+    return st.lists(st.sampled_from([HOSTNAME_KEY, zone_key, RACK]), unique=True, max_size=3)
+
+
+@st.composite
+def cap_items(draw, key: str) -> dict:
+    if draw(st.booleans()):
+        return {"topologyKey": key, "max": draw(st.integers(1, 4))}
+    return {"topologyKey": key, "fraction": draw(st.sampled_from(["1/3", "1/2", "2/3", "1/1", "1/4"])),
+            "comparison": draw(st.sampled_from(["LessThan", "AtMost"]))}
+
+
+@st.composite
+def policies(draw, zones: list[str]) -> dict:
+    zone_key = draw(st.sampled_from([ZONE_KEY, LEGACY_ZONE_KEY]))
+    policy: dict = {"deadEndAvoidance": draw(st.booleans())}
+    policy["caps"] = [draw(cap_items(k)) for k in draw(topology_keys(zone_key))]
+    policy["spread"] = [
+        {"topologyKey": k, "maxSkew": draw(st.integers(1, 2)),
+         "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "DoNotSchedule", "ScheduleAnyway"]))}
+        for k in draw(topology_keys(zone_key))
+    ]
+    policy["shardAntiAffinity"] = [
+        {"topologyKey": k, "mode": draw(st.sampled_from(["Required", "Required", "Preferred"]))}
+        for k in draw(topology_keys(zone_key))
+    ]
+    if draw(st.booleans()):
+        policy["zones"] = {"allowed": draw(st.lists(st.sampled_from(zones + ["elsewhere"]), min_size=1, unique=True))}
+    return policy
+
+
+@st.composite
+def cases(draw) -> Case:
+    nodes = draw(node_layouts())
+    zones = sorted({f"zone{n.name[1]}" for n in nodes})
+    policy = draw(policies(zones))
+    hosts = [n.name for n in nodes] + ["gone"]
+    placements, next_ordinal = [], dict.fromkeys(SHARDS, 0)
+    for i, (host, shard) in enumerate(draw(st.lists(st.tuples(st.sampled_from(hosts), st.sampled_from(SHARDS + [None])), max_size=10))):
+        ordinal = None
+        if shard is not None:
+            ordinal, next_ordinal[shard] = next_ordinal[shard], next_ordinal[shard] + 1
+        placements.append(Placement(f"db/p{i}", host, shard, ordinal))
+    shard = draw(st.sampled_from(SHARDS + [None]))
+    pod = PodRequest("db/new", shard, next_ordinal[shard] if shard else None)
+    extra = draw(st.sampled_from([0, 1, 2, 4, None]))  # pods still to come after this one; None: size unknown
+    group_size = None if extra is None else len(placements) + 1 + extra
+    replicas = {}
+    if draw(st.booleans()):
+        replicas = {s: next_ordinal[s] + (1 if s == shard else 0) + draw(st.integers(0, 2)) for s in SHARDS}
+    return Case(policy, nodes, placements, pod, group_size, replicas)
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(cases())
+def test_passing_nodes_break_no_hard_rule(case: Case):
+    decision = case.run()
+    by_name = {n.name: n for n in case.nodes}
+    for name in decision.passed():
+        broken = violations(case.policy, by_name, case.placements, case.group_size, case.pod, name)
+        assert not broken, (name, broken, decision.verdicts[name])
+
+
+@SETTINGS
+@given(cases())
+def test_failing_nodes_break_a_rule_or_lead_to_a_dead_end(case: Case):
+    """The converse: a node is filtered only for a broken hard rule or by one of the engine's own
+    policies on top of them (dead-end avoidance)."""
+    decision = case.run()
+    by_name = {n.name: n for n in case.nodes}
+    for name, verdict in decision.verdicts.items():
+        if verdict.passed or verdict.rule == "deadEndAvoidance":
+            continue
+        assert violations(case.policy, by_name, case.placements, case.group_size, case.pod, name), verdict
+
+
+@SETTINGS
+@given(cases())
+def test_scores_in_range_and_only_for_passing_nodes(case: Case):
+    decision = case.run()
+    assert set(decision.verdicts) == {n.name for n in case.nodes}
+    for verdict in decision.verdicts.values():
+        assert 0 <= verdict.score <= 10
+        if not verdict.passed:
+            assert verdict.score == 0
+            assert verdict.outcome in (Outcome.FAIL, Outcome.UNRESOLVABLE) and verdict.rule and verdict.reason
+
+
+@SETTINGS
+@given(cases())
+def test_dead_end_avoidance_only_narrows_and_never_empties(case: Case):
+    greedy = set(case.run({**case.policy, "deadEndAvoidance": False}).passed())
+    careful = set(case.run({**case.policy, "deadEndAvoidance": True}).passed())
+    assert careful <= greedy
+    assert bool(careful) == bool(greedy)
+
+
+@SETTINGS
+@given(cases())
+def test_no_policy_passes_all(case: Case):
+    names = [n.name for n in case.nodes] + ["not-in-cache"]
+    decision = evaluate(None, case.pod, case.snapshot(), names)
+    assert decision.passed() == names
+    assert all(v.score == 0 for v in decision.verdicts.values())
