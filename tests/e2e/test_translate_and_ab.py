@@ -56,3 +56,20 @@ def test_ab_runs_both_sides_and_reports_every_field(tmp_path: Path, scenario) ->
     scenario.violations = extender["violations"]
     native = result["sides"]["native"]["summary"]
     scenario.note = f"native: {native['violations']} violations, {native['pending']} pending; extender: 0 and 0"
+
+
+def test_translate_reads_a_live_statefulset(cluster) -> None:
+    import subprocess
+    import sys
+
+    ns = cluster.namespace("translate-live")
+    create_statefulset(cluster.admin, ns, statefulset("crdb", 3, policy={"ordinalZones": {}, "caps": [
+        {"topologyKey": "kubernetes.io/hostname", "max": 1}]}))
+    result = subprocess.run([sys.executable, "-m", "extender", "translate", "statefulset/crdb", "-n", ns,
+                             f"--kubeconfig={cluster.kubeconfig}", "--json"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["groupSize"] == 3 and out["source"] == "StatefulSet crdb"
+    assert {g["rule"] for g in out["gaps"]} >= {"ordinalZones", "caps"}
+    selectors = {json.dumps(c["labelSelector"], sort_keys=True) for c in out["fragment"]["topologySpreadConstraints"]}
+    assert selectors == {json.dumps({"matchLabels": {"app": "crdb"}}, sort_keys=True)}
