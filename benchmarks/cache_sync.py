@@ -1,0 +1,305 @@
+"""The watch cache: initial sync time, resident memory, and watch-event throughput.
+
+Each run is a fresh subprocess (so its memory is the cache's alone), which:
+
+1. records VmRSS after its imports (the baseline);
+2. syncs like extender/state/watcher.py does: list pages of 500 objects arrive as JSON bytes
+   (realistic objects: a pod is ~3.9 KB, with managedFields, containers, status), each page is
+   `json.loads`-ed (what `requests.Response.json()` does), the items are accumulated, then
+   `store.replace(kind, items)`. Timed: the decoding and the replace, nodes and pods (the bytes
+   themselves are generated outside the timers);
+3. drops the raw items, collects garbage and records VmRSS again (and VmHWM, the peak): the
+   resident memory of the synced store is VmRSS after - VmRSS before;
+4. replays watch events through the watcher's own code (`Watcher._watch` over a fake API
+   response, so `_lines` splitting, `json.loads` per line and `store.apply` of MODIFIED pod
+   events are all in the timer), first with one event per HTTP chunk (the API server flushes
+   each event), then with 64 KiB chunks (a backlog read in bulk).
+
+A second kind of run ("streamed") applies the list pages as ADDED events page by page instead
+of holding every raw item until `replace`, to show how much of the memory is the list buffer.
+
+    python -m benchmarks.cache_sync                     # 5,000 nodes, 150,000 pods, 3 runs; ~2 min
+    python -m benchmarks.cache_sync --nodes 50 --pods 500 --runs 1 --events 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import REPO, code_version, loadavg, machine, table, verdict, vm_status, write_result  # noqa: E402
+
+PAGE = 500
+TARGET_SYNC_S = 30.0
+TARGET_RSS_MB = 400.0
+TARGET_EVENTS_PER_S = 5000.0
+
+
+# ------------------------------------------------------------------------------------ child
+def _child(nodes: int, pods: int, events: int, mode: str) -> dict[str, Any]:
+    from benchmarks import synthetic
+    from extender.state.store import ClusterStore
+    from extender.state.watcher import Resource, Watcher
+
+    synthetic.background_pod_json(0, "warm")  # build the template before the baseline
+    timings = {"nodes_decode": 0.0, "nodes_replace": 0.0, "pods_decode": 0.0, "pods_replace": 0.0}
+    gc_in = dict.fromkeys(timings, 0.0)  # of which: seconds in the cyclic garbage collector
+    current: list[Any] = [None, 0.0]  # timed section, GC start mark
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if current[0] is None:
+            return
+        if phase == "start":
+            current[1] = time.perf_counter()
+        elif current[1]:
+            gc_in[current[0]] += time.perf_counter() - current[1]
+            current[1] = 0.0
+
+    class timed:
+        def __init__(self, key: str) -> None:
+            self.key = key
+
+        def __enter__(self) -> None:
+            current[0] = self.key
+            self.t = time.perf_counter()
+
+        def __exit__(self, *exc: object) -> None:
+            timings[self.key] += time.perf_counter() - self.t
+            current[0] = None
+
+    gc.collect()
+    base = vm_status()
+    gc.callbacks.append(on_gc)
+    store = ClusterStore()
+    layout = synthetic.node_layout(nodes)
+
+    # -- nodes
+    node_pages = []
+    for start in range(0, nodes, PAGE):
+        chunk = [json.dumps(synthetic.node_obj(n, z, start + k), separators=(",", ":"))
+                 for k, (n, z) in enumerate(layout[start:start + PAGE])]
+        node_pages.append(synthetic.list_page("NodeList", chunk, 100, "more" if start + PAGE < nodes else ""))
+    items: list[dict[str, Any]] = []
+    for raw in node_pages:
+        with timed("nodes_decode"):
+            page = json.loads(raw)
+        items.extend(page.get("items") or ())
+    del node_pages, raw, page
+    with timed("nodes_replace"):
+        store.replace("nodes", items)
+    del items
+
+    # -- pods
+    items = []
+    bytes_total = 0
+    for start in range(0, pods, PAGE):
+        chunk = [synthetic.background_pod_json(i, layout[i % nodes][0]) for i in range(start, min(start + PAGE, pods))]
+        raw = synthetic.list_page("PodList", chunk, 100, "more" if start + PAGE < pods else "")
+        del chunk
+        bytes_total += len(raw)
+        with timed("pods_decode"):
+            page = json.loads(raw)
+        del raw
+        if mode == "streamed":
+            with timed("pods_replace"):
+                for obj in page["items"]:
+                    store.apply("pods", "ADDED", obj)
+        else:
+            items.extend(page.get("items") or ())
+        del page
+    if mode != "streamed":
+        with timed("pods_replace"):
+            store.replace("pods", items)
+    del items
+    gc.callbacks.remove(on_gc)
+    gc.collect()
+    after = vm_status()
+    out: dict[str, Any] = {
+        "mode": mode,
+        "nodes": len(store.topology.nodes),
+        "pods": len(store.pods),
+        "pod_list_bytes": bytes_total,
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
+        "gc_s": {k: round(v, 3) for k, v in gc_in.items()},
+        "sync_s": round(sum(timings.values()), 3),
+        "sync_gc_s": round(sum(gc_in.values()), 3),
+        "rss_kib": {"baseline": base["VmRSS"], "after_sync": after["VmRSS"], "peak": after["VmHWM"]},
+        "rss_delta_mb": round((after["VmRSS"] - base["VmRSS"]) / 1024, 1),
+        "peak_delta_mb": round((after["VmHWM"] - base["VmRSS"]) / 1024, 1),
+    }
+    if events <= 0 or mode == "streamed":
+        return out
+
+    # -- watch events: MODIFIED pods (a container restarted: restartCount and resourceVersion change)
+    lines = [
+        json.dumps({"type": "MODIFIED", "object": None}, separators=(",", ":")).replace(
+            "null", synthetic.background_pod_json((k * 7919) % pods, layout[((k * 7919) % pods) % nodes][0],
+                                                  rv=200 + k, restarts=1 + k % 5)).encode() + b"\n"
+        for k in range(events)
+    ]
+
+    class FakeResponse:
+        def __init__(self, chunks: list[bytes]) -> None:
+            self.chunks = chunks
+
+        def iter_content(self, chunk_size: int | None = None):
+            return iter(self.chunks)
+
+        def close(self) -> None:
+            pass
+
+    class FakeApi:
+        def __init__(self, chunks: list[bytes]) -> None:
+            self.chunks = chunks
+
+        def call(self, *args: Any, **kwargs: Any) -> FakeResponse:
+            return FakeResponse(self.chunks)
+
+    resource = Resource("pods", "/api/v1/pods")
+    stream = b"".join(lines)
+    variants = {
+        "one_event_per_chunk": lines,
+        "64KiB_chunks": [stream[i:i + 65536] for i in range(0, len(stream), 65536)],
+    }
+    rates: dict[str, Any] = {}
+    for name, chunks in variants.items():
+        watcher = Watcher(FakeApi(chunks), store)  # type: ignore[arg-type]
+        gc.collect()
+        t = time.perf_counter()
+        version = watcher._watch(resource, "100")
+        elapsed = time.perf_counter() - t
+        assert version == str(200 + events - 1), version
+        rates[name] = {"events": events, "seconds": round(elapsed, 3), "per_second": round(events / elapsed)}
+    # Breakdown of the per-event cost, in one loop (holding all decoded events would inflate the heap).
+    decode_s = apply_s = 0.0
+    for line in lines:
+        t0 = time.perf_counter()
+        event = json.loads(line)
+        t1 = time.perf_counter()
+        store.apply("pods", event["type"], event["object"])
+        decode_s += t1 - t0
+        apply_s += time.perf_counter() - t1
+    rates["breakdown_us_per_event"] = {"json_loads": round(decode_s / events * 1e6, 1), "store_apply": round(apply_s / events * 1e6, 1)}
+    out["watch"] = rates
+    out["event_bytes_mean"] = round(len(stream) / events)
+    assert len(store.pods) == pods
+    return out
+
+
+# ------------------------------------------------------------------------------------ parent
+def run_child(nodes: int, pods: int, events: int, mode: str) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    argv = [sys.executable, "-m", "benchmarks.cache_sync", "--child", mode, "--nodes", str(nodes), "--pods", str(pods),
+            "--events", str(events)]
+    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"cache_sync child failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def summarise(runs: list[dict[str, Any]], streamed: dict[str, Any] | None) -> dict[str, Any]:
+    med = lambda f: round(statistics.median(f(r) for r in runs), 3)  # noqa: E731
+    out: dict[str, Any] = {
+        "sync_s": med(lambda r: r["sync_s"]),
+        "sync_gc_s": med(lambda r: r["sync_gc_s"]),
+        "nodes_decode_s": med(lambda r: r["timings_s"]["nodes_decode"]),
+        "nodes_replace_s": med(lambda r: r["timings_s"]["nodes_replace"]),
+        "pods_decode_s": med(lambda r: r["timings_s"]["pods_decode"]),
+        "pods_replace_s": med(lambda r: r["timings_s"]["pods_replace"]),
+        "rss_delta_mb": med(lambda r: r["rss_delta_mb"]),
+        "peak_delta_mb": med(lambda r: r["peak_delta_mb"]),
+    }
+    if "watch" in runs[0]:
+        out["events_per_second"] = med(lambda r: r["watch"]["one_event_per_chunk"]["per_second"])
+        out["events_per_second_64KiB_chunks"] = med(lambda r: r["watch"]["64KiB_chunks"]["per_second"])
+        out["json_loads_us_per_event"] = med(lambda r: r["watch"]["breakdown_us_per_event"]["json_loads"])
+        out["store_apply_us_per_event"] = med(lambda r: r["watch"]["breakdown_us_per_event"]["store_apply"])
+    if streamed is not None:
+        out["streamed"] = {"rss_delta_mb": streamed["rss_delta_mb"], "peak_delta_mb": streamed["peak_delta_mb"],
+                           "sync_s": streamed["sync_s"], "sync_gc_s": streamed["sync_gc_s"]}
+    out["targets"] = {
+        "sync_s": {"target": TARGET_SYNC_S, "value": out["sync_s"], "verdict": verdict(out["sync_s"], TARGET_SYNC_S)},
+        "rss_delta_mb": {"target": TARGET_RSS_MB, "value": out["rss_delta_mb"], "verdict": verdict(out["rss_delta_mb"], TARGET_RSS_MB)},
+    }
+    if "events_per_second" in out:
+        out["targets"]["events_per_second"] = {"target": TARGET_EVENTS_PER_S, "value": out["events_per_second"],
+                                               "verdict": verdict(out["events_per_second"], TARGET_EVENTS_PER_S, higher_is_better=True)}
+    return out
+
+
+def report(nodes: int, pods: int, runs: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    rows = []
+    for i, r in enumerate(runs, 1):
+        t = r["timings_s"]
+        w = r.get("watch", {})
+        rows.append([i, t["nodes_decode"], t["nodes_replace"], t["pods_decode"], t["pods_replace"], r["sync_s"], r["sync_gc_s"],
+                     r["rss_delta_mb"], r["peak_delta_mb"],
+                     w.get("one_event_per_chunk", {}).get("per_second", "-"), w.get("64KiB_chunks", {}).get("per_second", "-")])
+    lines = [
+        f"Cache: {nodes:,} nodes + {pods:,} pods ({runs[0]['pod_list_bytes'] / 1e6:.0f} MB of pod list JSON)",
+        table(["run", "nodes decode s", "nodes replace s", "pods decode s", "pods replace s", "sync s", "of which GC s", "RSS +MB",
+               "peak +MB", "events/s", "events/s 64KiB"], rows),
+    ]
+    if "streamed" in summary:
+        s = summary["streamed"]
+        lines.append(f"streamed (pages applied as ADDED, no list buffer): sync {s['sync_s']} s (GC {s['sync_gc_s']} s), RSS +{s['rss_delta_mb']} MB, "
+                     f"peak +{s['peak_delta_mb']} MB")
+    if "json_loads_us_per_event" in summary:
+        lines.append(f"per event: json.loads {summary['json_loads_us_per_event']} us + store.apply {summary['store_apply_us_per_event']} us")
+    lines.append("")
+    lines.append(table(["target", "value (median of runs)", "target", "verdict"],
+                       [[k, v["value"], v["target"], v["verdict"]] for k, v in summary["targets"].items()]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=150_000)
+    parser.add_argument("--events", type=int, default=20_000, help="watch events per variant")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-streamed", action="store_true", help="skip the streamed-sync comparison run")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child", choices=("watcher", "streamed"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(args.nodes, args.pods, args.events, args.child)))
+        return 0
+
+    info = machine()
+    print(f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}")
+    runs = []
+    for i in range(args.runs):
+        load = loadavg()
+        result = run_child(args.nodes, args.pods, args.events, "watcher")
+        result["loadavg_before"] = [round(x, 2) for x in load]
+        runs.append(result)
+        print(f"run {i + 1}/{args.runs}: sync {result['sync_s']} s, RSS +{result['rss_delta_mb']} MB, "
+              f"{result.get('watch', {}).get('one_event_per_chunk', {}).get('per_second', '-')} events/s (load {load[0]:.2f})")
+    streamed = None if args.no_streamed else run_child(args.nodes, args.pods, 0, "streamed")
+    summary = summarise(runs, streamed)
+    info["loadavg_at_end"] = [round(x, 2) for x in loadavg()]
+    info["code_at_end"] = code_version()
+    if info["code_at_end"]["extender_sha256"] != info["code"]["extender_sha256"]:
+        print("WARNING: extender/ changed on disk during the run; the figures mix two versions of the code")
+    print()
+    print(report(args.nodes, args.pods, runs, summary))
+    path = write_result("cache_sync", {"benchmark": "cache_sync", "machine": info, "nodes": args.nodes, "pods": args.pods,
+                                       "runs": runs, "streamed": streamed, "summary": summary}, args.out)
+    print(f"\nJSON: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

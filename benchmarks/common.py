@@ -1,0 +1,142 @@
+"""Shared helpers: percentiles, the machine description, tables and JSON result files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100), linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return float("nan")
+    data = sorted(values)
+    if len(data) == 1:
+        return data[0]
+    pos = (len(data) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def summary_ms(samples_s: Sequence[float]) -> dict[str, float]:
+    """median, p90, p99, max (and mean, min, n) of durations in seconds, reported in milliseconds."""
+    ms = [s * 1000.0 for s in samples_s]
+    return {
+        "n": len(ms),
+        "min": round(min(ms), 3),
+        "median": round(statistics.median(ms), 3),
+        "mean": round(statistics.fmean(ms), 3),
+        "p90": round(percentile(ms, 90), 3),
+        "p99": round(percentile(ms, 99), 3),
+        "max": round(max(ms), 3),
+    }
+
+
+def loadavg() -> tuple[float, float, float]:
+    try:
+        return os.getloadavg()
+    except OSError:  # pragma: no cover
+        return (float("nan"),) * 3  # type: ignore[return-value]
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:  # pragma: no cover
+        pass
+    return platform.processor() or "unknown"
+
+
+def code_version() -> dict[str, Any]:
+    """Which extender code was measured: the git HEAD, the files of extender/ that differ from it,
+    and a digest of extender/ as it is on disk (the figures belong to exactly that code)."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "extender").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode())
+        digest.update(path.read_bytes())
+    out: dict[str, Any] = {"extender_sha256": digest.hexdigest()[:16]}
+    try:
+        out["git_head"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                         text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--", "extender"], cwd=REPO, capture_output=True,
+                                text=True, check=True).stdout
+        out["extender_uncommitted"] = sorted(line[3:] for line in status.splitlines() if line.strip())
+    except (OSError, subprocess.CalledProcessError):
+        out["git_head"] = None
+    return out
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "code": code_version(),
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "loadavg_at_start": [round(x, 2) for x in loadavg()],
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def vm_status(pid: int | str = "self") -> dict[str, int]:
+    """VmRSS / VmHWM (peak RSS) of a process, in KiB, from /proc/<pid>/status."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            key, value = line.split(":", 1)
+            out[key] = int(value.split()[0])
+    return out
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    rows = [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join([line, sep, *body])
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:  # nan
+            return "-"
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text.rstrip("x%"))
+        return True
+    except ValueError:
+        return False
+
+
+def write_result(name: str, data: dict[str, Any], out: Path | None = None) -> Path:
+    """Write JSON next to the scripts (benchmarks/results/<name>.json unless `out` says otherwise)."""
+    path = out or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def verdict(value: float, target: float, *, higher_is_better: bool = False) -> str:
+    ok = value >= target if higher_is_better else value <= target
+    return "met" if ok else "MISSED"

@@ -1,0 +1,343 @@
+"""End to end on the local control plane: pods per second, our scheduler + extender against the
+default scheduler with the equivalent native topologySpreadConstraints, in the same run.
+
+One LocalCluster (pinned etcd, kube-apiserver, kube-controller-manager, default kube-scheduler,
+our kube-scheduler with the extender served by gunicorn, kwok), 500 kwok nodes over 3 zones.
+Each round creates, in a fresh namespace, 10 StatefulSets x 100 replicas (Parallel):
+
+- native:   schedulerName default-scheduler, pod spec + `translate(spec, group_size=100)`'s
+            native fragment (topologySpreadConstraints);
+- extender: schedulerName placement-scheduler, the policy inline on the pod template.
+
+Policy (group = one StatefulSet, the default): caps kubernetes.io/hostname max 1, spread
+topology.kubernetes.io/zone maxSkew 1 DoNotSchedule. Sides alternate (native, extender, native,
+extender, ...). The time of a round runs from the first StatefulSet create call until a watch
+on the namespace's pods has seen all 1,000 with spec.nodeName (read from the API server).
+
+kube-controller-manager's client is raised to --kube-api-qps 500 / burst 1000 (--kcm-qps; 0 =
+its default 20/30): at the default the StatefulSet controller creates pods at ~20/s, which
+would cap both sides at the same rate and hide the schedulers' throughput. The schedulers keep
+their default client limits (50 QPS, burst 100), as deployed.
+
+    python -m benchmarks.e2e_throughput                 # 2 rounds per side; ~4-5 min
+    python -m benchmarks.e2e_throughput --rounds 1 --sets 3 --replicas 50 --nodes 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import requests  # noqa: E402
+
+from benchmarks.common import code_version, loadavg, machine, table, verdict, write_result  # noqa: E402
+from extender.devcluster.api import ApiError, wait_for  # noqa: E402
+from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes  # noqa: E402
+from extender.policy import INLINE_POLICY_ANNOTATION, PlacementPolicySpec  # noqa: E402
+from extender.translate import translate  # noqa: E402
+
+POLICY = {
+    "caps": [{"topologyKey": HOSTNAME, "max": 1}],
+    "spread": [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}],
+}
+ZONES = ("zone-a", "zone-b", "zone-c")
+TARGET_RATIO = 0.8
+CLK_TCK = 100
+
+
+class BenchCluster(LocalCluster):
+    """LocalCluster with kube-controller-manager's client rate limit raised (see the docstring)."""
+
+    def __init__(self, *args: Any, kcm_qps: int = 500, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kcm_qps = kcm_qps
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None):
+        if name == "kube-controller-manager" and self.kcm_qps > 0:
+            argv = [*argv, f"--kube-api-qps={self.kcm_qps}", f"--kube-api-burst={2 * self.kcm_qps}"]
+        return super()._spawn(name, argv, env)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """utime+stime of every component, children included (the extender's gunicorn worker)."""
+        out = {}
+        for p in self.processes:
+            if p.popen is None or p.popen.poll() is not None:
+                continue
+            out[p.name] = _tree_cpu(p.popen.pid)
+        return out
+
+
+def _tree_cpu(pid: int) -> float:
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            total += _tree_cpu(int(child))
+    except (OSError, IndexError, ValueError):
+        pass
+    return total
+
+
+def statefulset(name: str, replicas: int, side: str, spec: PlacementPolicySpec) -> dict[str, Any]:
+    labels = {"app": name, "bench": "e2e"}
+    pod_spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER_NAME if side == "extender" else "default-scheduler",
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
+    }
+    annotations = {}
+    if side == "extender":
+        annotations[INLINE_POLICY_ANNOTATION] = json.dumps(POLICY)
+    else:
+        pod_spec.update(translate(spec, match_labels={"app": name}, group_size=replicas).fragment)
+    return {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+        "spec": {"serviceName": name, "replicas": replicas, "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec}},
+    }
+
+
+class PodWatch(threading.Thread):
+    """Watches a namespace's pods; records when each was first seen, and first seen bound."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str, expected: int) -> None:
+        super().__init__(daemon=True, name=f"watch-{namespace}")
+        self.api = cluster.admin
+        self.namespace = namespace
+        self.expected = expected
+        self.seen: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.done = threading.Event()
+        self.error: Exception | None = None
+        self.response: requests.Response | None = None
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        self.version = self.api.get(path)["metadata"]["resourceVersion"]
+
+    def run(self) -> None:
+        url = f"{self.api.server}/api/v1/namespaces/{self.namespace}/pods"
+        version = self.version
+        try:
+            while not self.done.is_set():
+                params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "600"}
+                with self.api.session.get(url, params=params, stream=True, timeout=(10, 660)) as response:
+                    self.response = response
+                    for line in response.iter_lines():
+                        if not line:
+                            continue
+                        event = json.loads(line)
+                        now = time.monotonic()
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            raise RuntimeError(f"watch error: {obj.get('message')}")
+                        version = obj["metadata"].get("resourceVersion", version)
+                        name = obj["metadata"]["name"]
+                        self.seen.setdefault(name, now)
+                        if obj.get("spec", {}).get("nodeName") and event.get("type") != "DELETED":
+                            self.bound.setdefault(name, now)
+                            if len(self.bound) >= self.expected:
+                                self.done.set()
+                                return
+        except Exception as err:  # noqa: BLE001
+            if not self.done.is_set():
+                self.error = err
+                self.done.set()
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.response is not None:
+            try:
+                self.response.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _violations(pods: list[dict[str, Any]], zone_of: dict[str, str | None]) -> int:
+    by_set: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in pods:
+        if p["spec"].get("nodeName"):
+            by_set[p["metadata"]["name"].rsplit("-", 1)[0]].append(p)
+    count = 0
+    for members in by_set.values():
+        count += sum(1 for c in Counter(p["spec"]["nodeName"] for p in members).values() if c > 1)
+        zones = Counter(zone_of.get(p["spec"]["nodeName"]) for p in members)
+        counts = [zones.get(z, 0) for z in ZONES]
+        count += int(max(counts) - min(counts) > 1)
+    return count
+
+
+def run_round(cluster: BenchCluster, side: str, index: int, sets: int, replicas: int, zone_of: dict[str, str | None],
+              timeout: float, log=print) -> dict[str, Any]:
+    api = cluster.admin
+    assert api is not None
+    spec = PlacementPolicySpec.model_validate(POLICY)
+    ns = cluster.namespace(f"bench-{side}-{index}")
+    expected = sets * replicas
+    watch = PodWatch(cluster, ns, expected)
+    watch.start()
+    load = loadavg()
+    cpu_before = cluster.cpu_seconds()
+    started = time.monotonic()
+    for i in range(sets):
+        api.create(f"/apis/apps/v1/namespaces/{ns}/statefulsets", statefulset(f"set-{i}", replicas, side, spec))
+    created_calls = time.monotonic() - started
+    watch.done.wait(timeout)
+    watch.stop()
+    cpu_after = cluster.cpu_seconds()
+    if watch.error is not None:
+        raise watch.error
+    bound_times = sorted(t - started for t in watch.bound.values())
+    seen_times = sorted(t - started for t in watch.seen.values())
+    complete = len(bound_times) >= expected
+    elapsed = bound_times[-1] if complete else float("nan")
+    items = api.list(f"/api/v1/namespaces/{ns}/pods")
+    events = api.list(f"/api/v1/namespaces/{ns}/events")
+    failed_scheduling = sum(int(e.get("count") or 1) for e in events if e.get("reason") == "FailedScheduling")
+
+    def at(fraction: float) -> float:
+        k = max(0, min(len(bound_times) - 1, int(round(fraction * expected)) - 1))
+        return bound_times[k] if bound_times else float("nan")
+
+    result = {
+        "side": side,
+        "round": index,
+        "namespace": ns,
+        "pods": expected,
+        "bound": len(bound_times),
+        "complete": complete,
+        "seconds_to_all_bound": round(elapsed, 2),
+        "pods_per_second": round(expected / elapsed, 1) if complete else 0.0,
+        "steady_pods_per_second_10_90": round(0.8 * expected / (at(0.9) - at(0.1)), 1) if complete and at(0.9) > at(0.1) else None,
+        "seconds_first_bound": round(bound_times[0], 2) if bound_times else None,
+        "seconds_all_created": round(seen_times[-1], 2) if len(seen_times) >= expected else None,
+        "create_calls_seconds": round(created_calls, 2),
+        "failed_scheduling_events": failed_scheduling,
+        "rule_violations": _violations(items, zone_of),
+        "cpu_seconds": {k: round(cpu_after.get(k, 0) - v, 1) for k, v in cpu_before.items()},
+        "loadavg_before": [round(x, 2) for x in load],
+    }
+    log(f"{side:>8} round {index}: {result['bound']}/{expected} bound in {result['seconds_to_all_bound']} s "
+        f"({result['pods_per_second']} pods/s; all created at {result['seconds_all_created']} s; "
+        f"{failed_scheduling} FailedScheduling; {result['rule_violations']} violations; load {load[0]:.2f})")
+    # Clean up before the next round, so rounds never overlap.
+    api.delete(f"/api/v1/namespaces/{ns}")
+    try:
+        wait_for(f"namespace {ns} gone", lambda: _gone(api, ns), 180, interval=1.0)
+    except TimeoutError:
+        log(f"  (namespace {ns} still terminating after 180 s; continuing)")
+    return result
+
+
+def _gone(api, ns: str) -> bool:  # noqa: ANN001
+    try:
+        api.get(f"/api/v1/namespaces/{ns}")
+        return False
+    except ApiError as err:
+        return err.status == 404
+
+
+def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for side in ("native", "extender"):
+        mine = [r for r in rounds if r["side"] == side and r["complete"]]
+        out[side] = {
+            "rounds": len([r for r in rounds if r["side"] == side]),
+            "complete": len(mine),
+            "median_seconds": round(statistics.median(r["seconds_to_all_bound"] for r in mine), 2) if mine else None,
+            "median_pods_per_second": round(statistics.median(r["pods_per_second"] for r in mine), 1) if mine else None,
+        }
+    pairs = []
+    natives = [r for r in rounds if r["side"] == "native"]
+    extenders = [r for r in rounds if r["side"] == "extender"]
+    for n, e in zip(natives, extenders):
+        if n["complete"] and e["complete"]:
+            pairs.append(round(e["pods_per_second"] / n["pods_per_second"], 2))
+    ratio = None
+    if out["native"]["median_pods_per_second"] and out["extender"]["median_pods_per_second"]:
+        ratio = round(out["extender"]["median_pods_per_second"] / out["native"]["median_pods_per_second"], 2)
+    out["ratio_extender_over_native"] = ratio
+    out["ratio_per_round_pair"] = pairs
+    out["target"] = {"target": TARGET_RATIO, "value": ratio,
+                     "verdict": verdict(ratio, TARGET_RATIO, higher_is_better=True) if ratio is not None else "not measured"}
+    return out
+
+
+def report(rounds: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    rows = [[r["side"], r["round"], f"{r['bound']}/{r['pods']}", r["seconds_to_all_bound"], r["pods_per_second"],
+             r["steady_pods_per_second_10_90"] or "-", r["seconds_all_created"] or "-", r["failed_scheduling_events"],
+             r["rule_violations"], r["cpu_seconds"].get("extender", "-"),
+             r["cpu_seconds"].get("placement-scheduler" if r["side"] == "extender" else "kube-scheduler", "-"),
+             r["cpu_seconds"].get("kube-apiserver", "-")]
+            for r in rounds]
+    lines = [
+        "End to end: time from the first StatefulSet create until every pod is bound (watch on the API server)",
+        table(["side", "round", "bound", "seconds", "pods/s", "pods/s 10-90%", "all created s", "FailedScheduling",
+               "violations", "extender cpu s", "scheduler cpu s", "apiserver cpu s"], rows),
+        "",
+        f"median pods/s: native {summary['native']['median_pods_per_second']}, extender {summary['extender']['median_pods_per_second']}; "
+        f"ratio extender/native {summary['ratio_extender_over_native']} (per round pair: {summary['ratio_per_round_pair']}); "
+        f"target >= {TARGET_RATIO}: {summary['target']['verdict']}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=500, help="kwok nodes, dealt over 3 zones")
+    parser.add_argument("--sets", type=int, default=10)
+    parser.add_argument("--replicas", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per side (sides alternate)")
+    parser.add_argument("--kcm-qps", type=int, default=500, help="kube-controller-manager --kube-api-qps (0: its default)")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds a round may take")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+
+    info = machine()
+    print(f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}")
+    layout = {z: args.nodes // 3 + (1 if i < args.nodes % 3 else 0) for i, z in enumerate(ZONES)}
+    rounds: list[dict[str, Any]] = []
+    started = time.monotonic()
+    with BenchCluster(kcm_qps=args.kcm_qps) as cluster:
+        print(f"control plane up in {time.monotonic() - started:.1f}s; adding {args.nodes} kwok nodes {layout}")
+        t = time.monotonic()
+        cluster.add_nodes(zoned_nodes(layout))
+        print(f"nodes Ready in {time.monotonic() - t:.1f}s")
+        api = cluster.admin
+        assert api is not None
+        zone_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")}
+        port = cluster.ports["extender"]
+        wait_for("the extender's cache to hold every node",
+                 lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()["cache"]["nodes"] >= args.nodes, 60)
+        for index in range(args.rounds):
+            for side in ("native", "extender"):
+                rounds.append(run_round(cluster, side, index, args.sets, args.replicas, zone_of, args.timeout))
+    summary = summarise(rounds)
+    info["loadavg_at_end"] = [round(x, 2) for x in loadavg()]
+    info["code_at_end"] = code_version()
+    if info["code_at_end"]["extender_sha256"] != info["code"]["extender_sha256"]:
+        print("WARNING: extender/ changed on disk during the run; the figures mix two versions of the code")
+    print()
+    print(report(rounds, summary))
+    path = write_result("e2e_throughput", {
+        "benchmark": "e2e_throughput", "machine": info, "nodes": args.nodes, "zones": layout, "sets": args.sets,
+        "replicas": args.replicas, "policy": POLICY, "native_fragment": translate(PlacementPolicySpec.model_validate(POLICY),
+                                                                                   match_labels={"app": "set-0"}, group_size=args.replicas).fragment,
+        "kcm_qps": args.kcm_qps, "rounds": rounds, "summary": summary, "total_seconds": round(time.monotonic() - started, 1),
+    }, args.out)
+    print(f"\nJSON: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

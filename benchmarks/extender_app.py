@@ -1,0 +1,154 @@
+"""The extender served by gunicorn exactly as deployed, over a synthetic, preloaded cache.
+
+`BenchApplication` is `extender.server.serve.ExtenderApplication` (same gunicorn settings: one
+gthread worker, 8 threads, same timeouts and limits) whose `load()` builds a ClusterStore from
+synthetic raw objects (`store.replace`, as the watcher's first sync does) instead of watching an
+API server. Bindings and Events go to null sinks.
+
+Beside the extender's own routes it serves two floors, with the same before/after-request hooks:
+
+- `POST /noop`: reads the body and parses it exactly like the verbs do (`json.loads`, then
+  `ExtenderArgs.model_validate`), then returns a fixed small ExtenderFilterResult: the cost of
+  HTTP + JSON + wire validation, no decision, no encoding of a large answer.
+- `POST /noop-raw`: reads the body and returns the same fixed answer: the HTTP floor alone.
+- `GET /bench/gc`: the worker's garbage collections per generation and the seconds spent in them.
+
+Run by benchmarks/http_latency.py as a subprocess:
+
+    python -m benchmarks.extender_app --nodes 1000 --pods 10000 --listen 127.0.0.1:18888
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python benchmarks/extender_app.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from flask import Flask, Response, request  # noqa: E402
+
+from extender.kube import NullEventSink  # noqa: E402
+from extender.logs import setup_logging  # noqa: E402
+from extender.server.app import create_app  # noqa: E402
+from extender.server.serve import ExtenderApplication, ServeOptions  # noqa: E402
+from extender.state.reservations import Reservations  # noqa: E402
+from extender.state.store import ClusterStore  # noqa: E402
+from extender.verbs import Verbs  # noqa: E402
+from extender.wire import ExtenderArgs  # noqa: E402
+
+from benchmarks import synthetic  # noqa: E402
+
+log = logging.getLogger("benchmarks.extender_app")
+
+NOOP_ANSWER = '{"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}\n'
+
+
+class NullBinder:
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        return None
+
+
+def add_floor_routes(app: Flask) -> None:
+    @app.post("/noop")
+    def noop() -> Response:
+        # The verbs' parse path (extender/server/app.py create_app.parse), minus its error mapping.
+        raw = request.get_data(cache=False)
+        ExtenderArgs.model_validate(json.loads(raw))
+        return Response(NOOP_ANSWER, status=200, mimetype="application/json")
+
+    @app.post("/noop-raw")
+    def noop_raw() -> Response:
+        request.get_data(cache=False)
+        return Response(NOOP_ANSWER, status=200, mimetype="application/json")
+
+
+class GcStats:
+    """Collections per generation and seconds spent in them (gc.callbacks), for GET /bench/gc."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._start = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        elif self._start:
+            generation = info.get("generation", 2)
+            self.count[generation] += 1
+            self.seconds[generation] += time.perf_counter() - self._start
+            self._start = 0.0
+
+    def snapshot(self) -> dict:
+        return {"collections": list(self.count), "seconds": [round(s, 4) for s in self.seconds],
+                "tracked_objects": len(gc.get_objects()), "frozen": gc.get_freeze_count()}
+
+
+def add_bench_routes(app: Flask, stats: GcStats) -> None:
+    @app.get("/bench/gc")
+    def gc_stats() -> Response:
+        return Response(json.dumps(stats.snapshot()), status=200, mimetype="application/json")
+
+
+def build_store(nodes: int, pods: int, options: ServeOptions, policy: str = "full") -> ClusterStore:
+    store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
+    started = time.perf_counter()
+    spec, shape = synthetic.POLICIES[policy]
+    # rich=False: the slim records the store keeps are identical; only setup is faster.
+    cluster = synthetic.cluster(nodes, pods, rich=False, policy=spec, group=synthetic.Group(**shape))
+    cluster.load(store)
+    log.info("synthetic cache loaded in %.1fs: %s", time.perf_counter() - started, store.stats())
+    return store
+
+
+class BenchApplication(ExtenderApplication):
+    """ExtenderApplication's gunicorn configuration, with a synthetic store instead of a watcher."""
+
+    def __init__(self, options: ServeOptions, nodes: int, pods: int, *, gc_freeze: bool = False) -> None:
+        self.nodes = nodes
+        self.pods = pods
+        self.gc_freeze = gc_freeze
+        super().__init__(options)
+
+    def load(self):  # runs inside the gunicorn worker, like the real build()
+        store = build_store(self.nodes, self.pods, self.options)
+        if self.gc_freeze:  # an experiment, not what the extender does: see BENCHMARKS.md
+            gc.collect()
+            gc.freeze()
+        stats = GcStats()
+        verbs = Verbs(store, NullBinder(), NullEventSink(), lookahead_budget=self.options.lookahead_budget)
+        app = create_app(verbs, max_body=self.options.max_body)
+        add_floor_routes(app)
+        add_bench_routes(app, stats)
+        return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--listen", default="127.0.0.1:18888")
+    parser.add_argument("--threads", type=int, default=ServeOptions.threads)
+    parser.add_argument("--lookahead-budget", type=int, default=ServeOptions.lookahead_budget)
+    parser.add_argument("--timeout", type=int, default=ServeOptions.timeout,
+                        help="gunicorn worker timeout (default: as deployed)")
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="experiment: gc.collect(); gc.freeze() once the synthetic cache is loaded")
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)  # what `python -m extender serve` does
+    options = ServeOptions(listen=args.listen, threads=args.threads, lookahead_budget=args.lookahead_budget,
+                           events=False, timeout=args.timeout)
+    BenchApplication(options, args.nodes, args.pods, gc_freeze=args.gc_freeze).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Smoke runs of the benchmarks (tiny sizes): they run and produce their figures. No timing is
+asserted here; the figures themselves are in BENCHMARKS.md and benchmarks/results/."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import cache_sync, e2e_throughput, http_latency, profile_verbs, synthetic  # noqa: E402
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and value > 0 and not math.isnan(value)
+
+
+def test_synthetic_fast_pod_json_equals_the_slow_path() -> None:
+    for rich in (True, False):
+        for i in (0, 1, 4242, 149_999):
+            fast = json.loads(synthetic.background_pod_json(i, "node-b7", rv=99, rich=rich))
+            assert fast == synthetic.background_pod(i, "node-b7", rv=99, rich=rich)
+
+
+def test_synthetic_request_matches_the_wire_shape() -> None:
+    names = json.loads(synthetic.filter_args(9))
+    assert names["Nodes"] is None and len(names["NodeNames"]) == 9
+    full = json.loads(synthetic.filter_args(9, node_list=True))
+    assert full["NodeNames"] is None and len(full["Nodes"]["items"]) == 9
+    assert set(full["Nodes"]["items"][0]) == {"metadata", "spec", "status"}
+
+
+def test_http_latency_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "http.json"
+    assert http_latency.main(["--nodes", "50", "--pods", "500", "--requests", "20", "--runs", "1", "--warmup", "2",
+                              "--out", str(out)]) == 0
+    result = json.loads(out.read_text())["results"][0]
+    assert result["decision"]["passed"] > 0
+    summary = result["summary"]
+    for metric in http_latency.METRICS:
+        assert _positive(summary[metric]["median_of_medians"]) and _positive(summary[metric]["median_p99"])
+    assert _positive(summary["ratios"]["pair_over_2noop_median"])
+
+
+def test_http_latency_smoke_node_list(tmp_path: Path) -> None:
+    out = tmp_path / "http.json"
+    assert http_latency.main(["--nodes", "30", "--pods", "300", "--node-list", "--requests", "20", "--runs", "1",
+                              "--warmup", "2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())["results"][0]
+    assert result["mode"].startswith("NodeList") and _positive(result["summary"]["pair"]["median_of_medians"])
+
+
+def test_cache_sync_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "cache.json"
+    assert cache_sync.main(["--nodes", "50", "--pods", "500", "--runs", "1", "--events", "200", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    summary = data["summary"]
+    assert data["runs"][0]["pods"] == 500 and data["runs"][0]["nodes"] == 50
+    assert _positive(summary["sync_s"]) and _positive(summary["rss_delta_mb"]) and _positive(summary["events_per_second"])
+    assert _positive(summary["streamed"]["rss_delta_mb"])
+
+
+def test_profile_verbs_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "profile.json"
+    assert profile_verbs.main(["--nodes", "50", "--pods", "500", "--requests", "5", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["by_self"] and data["by_cumulative"] and _positive(data["ms_per_iteration_unprofiled"])
+
+
+def test_e2e_manifests_and_summary_without_a_cluster() -> None:
+    spec = e2e_throughput.PlacementPolicySpec.model_validate(e2e_throughput.POLICY)
+    native = e2e_throughput.statefulset("set-0", 100, "native", spec)["spec"]["template"]
+    extender = e2e_throughput.statefulset("set-0", 100, "extender", spec)["spec"]["template"]
+    assert native["spec"]["schedulerName"] == "default-scheduler" and native["spec"]["topologySpreadConstraints"]
+    assert extender["spec"]["schedulerName"] == "placement-scheduler"
+    assert json.loads(extender["metadata"]["annotations"]["placement.extender.dev/policy"]) == e2e_throughput.POLICY
+    rounds = [{"side": side, "complete": True, "pods_per_second": pps, "seconds_to_all_bound": 1000 / pps}
+              for side, pps in (("native", 50.0), ("extender", 45.0), ("native", 52.0), ("extender", 40.0))]
+    summary = e2e_throughput.summarise(rounds)
+    assert summary["ratio_extender_over_native"] == pytest.approx(42.5 / 51.0, abs=0.01)
+    assert summary["target"]["verdict"] == "met"
