@@ -37,7 +37,8 @@ from extender.kube import NullEventSink  # noqa: E402
 from extender.logs import setup_logging  # noqa: E402
 from extender.server.app import create_app  # noqa: E402
 from extender.server.serve import ExtenderApplication, ServeOptions  # noqa: E402
-from extender.state.reservations import Reservations  # noqa: E402
+from extender.state.reservations import Reservations
+from extender.state.watcher import freeze_heap  # noqa: E402
 from extender.state.store import ClusterStore  # noqa: E402
 from extender.verbs import Verbs  # noqa: E402
 from extender.wire import ExtenderArgs  # noqa: E402
@@ -119,9 +120,8 @@ class BenchApplication(ExtenderApplication):
 
     def load(self):  # runs inside the gunicorn worker, like the real build()
         store = build_store(self.nodes, self.pods, self.options)
-        if self.gc_freeze:  # an experiment, not what the extender does: see BENCHMARKS.md
-            gc.collect()
-            gc.freeze()
+        if self.gc_freeze:  # what the extender's watcher does after every list (freeze_heap)
+            freeze_heap()
         stats = GcStats()
         verbs = Verbs(store, NullBinder(), NullEventSink(), lookahead_budget=self.options.lookahead_budget)
         app = create_app(verbs, max_body=self.options.max_body)
@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=ServeOptions.timeout,
                         help="gunicorn worker timeout (default: as deployed)")
     parser.add_argument("--log-level", default="info")
-    parser.add_argument("--gc-freeze", action="store_true",
-                        help="experiment: gc.collect(); gc.freeze() once the synthetic cache is loaded")
+    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                        help="skip freeze_heap() after loading (the extender's watcher freezes after every list)")
     args = parser.parse_args(argv)
     setup_logging(args.log_level)  # what `python -m extender serve` does
     options = ServeOptions(listen=args.listen, threads=args.threads, lookahead_budget=args.lookahead_budget,

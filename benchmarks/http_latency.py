@@ -222,12 +222,12 @@ def gc_delta(before: dict[str, Any], after: dict[str, Any], iterations: int) -> 
     }
 
 
-def measure(config: Config, *, requests: int, runs: int, warmup: int, workdir: Path, gc_freeze: bool = False,
+def measure(config: Config, *, requests: int, runs: int, warmup: int, workdir: Path, gc_freeze: bool = True,
             log=print) -> dict[str, Any]:
     filter_body = synthetic.filter_args(config.nodes, node_list=config.node_list)
     port = free_port()
     server = Server(config.nodes, config.pods, port, workdir / f"server-{config.name}.log",
-                    ["--gc-freeze"] if gc_freeze else None)
+                    None if gc_freeze else ["--no-gc-freeze"])
     try:
         ready_s = server.wait_ready()
         client = Client(port)
@@ -267,7 +267,7 @@ def measure(config: Config, *, requests: int, runs: int, warmup: int, workdir: P
     finally:
         server.stop()
     return {
-        "config": config.name + ("+gc-freeze" if gc_freeze else ""),
+        "config": config.name + ("" if gc_freeze else "+no-gc-freeze"),
         "gc_freeze": gc_freeze,
         "nodes": config.nodes,
         "pods": config.pods,
@@ -351,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=200, help="iterations (filter+prioritize pairs) per run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--gc-freeze", action="store_true",
-                        help="experiment: the server calls gc.freeze() after loading its cache (not what the extender does)")
+    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                        help="skip freeze_heap() after the server loads its cache (the extender's watcher freezes after every list)")
     parser.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/http_latency.json)")
     args = parser.parse_args(argv)
 

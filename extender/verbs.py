@@ -263,13 +263,14 @@ class Verbs:
         if ctx is None:
             request, snap = self.store.decision_inputs(pod, spec)
             ctx = Context.build(spec, request, snap)
-        nodes = [ctx.snap.topology.nodes.get(n) for n in names]
+        index = ctx.snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+        rows = [index.get(n) for n in names]
         shared: dict[str, str] = {}
-        if all(n is not None for n in nodes):
-            for key in ctx.keys:
-                values = {ctx.domain(n, key) for n in nodes}  # type: ignore[arg-type]
-                if len(values) == 1 and None not in values:
-                    shared[key] = values.pop()  # type: ignore[assignment]
+        if all(r is not None for r in rows):
+            for i, key in enumerate(ctx.keys):
+                first = rows[0][i]  # type: ignore[index]
+                if first is not None and all(r[i] == first for r in rows):  # type: ignore[index]
+                    shared[key] = first
         self.store.reservations.tentative(pod, None, shared)
 
     def _known_pod(self, args: ExtenderBindingArgs) -> PodRecord | None:

@@ -22,7 +22,8 @@ class Context:
     zone_key: str = ""
     node_key: str = ""
     permitted: frozenset[str] | None = None
-    keys: list[str] = field(default_factory=list)  # canonical topology keys the rules use
+    keys: list[str] = field(default_factory=list)  # canonical topology keys the rules and scores read
+    balance_keys: list[str] = field(default_factory=list)  # those the rules use
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> group pods
     shard_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> pods of pod's shard
     min_counts: dict[str, int] = field(default_factory=dict)  # memo for rules.min_count
@@ -39,6 +40,9 @@ class Context:
         keys = {spec.canonical_key(k) for k in spec.topology_keys()}
         if spec.uses_zones:
             keys.add(ctx.zone_key)
+        ctx.balance_keys = sorted(keys)  # the domains the rules use: scoring prefers the emptier ones
+        if spec.zones is not None and spec.zones.weights:
+            keys.add(ctx.zone_key)  # every domain a rule or a score reads is part of a node's signature
         ctx.keys = sorted(keys)
         ctx.caps = [(c, spec.canonical_key(c.topologyKey), c.limit(snap.group_size)) for c in spec.caps]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}

@@ -27,7 +27,7 @@ def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
     loads = []
     for node in nodes:
         load = 0.0
-        for key in ctx.keys:
+        for key in ctx.balance_keys:
             value = ctx.domain(node, key)
             if value is not None:
                 load += ctx.counts[key].get(value, 0) * (2.0 if key in soft else 1.0)
@@ -60,8 +60,26 @@ def _zone_preferences(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | 
 
 
 def score_nodes(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
+    """Scores depend only on what a node's signature holds, so they are computed once per
+    distinct signature (a handful) and spread over the nodes."""
     if not nodes:
         return []
+    index = ctx.snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+    firsts: dict[tuple, int] = {}
+    which: list[int] = []
+    distinct: list[NodeInfo] = []
+    for node in nodes:
+        sig = ctx.signature(node, index.get(node.name) if node.name in ctx.snap.topology.nodes else None)
+        at = firsts.get(sig)
+        if at is None:
+            at = firsts[sig] = len(distinct)
+            distinct.append(node)
+        which.append(at)
+    scores = _score_distinct(ctx, distinct)
+    return [scores[i] for i in which]
+
+
+def _score_distinct(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
     parts: list[tuple[float, list[float]]] = []
     loads = _balance_loads(ctx, nodes)
     low, high = min(loads), max(loads)

@@ -34,6 +34,8 @@ from .objects import (
 from .reservations import Reservations
 
 KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")
+PARSERS = {"nodes": parse_node, "pods": parse_pod, "statefulsets": parse_statefulset, "claims": parse_claim,
+           "volumes": parse_volume, "policies": parse_policy}
 _CLAIM_ORDINAL = re.compile(r"^(.*)-(\d+)$")
 _EMPTY: frozenset[str] = frozenset()
 
@@ -64,19 +66,26 @@ class ClusterStore:
 
     # ------------------------------------------------------------------ updates
     def apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
-        """One watch event (ADDED, MODIFIED, DELETED)."""
+        """One watch event (ADDED, MODIFIED, DELETED). Raises ObjectError for an unreadable object."""
+        record = PARSERS[kind](obj)  # outside the lock: parsing is the costly part
         with self.lock:
-            getattr(self, f"_apply_{kind}")(event_type == "DELETED", obj)
+            getattr(self, f"_put_{kind}")(event_type == "DELETED", record)
             self.last_event[kind] = self.clock()
             self.data_version += 1
 
     def replace(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
         """A full list: the kind's content becomes exactly `objs` (first sync and every relist)."""
-        objs = list(objs)
+        self.replace_records(kind, [PARSERS[kind](o) for o in objs])
+
+    def replace_records(self, kind: str, records: Iterable[Any]) -> None:
+        """As replace, with objects already parsed (the watcher parses page by page, so a
+        150,000-pod list never sits in memory as decoded JSON)."""
+        records = list(records)
         with self.lock:
             self._clear(kind)
-            for obj in objs:
-                getattr(self, f"_apply_{kind}")(False, obj)
+            put = getattr(self, f"_put_{kind}")
+            for record in records:
+                put(False, record)
             self.synced[kind] = True
             self.last_event[kind] = self.clock()
             self.data_version += 1
@@ -104,15 +113,13 @@ class ClusterStore:
             self.policies.clear()
             self._policy_specs.clear()
 
-    def _apply_nodes(self, deleted: bool, obj: dict[str, Any]) -> None:
-        node = parse_node(obj)
+    def _put_nodes(self, deleted: bool, node: NodeInfo) -> None:
         if deleted:
             self.topology.remove(node.name)
         else:
             self.topology.upsert(node)
 
-    def _apply_pods(self, deleted: bool, obj: dict[str, Any]) -> None:
-        record = parse_pod(obj)
+    def _put_pods(self, deleted: bool, record: PodRecord) -> None:
         old = self.pods.get(record.uid)
         if old is not None:
             self._remove_pod(old)
@@ -139,8 +146,7 @@ class ClusterStore:
         for k, v in record.labels.items():
             _discard(self._by_label, (record.namespace, k, v), record.uid)
 
-    def _apply_statefulsets(self, deleted: bool, obj: dict[str, Any]) -> None:
-        sts = parse_statefulset(obj)
+    def _put_statefulsets(self, deleted: bool, sts: StatefulSetRecord) -> None:
         key = (sts.namespace, sts.name)
         if deleted:
             self.statefulsets.pop(key, None)
@@ -149,8 +155,7 @@ class ClusterStore:
             self.statefulsets[key] = sts
             self._sts_by_namespace[sts.namespace].add(sts.name)
 
-    def _apply_claims(self, deleted: bool, obj: dict[str, Any]) -> None:
-        claim = parse_claim(obj)
+    def _put_claims(self, deleted: bool, claim: ClaimRecord) -> None:
         key = (claim.namespace, claim.name)
         match = _CLAIM_ORDINAL.match(claim.name)
         if deleted:
@@ -162,15 +167,13 @@ class ClusterStore:
             if match:
                 self._claims_by_prefix[(claim.namespace, match.group(1))][int(match.group(2))] = claim.name
 
-    def _apply_volumes(self, deleted: bool, obj: dict[str, Any]) -> None:
-        volume = parse_volume(obj)
+    def _put_volumes(self, deleted: bool, volume: VolumeRecord) -> None:
         if deleted:
             self.volumes.pop(volume.name, None)
         else:
             self.volumes[volume.name] = volume
 
-    def _apply_policies(self, deleted: bool, obj: dict[str, Any]) -> None:
-        policy = parse_policy(obj)
+    def _put_policies(self, deleted: bool, policy: PolicyRecord) -> None:
         key = (policy.namespace, policy.name)
         self._policy_specs.pop(key, None)
         if deleted:

@@ -18,7 +18,8 @@ from typing import Any
 
 from ..kube import KubeApiError, KubeHttp
 from ..policy import API_GROUP, API_VERSION, PLURAL
-from .store import ClusterStore
+from .objects import ObjectError
+from .store import PARSERS, ClusterStore
 
 log = logging.getLogger(__name__)
 
@@ -92,23 +93,41 @@ class Watcher:
         self.store.replace("policies", [])
 
     def _list(self, resource: Resource) -> str:
-        items: list[dict[str, Any]] = []
+        """Page by page, each page parsed into slim records at once: the decoded JSON of a
+        150,000-pod list never sits in memory whole. The collector is paused meanwhile (the
+        records are all long-lived) and the heap frozen after."""
+        parse = PARSERS[resource.kind]
+        records: list[Any] = []
         token = ""
-        while True:
-            query = [("limit", str(self.page_size))]
-            if token:
-                query.append(("continue", token))
-            page = self.api.call("GET", resource.path, query=query, timeout=60)
-            items.extend(page.get("items") or ())
-            token = (page.get("metadata") or {}).get("continue") or ""
-            if not token:
-                version = (page.get("metadata") or {}).get("resourceVersion") or ""
-                break
-        if resource.kind == "policies":
-            self.store.policies_enabled = True
-        self.store.replace(resource.kind, items)
-        del items
-        log.info("listed %s %s", len(self.store.pods) if resource.kind == "pods" else "all", resource.kind)
+        skipped = 0
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            while True:
+                query = [("limit", str(self.page_size))]
+                if token:
+                    query.append(("continue", token))
+                page = self.api.call("GET", resource.path, query=query, timeout=60)
+                for item in page.get("items") or ():
+                    try:
+                        records.append(parse(item))
+                    except ObjectError as err:
+                        skipped += 1
+                        log.warning("ignored a listed %s object: %s", resource.kind, err)
+                meta = page.get("metadata") or {}
+                token = meta.get("continue") or ""
+                version = meta.get("resourceVersion") or ""
+                del page
+                if not token:
+                    break
+            if resource.kind == "policies":
+                self.store.policies_enabled = True
+            self.store.replace_records(resource.kind, records)
+        finally:
+            if paused:
+                gc.enable()
+        log.info("listed %d %s%s", len(records), resource.kind, f" ({skipped} unreadable, ignored)" if skipped else "")
+        del records
         freeze_heap()
         return version
 
