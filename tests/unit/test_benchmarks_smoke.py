@@ -63,7 +63,6 @@ def test_cache_sync_smoke(tmp_path: Path) -> None:
     summary = data["summary"]
     assert data["runs"][0]["pods"] == 500 and data["runs"][0]["nodes"] == 50
     assert _positive(summary["sync_s"]) and _positive(summary["rss_delta_mb"]) and _positive(summary["events_per_second"])
-    assert _positive(summary["streamed"]["rss_delta_mb"])
 
 
 def test_profile_verbs_smoke(tmp_path: Path) -> None:
