@@ -24,6 +24,7 @@ class Context:
     permitted: frozenset[str] | None = None
     keys: list[str] = field(default_factory=list)  # canonical topology keys the rules and scores read
     balance_keys: list[str] = field(default_factory=list)  # those the rules use
+    node_position: int | None = None  # where the node key sits in keys, if a rule reads it
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> group pods
     shard_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> pods of pod's shard
     min_counts: dict[str, int] = field(default_factory=dict)  # memo for rules.min_count
@@ -44,6 +45,7 @@ class Context:
         if spec.zones is not None and spec.zones.weights:
             keys.add(ctx.zone_key)  # every domain a rule or a score reads is part of a node's signature
         ctx.keys = sorted(keys)
+        ctx.node_position = ctx.keys.index(ctx.node_key) if ctx.node_key in ctx.keys else None
         ctx.caps = [(c, spec.canonical_key(c.topologyKey), c.limit(snap.group_size)) for c in spec.caps]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}
         ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
@@ -71,11 +73,11 @@ class Context:
         group and shard pod counts instead of its name. Nodes with one signature get one verdict."""
         if values is None:
             values = tuple(self.domain(node, k) for k in self.keys)
-        sig = list(values)
-        for i, key in enumerate(self.keys):
-            if key == self.node_key and values[i] is not None:
-                sig[i] = ("#", self.counts[key].get(values[i], 0), self.shard_counts[key].get(values[i], 0))
-        return tuple(sig)
+        at = self.node_position
+        if at is None or values[at] is None:
+            return values
+        key, name = self.keys[at], values[at]
+        return values[:at] + ((self.counts[key].get(name, 0), self.shard_counts[key].get(name, 0)),) + values[at + 1:]
 
     def domain(self, node: NodeInfo, key: str) -> str | None:
         return Topology.domain(node, key, self.zone_key, self.node_key)

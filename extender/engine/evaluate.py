@@ -32,6 +32,7 @@ def evaluate(
     passing: list[NodeInfo] = []
     index = snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
     known: dict[tuple, Failure | None] = {}  # signature -> verdict: most nodes share a few
+    signatures: dict[str, tuple] = {}
     for candidate in candidates:
         if isinstance(candidate, NodeInfo):
             name, node, values = candidate.name, candidate, None
@@ -41,7 +42,7 @@ def evaluate(
         if node is None:
             verdicts[name] = Verdict(name, Outcome.FAIL, "cache", "node is not in the extender's cache yet; retry shortly")
             continue
-        sig = ctx.signature(node, values)
+        sig = signatures[name] = ctx.signature(node, values)
         if sig in known:
             failure = known[sig]
         else:
@@ -65,7 +66,7 @@ def evaluate(
             )
         passing = [n for n in passing if n.name not in stranded]
 
-    for node, score in zip(passing, score_nodes(ctx, passing)):
+    for node, score in zip(passing, score_nodes(ctx, passing, signatures)):
         verdicts[node.name].score = score
 
     decision = Decision(verdicts, context=ctx)

@@ -59,17 +59,19 @@ def _zone_preferences(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | 
     return [weights.get(ctx.domain(n, ctx.zone_key) or "", 0) / top for n in nodes]
 
 
-def score_nodes(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
+def score_nodes(ctx: Context, nodes: Sequence[NodeInfo], signatures: dict[str, tuple] | None = None) -> list[int]:
     """Scores depend only on what a node's signature holds, so they are computed once per
     distinct signature (a handful) and spread over the nodes."""
     if not nodes:
         return []
-    index = ctx.snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+    signatures = signatures or {}
     firsts: dict[tuple, int] = {}
     which: list[int] = []
     distinct: list[NodeInfo] = []
     for node in nodes:
-        sig = ctx.signature(node, index.get(node.name) if node.name in ctx.snap.topology.nodes else None)
+        sig = signatures.get(node.name)
+        if sig is None:
+            sig = ctx.signature(node)
         at = firsts.get(sig)
         if at is None:
             at = firsts[sig] = len(distinct)
