@@ -347,4 +347,4 @@ def _raise(value: PlacementPolicySpec | PolicyError) -> PlacementPolicySpec:
     return value
 
 
-__all__ = ["ClusterStore", "KINDS", "NodeInfo"]
+__all__ = ["ClusterStore", "KINDS", "PARSERS"]
