@@ -8,7 +8,7 @@ from ..policy import PlacementPolicySpec
 from .context import Context
 from .lookahead import DEFAULT_BUDGET, dead_ends
 from .model import Decision, NodeInfo, Outcome, PodRequest, Snapshot, Verdict
-from .rules import Failure, first_failure
+from .rules import first_failure
 from .scoring import score_nodes
 
 
@@ -31,27 +31,32 @@ def evaluate(
     verdicts: dict[str, Verdict] = {}
     passing: list[NodeInfo] = []
     index = snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
-    known: dict[tuple, Failure | None] = {}  # signature -> verdict: most nodes share a few
+    # signature -> the verdict of a failing class (one object shared by its nodes: failing
+    # verdicts are never changed afterwards, and most nodes of a large cluster fail alike), or
+    # None for a passing class (each passing node gets its own: scores are per node).
+    known: dict[tuple, Verdict | None] = {}
     signatures: dict[str, tuple] = {}
+    nodes = snap.topology.nodes
     for candidate in candidates:
         if isinstance(candidate, NodeInfo):
             name, node, values = candidate.name, candidate, None
         else:
-            name, node = candidate, snap.topology.nodes.get(candidate)
+            name, node = candidate, nodes.get(candidate)
             values = index.get(candidate)
         if node is None:
             verdicts[name] = Verdict(name, Outcome.FAIL, "cache", "node is not in the extender's cache yet; retry shortly")
             continue
         sig = signatures[name] = ctx.signature(node, values)
         if sig in known:
-            failure = known[sig]
+            shared = known[sig]
         else:
-            failure = known[sig] = first_failure(ctx, node)
-        if failure is None:
+            failure = first_failure(ctx, node)
+            shared = known[sig] = None if failure is None else Verdict(name, failure.outcome, failure.rule, failure.reason)
+        if shared is None:
             verdicts[name] = Verdict(name)
             passing.append(node)
         else:
-            verdicts[name] = Verdict(name, failure.outcome, failure.rule, failure.reason)
+            verdicts[name] = shared
 
     passing = _apply_fallback_groups(ctx, passing, verdicts)
 

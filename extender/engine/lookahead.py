@@ -269,7 +269,7 @@ class Lookahead:
         return self._base
 
     def _class_of(self, name: str) -> Klass | None:
-        classes, _, _, loaded = self._state()
+        loaded = self._state()[3]
         if name in loaded:
             return loaded[name]
         values = self._index.get(name)
@@ -280,25 +280,30 @@ class Lookahead:
     def keeps_feasible(self, node: NodeInfo) -> bool | None:
         """True/False when known; None when the search budget ran out or the node is unknown."""
         assert self.plan is not None
-        classes, dom, shard_dom, _ = self._state()
-        klass = self._class_of(node.name)
-        if klass is None or classes[klass] <= 0:
+        return self.class_feasible(self._class_of(node.name))
+
+    def class_feasible(self, klass: Klass | None) -> bool | None:
+        """Does placing the pod on a node of this class keep the rest of the group placeable?"""
+        if klass is None:
             return None
         if klass in self._memo:
             return self._memo[klass]
+        classes, dom, shard_dom, _ = self._state()
+        if classes[klass] <= 0:
+            return None
         me = FuturePod(self.ctx.pod.shard, None)
         values, load, shards = klass
         classes = Counter(classes)
         dom = [Counter(c) for c in dom]
         shard_dom = [Counter(c) for c in shard_dom]
-        new_class: Klass = (values, load + 1, tuple(sorted({*shards, me.shard} - {None}))) if self.plan.tracks_node else klass
+        new_class: Klass = (values, load + 1, tuple(sorted({*shards, me.shard} - {None}))) if self.plan.tracks_node else klass  # type: ignore[union-attr]
         classes[klass] -= 1
         classes[new_class] += 1
         for i, v in enumerate(values):
             dom[i][v] += 1
             if me.shard is not None:
                 shard_dom[i][(me.shard, v)] += 1
-        search = _Search(self.plan, self.pods, self.budget)
+        search = _Search(self.plan, self.pods, self.budget)  # type: ignore[arg-type]
         result = search.run(classes, dom, shard_dom)
         self.budget = max(search.budget, 0)  # one budget for the whole decision
         self._memo[klass] = result
@@ -311,7 +316,10 @@ def dead_ends(ctx: Context, candidates: Iterable[NodeInfo], budget: int = DEFAUL
     look = Lookahead(ctx, budget)
     if not look.applies:
         return {}
-    results = {n.name: look.keeps_feasible(n) for n in candidates}
+    look._state()
+    class_of = look._class_of
+    feasible = look.class_feasible
+    results = {n.name: feasible(class_of(n.name)) for n in candidates}
     if not any(r is True for r in results.values()):
         return {}
     return {name: len(look.pods) for name, r in results.items() if r is False}

@@ -65,6 +65,9 @@ class Outcome(str, Enum):
 
 @dataclass(slots=True)
 class Verdict:
+    """One node's answer. A failing verdict may be shared by every node of the same class (its
+    `node` is then the first of them): read a node's name from the Decision's key."""
+
     node: str
     outcome: Outcome = Outcome.PASS
     rule: str = ""
