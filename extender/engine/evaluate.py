@@ -58,8 +58,8 @@ def evaluate(
         else:
             verdicts[name] = shared
 
-    passing = _apply_fallback_groups(ctx, passing, verdicts)
-
+    # Dead ends first: a node that would strand the rest of the group is not feasible, so a
+    # fallback zone group whose every node is a dead end hands over to the next group.
     if spec.deadEndAvoidance and len(passing) > 1 and (snap.group_size is not None or snap.shard_replicas):
         stranded = dead_ends(ctx, passing, lookahead_budget)
         for name, left in stranded.items():
@@ -70,6 +70,8 @@ def evaluate(
                 f"placing this pod here leaves no valid placement for the group's {left} remaining pod(s); other nodes keep it feasible",
             )
         passing = [n for n in passing if n.name not in stranded]
+
+    passing = _apply_fallback_groups(ctx, passing, verdicts)
 
     for node, score in zip(passing, score_nodes(ctx, passing, signatures)):
         verdicts[node.name].score = score

@@ -34,3 +34,4 @@ def test_extra_pods_beyond_even_shards_stay_shardless() -> None:
     snap = Snapshot(NODES, (), group_size=7, shard_replicas={"s0": 2, "s1": 1})
     futures = future_pods(Context.build(NETEASE, PodRequest("r/s0-0", "s0", 0), snap))
     assert sorted(f.shard or "-" for f in futures) == ["-", "-", "-", "s0", "s1", "s1"]
+
