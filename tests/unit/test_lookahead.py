@@ -35,3 +35,20 @@ def test_extra_pods_beyond_even_shards_stay_shardless() -> None:
     futures = future_pods(Context.build(NETEASE, PodRequest("r/s0-0", "s0", 0), snap))
     assert sorted(f.shard or "-" for f in futures) == ["-", "-", "-", "s0", "s1", "s1"]
 
+
+
+def test_a_fallback_group_of_dead_ends_hands_over_to_the_next_group() -> None:
+    """Seed 001: move to the next group only when no node of the first is feasible; a node that
+    would strand the rest of the group is not feasible. t-0 sits in zone-b, so t-1 can only use
+    zone-a's single node: s-0 taking it would leave t-1 nowhere."""
+    spec = PlacementPolicySpec.model_validate({
+        "zones": {"fallbackGroups": [["zone-a"], ["zone-b"]]},
+        "caps": [{"topologyKey": HOST, "max": 1}],
+        "shardAntiAffinity": [{"topologyKey": ZONE}],
+    })
+    nodes = Topology([NodeInfo(n, {HOST: n, ZONE: z}) for n, z in
+                      (("a1", "zone-a"), ("b1", "zone-b"), ("b2", "zone-b"), ("b3", "zone-b"))])
+    snap = Snapshot(nodes, (Placement("r/t-0", "b1", "t", 0),), group_size=3, shard_replicas={"s": 1, "t": 2})
+    decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, ["a1", "b1", "b2", "b3"])
+    assert decision.verdicts["a1"].rule == "deadEndAvoidance"
+    assert decision.passed() == ["b2", "b3"]
