@@ -4,6 +4,7 @@ file, and always stopped (SIGTERM, then SIGKILL) so no process outlives the harn
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -11,10 +12,41 @@ import time
 from pathlib import Path
 
 
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the ephemeral range.
+
+    A port from bind(0) comes from the ephemeral range, which every outgoing connection on the
+    machine also draws from: in the seconds before a component binds it, a client connection
+    can take it ("address already in use"). Ports below that range are only ever taken by
+    listeners, and the bind test here sees those.
+    """
+    low, _ = _ephemeral_range()
+    top = low - 1 if low > 12000 else 0
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randint(10000, top) if top else 0
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("no free loopback port found below the ephemeral range")
 
 
 class Process:
