@@ -87,6 +87,7 @@ class Verbs:
         passed: list[str] = []
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
+        tally: Counter = Counter()
         for n, v in decision.verdicts.items():  # one pass: 5,000 nodes is the common case
             outcome = v.outcome
             if outcome is Outcome.PASS:
@@ -95,14 +96,7 @@ class Verbs:
                 failed[n] = v.reason
             else:
                 unresolvable[n] = v.reason
-        # Failing verdicts are shared per node class: count distinct objects, then weigh.
-        by_object = Counter(map(id, decision.verdicts.values()))
-        seen = {id(v): v for v in decision.verdicts.values() if not v.passed}
-        tally: Counter = Counter({(Outcome.PASS, ""): len(passed)}) if passed else Counter()
-        for key, count in by_object.items():
-            v = seen.get(key)
-            if v is not None:
-                tally[(v.outcome, v.rule)] += count
+            tally[(outcome, v.rule)] += 1
         for (outcome, rule), count in tally.items():
             self.metrics.node_verdicts.inc(count, outcome=outcome.value, rule=rule or "-")
         self.metrics.pod_decisions.inc(result="no_policy" if spec is None else ("feasible" if passed else "no_feasible_node"))
