@@ -1,0 +1,53 @@
+"""Every limit and default that bounds the work one request can cause, in one place.
+
+A scheduler extender sits on every opted-in pod's path, and kube-scheduler gives it 5 s
+(`httpTimeout`) before it counts the call as failed. These bounds keep any input, however large
+or odd, to an answer well inside that: past a limit the pod gets a validation message (a policy)
+or the request a 4xx (the wire), never a 500 and never a stall of other workloads' pods.
+"""
+
+from __future__ import annotations
+
+# -- policies ---------------------------------------------------------------------------------------
+# The largest group a policy may declare or its StatefulSets may add up to. Kubernetes documents
+# 150,000 pods per cluster; a group beyond a million pods is a typo (or an attack), never a plan.
+# Decisions no longer cost more for larger groups (pods still to come are counted, not listed),
+# so the limit is about catching mistakes early, with the field named.
+MAX_GROUP_SIZE = 1_000_000
+
+# An inline policy annotation (placement.extender.dev/policy). Real policies are a few hundred
+# bytes; Kubernetes allows 256 KiB for all of a pod's annotations together.
+MAX_POLICY_ANNOTATION_BYTES = 32 * 1024
+
+# Nesting depth of an inline policy (a mapping or list inside another counts one level). The
+# deepest valid policy path, spec.group.selector.matchExpressions[i].values[j], is 5 levels.
+MAX_POLICY_DEPTH = 12
+
+# -- requests ---------------------------------------------------------------------------------------
+# Nesting depth of a request body. A Pod as kube-scheduler sends it nests about 15 levels
+# (managedFields' fieldsV1 is the deepest part); Python's decoder would give up near 1,000.
+MAX_REQUEST_DEPTH = 128
+
+# Candidate nodes in one filter/prioritize request (NodeNames, or Nodes.items). The largest
+# clusters any provider supports have 65,000 nodes; kube-scheduler never sends more than it has.
+MAX_CANDIDATE_NODES = 65_000
+
+# Request body size. A full NodeList of 5,000 nodes (nodeCacheCapable: false) is about 30 MB.
+DEFAULT_MAX_BODY = 128 * 1024 * 1024
+
+# -- decisions --------------------------------------------------------------------------------------
+# Wall time one decision may spend on dead-end avoidance before it falls back to the hard rules
+# alone (logged, and counted in extender_decision_fallbacks_total). A tenth of kube-scheduler's
+# 5 s extender timeout: no workload's policy can hold the store, and so other pods, for longer.
+DEFAULT_DECISION_DEADLINE = 0.5
+
+# How many final-count levels the dead-end analysis tries per hard spread (see
+# engine/lookahead.py: the level is the emptiest domain's final count). The window of possible
+# levels is about maxSkew wide, so this is only reached by pathological inputs.
+MAX_SPREAD_LEVELS = 64
+
+# -- serving ----------------------------------------------------------------------------------------
+DEFAULT_LISTEN = "127.0.0.1:8888"
+DEFAULT_THREADS = 8
+DEFAULT_TENTATIVE_TTL = 60.0
+DEFAULT_COMMITTED_TTL = 120.0
