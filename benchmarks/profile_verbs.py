@@ -39,7 +39,7 @@ from extender.verbs import Verbs  # noqa: E402
 def make_app(nodes: int, pods: int, policy: str = "full"):
     options = ServeOptions()
     store = build_store(nodes, pods, options, policy)
-    app = create_app(Verbs(store, NullBinder(), NullEventSink(), lookahead_budget=options.lookahead_budget), max_body=options.max_body)
+    app = create_app(Verbs(store, NullBinder(), NullEventSink(), decision_deadline=options.decision_deadline), max_body=options.max_body)
     add_floor_routes(app)
     return app
 

@@ -11,12 +11,23 @@ from collections.abc import Sequence
 
 import yaml
 
+from .limits import DEFAULT_DECISION_DEADLINE, DEFAULT_MAX_BODY, DEFAULT_TENTATIVE_TTL, DEFAULT_THREADS
 from .logs import setup_logging
 from .policy import KIND, PolicyError, parse_annotation, parse_spec
 
 
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(name, default)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 60:
+        raise argparse.ArgumentTypeError(f"{text} s is outside (0, 60]; kube-scheduler gives an extender 5 s by default")
+    return value
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -40,7 +51,7 @@ def _serve(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             threads=args.threads,
             max_body=args.max_body,
-            lookahead_budget=args.lookahead_budget,
+            decision_deadline=args.decision_deadline,
             tentative_ttl=args.reservation_ttl,
             events=not args.no_events,
             access_log=args.access_log,
@@ -204,10 +215,14 @@ def parser() -> argparse.ArgumentParser:
                        help="address:port (default 127.0.0.1:8888: a sidecar of its scheduler; see README before widening)")
     serve.add_argument("--kubeconfig", default=_env("EXTENDER_KUBECONFIG", _env("KUBECONFIG")),
                        help="kubeconfig path (default: in-cluster credentials, else ~/.kube/config)")
-    serve.add_argument("--threads", type=int, default=int(_env("EXTENDER_THREADS", "8") or 8))
-    serve.add_argument("--max-body", type=int, default=128 * 1024 * 1024, help="largest request body in bytes")
-    serve.add_argument("--lookahead-budget", type=int, default=3000, help="dead-end search expansions per decision")
-    serve.add_argument("--reservation-ttl", type=float, default=60.0, help="seconds a tentative placement is held")
+    serve.add_argument("--threads", type=int, default=int(_env("EXTENDER_THREADS", str(DEFAULT_THREADS)) or DEFAULT_THREADS))
+    serve.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes")
+    serve.add_argument(
+        "--decision-deadline", type=_positive_seconds,
+        default=float(_env("EXTENDER_DECISION_DEADLINE", str(DEFAULT_DECISION_DEADLINE)) or DEFAULT_DECISION_DEADLINE),
+        help="seconds of dead-end analysis one decision may take before the hard rules alone decide "
+             f"(default {DEFAULT_DECISION_DEADLINE}; kube-scheduler's extender timeout is 5 s)")
+    serve.add_argument("--reservation-ttl", type=float, default=DEFAULT_TENTATIVE_TTL, help="seconds a tentative placement is held")
     serve.add_argument("--no-events", action="store_true", help="do not record Events on pods")
     serve.add_argument("--access-log", action="store_true")
     serve.add_argument("--tls-cert-file", default=_env("EXTENDER_TLS_CERT_FILE"), help="serve HTTPS with this certificate")

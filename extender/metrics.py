@@ -110,6 +110,10 @@ class Metrics:
                                      "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy.")
         self.binds = Counter("extender_binds_total", "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod.")
         self.preemptions = Counter("extender_preempt_nodes_total", "Preemption candidates by result: kept, refused.")
+        self.fallbacks = Counter("extender_decision_fallbacks_total",
+                                 "Decisions whose dead-end analysis passed the deadline, so the hard rules alone decided, by reason.")
+        self.lock_hold = Histogram("extender_store_lock_hold_seconds",
+                                   "How long one holder kept the cache's lock (every other decision waits meanwhile), by holder.")
         self.events_dropped = Counter("extender_events_dropped_total", "Pod events not recorded because the queue was full.")
         self.gauges: list[Gauge] = []
 
@@ -117,8 +121,8 @@ class Metrics:
         self.gauges.append(Gauge(name, help_text, read))
 
     def render(self) -> str:
-        families = [self.requests, self.latency, self.node_verdicts, self.pod_decisions, self.binds, self.preemptions,
-                    self.events_dropped, *self.gauges]
+        families = [self.requests, self.latency, self.node_verdicts, self.pod_decisions, self.fallbacks, self.binds,
+                    self.preemptions, self.lock_hold, self.events_dropped, *self.gauges]
         return "\n".join(line for family in families for line in family.render()) + "\n"
 
 

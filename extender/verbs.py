@@ -8,6 +8,7 @@ interfaces, so the verbs are tested with plain fakes and served with the real cl
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from collections.abc import Sequence
 from collections import Counter
@@ -16,8 +17,8 @@ from typing import Protocol
 
 from .engine import Decision, NodeInfo, Outcome, PlacementKind, Verdict, evaluate
 from .engine.context import Context
-from .engine.lookahead import DEFAULT_BUDGET
 from .engine.scoring import MAX_SCORE
+from .limits import DEFAULT_DECISION_DEADLINE
 from .metrics import Metrics
 from .policy import PlacementPolicySpec, PolicyError
 from .state.objects import ObjectError, PodRecord, parse_node, parse_pod
@@ -60,7 +61,7 @@ class Verbs:
     store: ClusterStore
     binder: Binder
     events: EventSink
-    lookahead_budget: int = DEFAULT_BUDGET
+    decision_deadline: float = DEFAULT_DECISION_DEADLINE  # seconds of dead-end analysis per decision
     metrics: Metrics = field(default_factory=Metrics)
     # filter's decision, reused by the prioritize call that follows it for the same pod when
     # nothing changed in between (kube-scheduler calls them back to back): (uid, version, decision)
@@ -150,7 +151,7 @@ class Verbs:
             if spec is not None:
                 # The last word on hard rules: filters for other pods may have raced this one.
                 request, snap = self.store.decision_inputs(pod, spec, tentative=False)
-                verdict = evaluate(spec, request, snap, [args.Node], lookahead_budget=0).verdicts[args.Node]
+                verdict = evaluate(spec, request, snap, [args.Node], dead_end_avoidance=False).verdicts[args.Node]
                 if not verdict.passed:
                     self.store.reservations.release(pod.uid)
                     self.metrics.binds.inc(result="refused")
@@ -203,7 +204,7 @@ class Verbs:
         if spec is not None:
             request, snap = store.decision_inputs(pod, spec)
             snap = replace(snap, placements=tuple(p for p in snap.placements if p.pod not in evicted))
-            if not evaluate(spec, request, snap, [node], lookahead_budget=0).verdicts[node].passed:
+            if not evaluate(spec, request, snap, [node], dead_end_avoidance=False).verdicts[node].passed:
                 return False
         for uid in uids:
             victim = store.pods.get(uid)
@@ -243,8 +244,14 @@ class Verbs:
     def _decide(self, pod: PodRecord, spec: PlacementPolicySpec | None, candidates: Sequence[str | NodeInfo]) -> Decision:
         if spec is None:
             return Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
+        deadline = time.monotonic() + self.decision_deadline
         request, snap = self.store.decision_inputs(pod, spec)
-        return evaluate(spec, request, snap, candidates, lookahead_budget=self.lookahead_budget)
+        decision = evaluate(spec, request, snap, candidates, deadline=deadline)
+        if decision.fell_back:
+            self.metrics.fallbacks.inc(reason="deadline")
+            log.warning("decision for %s passed its %.3fs deadline in the dead-end analysis; the hard rules alone "
+                        "decided (raise --decision-deadline, or check the policy's group size)", pod.key, self.decision_deadline)
+        return decision
 
     def _reserve(self, pod: PodRecord, spec: PlacementPolicySpec, decision: Decision, only: list[str] | None = None) -> None:
         """Stand in for this pod until its binding is visible: its node if only one remains,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..policy import PlacementPolicySpec
 from .context import Context
-from .lookahead import DEFAULT_BUDGET, dead_ends
+from .lookahead import Analysis, dead_ends
 from .model import Decision, NodeInfo, Outcome, PodRequest, Snapshot, Verdict
 from .rules import first_failure
 from .scoring import score_nodes
@@ -18,12 +18,15 @@ def evaluate(
     snap: Snapshot,
     candidates: Sequence[str | NodeInfo],
     *,
-    lookahead_budget: int = DEFAULT_BUDGET,
+    dead_end_avoidance: bool = True,
+    deadline: float | None = None,
 ) -> Decision:
     """Judge each candidate node for `pod`. Without a policy every node passes with a neutral score.
 
     Candidates are node names looked up in the snapshot's topology, or NodeInfo objects as
-    kube-scheduler sent them (nodeCacheCapable: false).
+    kube-scheduler sent them (nodeCacheCapable: false). `deadline` (a time.monotonic() value)
+    bounds the dead-end analysis: past it the hard rules alone decide, and the Decision says so.
+    `dead_end_avoidance=False` skips the analysis (bind's re-check judges one node, not the group).
     """
     if spec is None:
         return Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
@@ -60,8 +63,10 @@ def evaluate(
 
     # Dead ends first: a node that would strand the rest of the group is not feasible, so a
     # fallback zone group whose every node is a dead end hands over to the next group.
-    if spec.deadEndAvoidance and len(passing) > 1 and (snap.group_size is not None or snap.shard_replicas):
-        stranded = dead_ends(ctx, passing, lookahead_budget)
+    analysis: Analysis | None = None
+    if dead_end_avoidance and spec.deadEndAvoidance and len(passing) > 1 and (snap.group_size is not None or snap.shard_replicas):
+        analysis = dead_ends(ctx, passing, deadline)
+        stranded = analysis.stranded
         for name, left in stranded.items():
             verdicts[name] = Verdict(
                 name,
@@ -76,7 +81,7 @@ def evaluate(
     for node, score in zip(passing, score_nodes(ctx, passing, signatures)):
         verdicts[node.name].score = score
 
-    decision = Decision(verdicts, context=ctx)
+    decision = Decision(verdicts, context=ctx, analysis=analysis)
     if ctx.zone_order is not None:
         decision.notes.append(
             f"ordinal {pod.ordinal} -> zone {ctx.ideal_zone} (order [{', '.join(ctx.zone_order.order)}]: {ctx.zone_order.how})"

@@ -1,325 +1,661 @@
-"""Dead-end avoidance: will the rest of the group still fit after this pod lands here?
+"""Dead-end avoidance: after this pod lands on a candidate, can the rest of the group still fit?
 
 NetEase's 3-shard cluster (seed 002, appendix 2) deadlocks when pods are placed greedily: every
-step is legal, yet the last pod has nowhere to go. With the group's size known, the pods still
-to come are known too (per StatefulSet: which ordinals, hence which zones), so each candidate
-can be checked by a bounded search for a complete placement of the rest.
+step is legal, yet the last pod has nowhere to go. With the group's size known, the pods still to
+come are known too (per StatefulSet: how many, and with ordinal zones which zone each needs), so
+each candidate can be checked for a complete placement of the rest.
 
-The search runs over node *classes*, not nodes: nodes that agree on every non-node domain the
-hard rules use and hold the same group pods are interchangeable, so a 5,000-node cluster with
-three zones has a handful of classes. A class is (domain values, pods on the node, shards on the
-node). The search is depth-first, most constrained pod first, emptiest domain first, memoises
-dead states, and stops after a budget of expansions: an exhausted budget is "unknown", which
-never filters a node.
+The question is answered by counting, never by placing pods one by one, so its cost does not
+depend on how many pods are still to come (30 or a million):
+
+* Pods still to come are *kinds* with multiplicities: (StatefulSet type, zones it may use) ->
+  count. StatefulSets that look alike to the rules (same pods still to come, same domains already
+  taken under required anti-affinity) form one type with a multiplicity.
+* Nodes are *classes* with multiplicities: nodes with the same domains (zone, rack...) and the
+  same number of the group's pods are interchangeable; a 5,000-node cluster has a handful.
+* The hard rules become a flow network: source -> kind -> (type, domain) gate for required
+  anti-affinity (capacity: the type's multiplicity where its StatefulSets have no pod yet) ->
+  the domain tree down to node classes -> back up the domain tree, where each domain's edge
+  carries its caps (limit minus pods already there) -> sink. Every placement of the rest is a
+  flow saturating the source, and (by round-robin over interchangeable nodes and StatefulSets)
+  every integral such flow is a placement. Keys must nest (node within rack within zone...),
+  which is checked on the live topology.
+* A hard spread (DoNotSchedule) depends on the order pods land in, but only through the final
+  counts: pods can always be added emptiest domain first, so a final count vector f is
+  reachable exactly when every domain that receives pods ends at most maxSkew above the final
+  minimum L = min f. For each possible L (a window about maxSkew wide, found by two binary
+  searches) the domain edges get the bounds L <= f(d) <= max(c(d), L + maxSkew).
+* Which candidates keep the group feasible comes from one solved network per level L (and per
+  anti-affinity domain of the pod itself): the pod is one more unit whose edges go to the
+  candidate classes, and a candidate class can take it exactly when the residual graph lets the
+  pod's unit be moved there (one breadth-first search, not one flow per candidate).
+
+Cost: O(kinds x domains + domains x classes) vertices and edges per network, a few networks per
+decision; Dinic's algorithm on them does not depend on the counts carried. The walk over the
+group's placed pods that builds the counts is the one part linear in the group (placed pods, not
+pods to come).
+
+Decided exactly: caps on nested keys, required anti-affinity on a key coarser than the node
+(zone, rack), allowed zones, ordinal zones, and at most one hard spread. A relaxation (a dead end
+it reports is certain, a "feasible" is not proven): required anti-affinity on the node key (which
+StatefulSet sits on which node of a class is not tracked), two or more hard spreads (the orders
+each needs may conflict), anti-affinity on a key coarser than the zone with ordinal zones.
+Unknown, which never filters a node: keys that do not nest, a fractional cap without a group size,
+more spread levels than `limits.MAX_SPREAD_LEVELS`, and a decision past its wall-time deadline
+(then the hard rules alone decide, and the caller counts a fallback).
 """
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
 
+from ..limits import MAX_SPREAD_LEVELS
 from .context import Context
+from .flow import INFINITE, DeadlineExceeded, Network
 from .model import NodeInfo
 
-DEFAULT_BUDGET = 3000
+Zones = frozenset[str] | None  # zones a pod may use; None = any
+Values = tuple[str, ...]  # a node's domain for each chain key, finest first
 
 
-@dataclass(frozen=True, slots=True)
-class FuturePod:
-    shard: str | None
-    zones: frozenset[str] | None  # zones it may use (ordinal zones), None = any
-
-
-# A node class: (non-node domain values in `Plan.keys` order, pods on the node, shards on the node)
-Klass = tuple[tuple[str | None, ...], int, tuple[str, ...]]
+class Certainty(StrEnum):
+    EXACT = "exact"  # dead ends and feasible candidates are both proven
+    RELAXED = "relaxed"  # dead ends are proven; feasible means feasible under a relaxation
+    UNKNOWN = "unknown"  # the rules are outside what is decided here: nothing is filtered
+    DEADLINE = "deadline"  # the wall-time deadline passed: nothing is filtered
 
 
 @dataclass
-class Plan:
-    """The hard rules, compiled for fast repeated checks."""
+class Analysis:
+    """What the dead-end analysis found for one decision."""
 
-    keys: list[str]  # non-node canonical keys the hard rules use
-    zone_index: int | None  # position of the zone key in keys
-    caps: list[tuple[int | None, int]]  # (index in keys or None for node key, limit)
-    spreads: list[tuple[int | None, int, list[str]]]  # (index or None, maxSkew, eligible domains)
-    anti: list[int | None]  # required anti-affinity keys (index or None for node)
-    tracks_node: bool  # whether any rule looks at the node key
+    certainty: Certainty
+    stranded: dict[str, int] = field(default_factory=dict)  # dead-end candidate -> pods left stranded
+    to_come: int = 0
+    why: str = ""  # for UNKNOWN / RELAXED: the reason, for logs and explain
+
+    @property
+    def fell_back(self) -> bool:
+        return self.certainty is Certainty.DEADLINE
 
 
-def _compile(ctx: Context) -> Plan | None:
-    spec = ctx.spec
-    node_key = spec.canonical_key(ctx.node_key)
+@dataclass(frozen=True, slots=True)
+class NodeClass:
+    """Interchangeable nodes: the same domains and the same number of the group's pods."""
+
+    values: Values
+    load: int
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    level: int | None  # chain index, or None for the node key
+    max_skew: int
+
+
+@dataclass
+class Model:
+    """The hard rules and the group's state, in counts (see the module docstring)."""
+
+    chain: list[str]  # non-node keys, finest first; each domain lies in one domain of the next
+    zone_level: int | None
+    caps: dict[int | None, int]  # level -> tightest limit (None: the node key)
+    spreads: list[Spread]
+    anti_level: int | None  # the coarsest required anti-affinity key (None: the node key)
+    has_anti: bool
+    classes: Counter[NodeClass]
+    counts: list[dict[str, int]]  # per chain level: domain -> the group's pods there now
+    parents: list[dict[str, str]]  # per chain level: domain -> its domain one level up
+    dead: list[tuple[int | None, int]]  # (level, count) of eligible spread domains no node class can grow
+    kinds: Counter[tuple[str | None, Zones]]  # (type id or None, zones) -> pods still to come
+    types: dict[str, tuple[int, frozenset | Counter]]  # type id -> (StatefulSets, domains they hold)
+    my_shard_futures: Counter[Zones]  # the scheduled pod's StatefulSet, kept apart from the types
+    my_shard_taken: frozenset | Counter  # what its StatefulSet holds already (as in `types`)
+    node_load: Counter[str]  # node -> the group's pods on it
+    relaxed: list[str] = field(default_factory=list)
+
+    @property
+    def tracks_load(self) -> bool:
+        """Whether a rule reads the node key, so a node's class includes the group pods it holds."""
+        return None in self.caps or any(s.level is None for s in self.spreads) or (self.has_anti and self.anti_level is None)
+
+    @property
+    def to_come(self) -> int:
+        return sum(self.kinds.values()) + sum(self.my_shard_futures.values())
+
+
+class _Unknown(Exception):
+    """The rules are outside what the model decides; the message says why."""
+
+
+def dead_ends(ctx: Context, candidates: Iterable[NodeInfo], deadline: float | None = None) -> Analysis:
+    """Candidates after which the rest of the group cannot be placed, with the number of pods left
+    stranded, but only when another candidate keeps the group feasible."""
+    try:
+        model = build_model(ctx)
+    except _Unknown as why:
+        return Analysis(Certainty.UNKNOWN, why=str(why))
+    if model.to_come == 0:
+        return Analysis(Certainty.EXACT)
+    by_class: dict[NodeClass, list[str]] = defaultdict(list)
+    for node in candidates:
+        klass = _class_of(ctx, model, node.name)
+        if klass is not None:
+            by_class[klass].append(node.name)
+    try:
+        feasible = feasible_classes(ctx, model, list(by_class), deadline)
+    except DeadlineExceeded:
+        return Analysis(Certainty.DEADLINE, to_come=model.to_come, why="deadline passed during the dead-end analysis")
+    except _Unknown as why:
+        return Analysis(Certainty.UNKNOWN, to_come=model.to_come, why=str(why))
+    certainty = Certainty.RELAXED if model.relaxed else Certainty.EXACT
+    why = "; ".join(model.relaxed)
+    if not feasible:
+        return Analysis(certainty, to_come=model.to_come, why=why)  # all alike: filtering would only strand this pod
+    stranded = {name: model.to_come for klass, names in by_class.items() if klass not in feasible for name in names}
+    return Analysis(certainty, stranded, model.to_come, why)
+
+
+# ---------------------------------------------------------------------------------------- the model
+def build_model(ctx: Context) -> Model:
+    spec, snap = ctx.spec, ctx.snap
+    node_key = ctx.node_key
     keys: list[str] = []
 
-    def index(key: str) -> int | None:
+    def level_of(key: str) -> str | None:
         key = spec.canonical_key(key)
         if key == node_key:
             return None
         if key not in keys:
             keys.append(key)
-        return keys.index(key)
+        return key
 
-    if ctx.permitted is not None or ctx.zone_order is not None or spec.ordinalZones is not None:
-        index(ctx.zone_key)
-    caps = []
-    for cap in spec.caps:
-        limit = cap.limit(ctx.group_size)
+    zone_needed = ctx.permitted is not None or spec.ordinalZones is not None
+    if zone_needed:
+        level_of(ctx.zone_key)
+    cap_keys: list[tuple[str | None, int]] = []
+    for cap, key, limit in ctx.caps:
         if limit is None:
-            return None
-        caps.append((index(cap.topologyKey), limit))
-    spreads = []
-    for s in spec.spread:
-        if s.whenUnsatisfiable == "DoNotSchedule":
-            i = index(s.topologyKey)
-            spreads.append((i, s.maxSkew, [] if i is None else sorted(ctx.eligible_domains(keys[i]))))
-    anti = [index(a.topologyKey) for a in spec.shardAntiAffinity if a.mode == "Required"]
-    zone_index = keys.index(ctx.zone_key) if ctx.zone_key in keys else None
-    tracks_node = any(i is None for i, _ in caps) or any(i is None for i, _, _ in spreads) or any(i is None for i in anti)
-    return Plan(keys, zone_index, caps, spreads, anti, tracks_node)
+            raise _Unknown(f"cap '{cap.describe(None)}' needs the group size")
+        cap_keys.append((level_of(key), limit))
+    spread_keys = [(level_of(s.topologyKey), s.maxSkew) for s in spec.spread if s.whenUnsatisfiable == "DoNotSchedule"]
+    anti_keys = [level_of(a.topologyKey) for a in spec.shardAntiAffinity if a.mode == "Required"]
+
+    topology = snap.topology
+    value_counts = topology.value_counts(tuple(keys), ctx.zone_key, ctx.permitted, node_key)
+    chain, order = _nest(keys, value_counts)
+    at = {key: i for i, key in enumerate(chain)}
+
+    def level(key: str | None) -> int | None:
+        return None if key is None else at[key]
+
+    # Node classes: schedulable nodes in the permitted zones, by domains and group pods held.
+    node_load: Counter[str] = Counter(p.node for p in snap.placements if p.node is not None)
+    index = topology.values_index(tuple(keys), ctx.zone_key, node_key)
+    eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
+    classes: Counter[NodeClass] = Counter({NodeClass(tuple(v[i] for i in order), 0): n for v, n in value_counts.items()})
+    node_rules = any(k is None for k, _ in cap_keys) or any(k is None for k, _ in spread_keys) or None in anti_keys
+    if node_rules:
+        for name, load in node_load.items():
+            values = index.get(name)
+            if name in eligible and values is not None and None not in values:
+                chained = tuple(values[i] for i in order)
+                classes[NodeClass(chained, 0)] -= 1
+                classes[NodeClass(chained, load)] += 1
+        classes = +classes
+
+    parents: list[dict[str, str]] = [{} for _ in chain]
+    for klass in classes:
+        for i in range(len(chain) - 1):
+            parents[i][klass.values[i]] = klass.values[i + 1]
+    counts = [dict(ctx.counts[key]) for key in chain]
+
+    caps: dict[int | None, int] = {}
+    for key, limit in cap_keys:
+        caps[level(key)] = min(limit, caps.get(level(key), limit))
+    spreads = [Spread(level(key), skew) for key, skew in spread_keys]
+    dead = _dead_domains(ctx, chain, spreads, counts, classes, node_load, eligible, index)
+
+    anti_levels = [level(k) for k in anti_keys]
+    # One pod per domain of a key means one per domain of every finer key: the coarsest decides.
+    anti_level = max((a for a in anti_levels if a is not None), default=None)
+    relaxed: list[str] = []
+    if anti_levels and anti_level is None:
+        relaxed.append("required anti-affinity on the node key is checked per class of nodes, not per node")
+    if len(spreads) > 1:
+        relaxed.append("with several hard spreads, final counts are checked but not the order that reaches them")
+
+    zone_level = at.get(ctx.zone_key)
+    model = Model(chain, zone_level, caps, spreads, anti_level, bool(anti_levels), classes, counts, parents, dead,
+                  Counter(), {}, Counter(), frozenset(), node_load, relaxed)
+    _count_pods_to_come(ctx, model)
+    if (model.has_anti and anti_level is not None and zone_level is not None and anti_level > zone_level
+            and any(z is not None for _, z in model.kinds)):
+        relaxed.append("anti-affinity on a key coarser than the zone, with ordinal zones")
+    return model
 
 
-def future_pods(ctx: Context) -> list[FuturePod]:
-    """The group's pods that are neither placed, in flight, nor the pod being scheduled."""
+def _nest(keys: list[str], value_counts: dict[tuple, int]) -> tuple[list[str], list[int]]:
+    """Order the keys finest first and check that each domain lies within one domain of the next."""
+    tuples = list(value_counts)
+    sizes = {i: len({t[i] for t in tuples}) for i in range(len(keys))}
+    order = sorted(range(len(keys)), key=lambda i: (-sizes[i], keys[i]))
+    for finer, coarser in itertools.pairwise(order):
+        parent: dict[str, str] = {}
+        for t in tuples:
+            if parent.setdefault(t[finer], t[coarser]) != t[coarser]:
+                raise _Unknown(f"domains of {keys[finer]} do not nest within {keys[coarser]}")
+    return [keys[i] for i in order], order
+
+
+def _dead_domains(ctx: Context, chain: list[str], spreads: list[Spread], counts: list[dict[str, int]],
+                  classes: Counter[NodeClass], node_load: Counter[str], eligible: frozenset[str],
+                  index: dict[str, tuple]) -> list[tuple[int | None, int]]:
+    """Eligible spread domains whose nodes cannot take group pods (a label another rule needs is
+    missing): their counts never grow, so the final minimum can be no higher."""
+    dead: list[tuple[int | None, int]] = []
+    for spread in spreads:
+        if spread.level is None:
+            if len(eligible) != sum(classes.values()):
+                dead += [(None, node_load.get(n, 0)) for n in eligible if None in index.get(n, (None,))]
+            continue
+        live = {k.values[spread.level] for k in classes}
+        key = chain[spread.level]
+        dead += [(spread.level, counts[spread.level].get(d, 0)) for d in ctx.eligible_domains(key) if d not in live]
+    return dead
+
+
+def pods_to_come(ctx: Context) -> tuple[dict[str, Counter[Zones]], int]:
+    """Pods of the group that are neither placed, in flight, nor this pod, counted by kind:
+    per StatefulSet, how many may use which zones (None: any); and how many belong to none.
+
+    Per StatefulSet: its missing ordinals below replicas (with ordinal zones, counted per residue
+    of the zone rotation, never listed). Beyond what the StatefulSets declare (replicas raised
+    one at a time, or a StatefulSet not created yet) the group size says more pods will come;
+    shards of one cluster are alike, so the short StatefulSets are assumed to grow towards the
+    largest one's size, lowest ordinal first (a pod with a known shard is what anti-affinity
+    needs to see seed 002's dead end), and the rest are pods of no StatefulSet.
+    """
     snap, pod = ctx.snap, ctx.pod
-    present: dict[str | None, set[int]] = defaultdict(set)
+    present: dict[str, set[int]] = defaultdict(set)
     for p in snap.placements:
-        if p.ordinal is not None:
+        if p.ordinal is not None and p.shard is not None:
             present[p.shard].add(p.ordinal)
-    if pod.ordinal is not None:
+    if pod.ordinal is not None and pod.shard is not None:
         present[pod.shard].add(pod.ordinal)
-    out: list[FuturePod] = []
 
-    def future(shard: str, ordinal: int) -> FuturePod:
-        zones = None
-        if ctx.spec.ordinalZones is not None:
-            order = ctx.shard_zone_order(shard)
-            allowed = {order.zone_for(ordinal)} - {None}
-            volume = snap.volume_zones.get(shard, {}).get(ordinal)
-            if volume is not None:
-                allowed.add(volume)
-            zones = frozenset(allowed)  # type: ignore[arg-type]
-        return FuturePod(shard, zones)
+    futures: dict[str, Counter[Zones]] = defaultdict(Counter)
+    declared_missing = 0
+    for shard, replicas in snap.shard_replicas.items():
+        missing = _ordinal_kinds(ctx, shard, 0, replicas, present[shard])
+        futures[shard].update(missing)
+        declared_missing += sum(missing.values())
+    shardless = 0
+    if snap.group_size is not None:
+        extra = snap.group_size - len(snap.placements) - 1 - declared_missing
+        if extra > 0 and snap.shard_replicas:
+            for shard, (start, stop) in _growth(snap.shard_replicas, extra).items():
+                grown = _ordinal_kinds(ctx, shard, start, stop, present[shard])
+                futures[shard].update(grown)
+                extra -= sum(grown.values())
+        shardless = max(0, extra)
+    return {shard: +zones for shard, zones in futures.items() if +zones}, shardless
 
-    for shard, replicas in sorted(snap.shard_replicas.items()):
-        out.extend(future(shard, o) for o in range(replicas) if o not in present[shard])
-    if snap.group_size is None:
+
+def _count_pods_to_come(ctx: Context, model: Model) -> None:
+    """Fill the model's kinds: StatefulSets that look alike to the rules become one type."""
+    futures, shardless = pods_to_come(ctx)
+    kinds: Counter[tuple[str | None, Zones]] = Counter()
+    if shardless:
+        kinds[(None, None)] += shardless
+    if not model.has_anti:
+        for zones_count in futures.values():
+            for zones, n in zones_count.items():
+                kinds[(None, zones)] += n
+        model.kinds = kinds
+        return
+    taken = _taken(ctx, model)
+    nothing: frozenset | Counter = frozenset() if model.anti_level is not None else Counter()
+    my_shard = ctx.pod.shard
+    if my_shard is not None:
+        model.my_shard_taken = taken.get(my_shard, nothing)
+    types: dict[tuple, str] = {}
+    for shard, zones_count in futures.items():
+        if shard == my_shard:
+            model.my_shard_futures = zones_count
+            continue
+        held = taken.get(shard, nothing)
+        profile = (_freeze(held), tuple(sorted(zones_count.items(), key=_zones_order)))
+        type_id = types.get(profile)
+        if type_id is None:
+            type_id = types[profile] = f"t{len(types)}"
+            model.types[type_id] = (0, held)
+        count, held = model.types[type_id]
+        model.types[type_id] = (count + 1, held)
+        for zones, n in zones_count.items():
+            kinds[(type_id, zones)] += n
+    model.kinds = kinds
+
+
+def _ordinal_kinds(ctx: Context, shard: str, start: int, stop: int, present: set[int]) -> Counter[Zones]:
+    """Ordinals in [start, stop) not present, by the zones each may use (None without ordinal zones)."""
+    if stop <= start:
+        return Counter()
+    absent = [o for o in present if start <= o < stop]
+    if ctx.spec.ordinalZones is None:
+        return Counter({None: stop - start - len(absent)})
+    order = ctx.shard_zone_order(shard).order
+    volumes = ctx.snap.volume_zones.get(shard, {})
+    out: Counter[Zones] = Counter()
+    if not order:
+        out[frozenset()] = stop - start - len(absent)  # no zone to go to: never placeable
         return out
-    extra = snap.group_size - len(snap.placements) - 1 - len(out)
-    # The group will be larger than its StatefulSets declare (replicas raised one at a time, or
-    # a StatefulSet not created yet). Shards of one cluster are alike, so assume the short ones
-    # grow to the largest one's size, lowest ordinal first; a pod with a known shard is what
-    # anti-affinity needs to see a dead end (seed 002's 3-shard case). The rest are shardless.
-    if extra > 0 and snap.shard_replicas:
-        target = max(snap.shard_replicas.values())
-        for ordinal in range(target):
-            for shard, replicas in sorted(snap.shard_replicas.items()):
-                if extra > 0 and replicas <= ordinal and ordinal not in present[shard]:
-                    out.append(future(shard, ordinal))
-                    extra -= 1
-    out.extend(FuturePod(None, None) for _ in range(max(0, extra)))
+    period = len(order)
+    per_residue = [0] * period
+    for r in range(period):
+        first = start + (r - start) % period
+        per_residue[r] = 0 if first >= stop else (stop - 1 - first) // period + 1
+    for o in absent:
+        per_residue[o % period] -= 1
+    for o, zone in volumes.items():
+        if start <= o < stop and o not in present:
+            per_residue[o % period] -= 1
+            out[frozenset({order[o % period], zone})] += 1
+    for r, n in enumerate(per_residue):
+        if n > 0:
+            out[frozenset({order[r]})] += n
     return out
 
 
-class _Search:
-    def __init__(self, plan: Plan, pods: list[FuturePod], budget: int) -> None:
-        self.plan = plan
-        self.pods = pods
-        self.order = list(dict.fromkeys(pods))  # distinct kinds, most constrained first
-        self.budget = budget
-        self.dead: set[tuple] = set()
-
-    def fits(self, pod: FuturePod, klass: Klass, dom: list[Counter], shard_dom: list[Counter], node_min: int) -> bool:
-        values, load, shards = klass
-        plan = self.plan
-        if pod.zones is not None and (plan.zone_index is None or values[plan.zone_index] not in pod.zones):
-            return False
-        for i, limit in plan.caps:
-            have = load if i is None else dom[i][values[i]]
-            if have + 1 > limit:
-                return False
-        for i, skew, domains in plan.spreads:
-            if i is None:
-                if load + 1 - node_min > skew:
-                    return False
-            else:
-                low = min((dom[i][d] for d in domains), default=0)
-                if dom[i][values[i]] + 1 - low > skew:
-                    return False
-        if pod.shard is not None:
-            for i in plan.anti:
-                if i is None:
-                    if pod.shard in shards:
-                        return False
-                elif shard_dom[i][(pod.shard, values[i])] > 0:
-                    return False
-        return True
-
-    def run(self, classes: Counter, dom: list[Counter], shard_dom: list[Counter], remaining: Counter | None = None) -> bool | None:
-        """Can every remaining pod be placed? True / False, or None when the budget ran out.
-
-        Caps and anti-affinity only bound final counts, so the order in which the remaining pods
-        are tried does not matter and one fixed order (most constrained first) is complete. A hard
-        spread's skew depends on the order pods land in, so with one the search also branches
-        over which kind of pod comes next: a dead end must hold for every order, not just one.
-        """
-        if remaining is None:
-            remaining = Counter(self.pods)
-        if not +remaining:
-            return True
-        state = (frozenset((+remaining).items()), frozenset((+classes).items()),
-                 tuple(frozenset((+c).items()) for c in dom), tuple(frozenset((+c).items()) for c in shard_dom))
-        if state in self.dead:
-            return False
-        self.budget -= 1
-        if self.budget < 0:
-            return None
-        kinds = [p for p in self.order if remaining[p] > 0]
-        if not self.plan.spreads:
-            kinds = kinds[:1]
-        node_min = min((k[1] for k, n in classes.items() if n > 0), default=0)
-        for pod in kinds:
-            options = [k for k, n in classes.items() if n > 0 and self.fits(pod, k, dom, shard_dom, node_min)]
-            options.sort(key=lambda k: (sum(dom[i][k[0][i]] for i in range(len(dom))), k[1], k))
-            for klass in options:
-                values, load, shards = klass
-                new_class: Klass = (values, load + 1, tuple(sorted({*shards, pod.shard} - {None}))) if self.plan.tracks_node else klass
-                classes[klass] -= 1
-                classes[new_class] += 1
-                remaining[pod] -= 1
-                for i, v in enumerate(values):
-                    dom[i][v] += 1
-                    if pod.shard is not None:
-                        shard_dom[i][(pod.shard, v)] += 1
-                result = self.run(classes, dom, shard_dom, remaining)
-                for i, v in enumerate(values):
-                    dom[i][v] -= 1
-                    if pod.shard is not None:
-                        shard_dom[i][(pod.shard, v)] -= 1
-                remaining[pod] += 1
-                classes[new_class] -= 1
-                classes[klass] += 1
-                if result is None or result:
-                    return result
-        self.dead.add(state)
-        return False
+def _growth(replicas: dict[str, int], extra: int) -> dict[str, tuple[int, int]]:
+    """The ordinal range each short StatefulSet grows by when `extra` pods fill them level by level
+    (ordinal 0 of every short one, then ordinal 1...) up to the largest one's size."""
+    target = max(replicas.values())
+    shards = sorted(replicas)
+    thresholds = sorted({r for r in replicas.values() if r < target} | {target})
+    level = min(replicas.values())
+    for upper in thresholds:
+        if upper <= level:
+            continue
+        active = [s for s in shards if replicas[s] <= level]
+        band = (upper - level) * len(active)
+        if extra < band:
+            full, rest = divmod(extra, len(active))
+            grown = {s: (replicas[s], level + full) for s in active}
+            for s in active[:rest]:
+                grown[s] = (replicas[s], level + full + 1)
+            return {s: r for s, r in grown.items() if r[1] > r[0]}
+        extra -= band
+        level = upper
+    return {s: (r, target) for s, r in replicas.items() if r < target}
 
 
-class Lookahead:
-    """Answers, per candidate node, whether the rest of the group still fits after it."""
-
-    def __init__(self, ctx: Context, budget: int = DEFAULT_BUDGET) -> None:
-        self.ctx = ctx
-        self.plan = _compile(ctx)
-        self.pods = future_pods(ctx) if self.plan is not None else []
-        # Most constrained first: pinned zones, then shards with the most pods still to come.
-        per_shard = Counter(p.shard for p in self.pods)
-        self.pods.sort(key=lambda p: (p.zones is None, -per_shard[p.shard], p.shard or "", sorted(p.zones or ())))
-        self.budget = budget
-        self._base: tuple[Counter, list[Counter], list[Counter], dict[str, Klass]] | None = None
-        self._memo: dict[Klass, bool | None] = {}
-
-    @property
-    def applies(self) -> bool:
-        return self.plan is not None and bool(self.pods)
-
-    def _state(self) -> tuple[Counter, list[Counter], list[Counter], dict[str, Klass]]:
-        """Classes of the nodes future pods may use, and the group's domain counts.
-
-        The classes of empty nodes come from a per-topology-version count of domain tuples, so a
-        request only walks the group's own placements, never every node.
-        """
-        if self._base is not None:
-            return self._base
-        ctx, plan = self.ctx, self.plan
-        assert plan is not None
-        node_load: Counter = Counter()
-        node_shards: dict[str, set[str]] = defaultdict(set)
-        dom = [Counter() for _ in plan.keys]
-        shard_dom = [Counter() for _ in plan.keys]
+def _taken(ctx: Context, model: Model) -> dict[str, frozenset | Counter]:
+    """Per StatefulSet: the anti-affinity domains it holds (a set), or for the node key how many
+    of its nodes fall in each node class."""
+    out: dict[str, set | Counter] = {}
+    if model.anti_level is not None:
+        key = model.chain[model.anti_level]
         for p in ctx.snap.placements:
-            for i, key in enumerate(plan.keys):
-                v = ctx.placement_domain(p, key)
-                if v is not None:
-                    dom[i][v] += 1
-                    if p.shard is not None:
-                        shard_dom[i][(p.shard, v)] += 1
-            if p.node is not None:
-                node_load[p.node] += 1
-                if p.shard is not None:
-                    node_shards[p.node].add(p.shard)
-        topology = ctx.snap.topology
-        keys = tuple(plan.keys)
-        classes: Counter = Counter({(values, 0, ()): n for values, n in
-                                    topology.value_counts(keys, ctx.zone_key, ctx.permitted, ctx.node_key).items()})
-        eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
-        index = topology.values_index(keys, ctx.zone_key, ctx.node_key)
-        loaded: dict[str, Klass] = {}
-        if plan.tracks_node:
-            for name, load in node_load.items():
-                values = index.get(name)
-                if name not in eligible or values is None or None in values:
-                    continue
-                klass: Klass = (values, load, tuple(sorted(node_shards[name])))
-                classes[(values, 0, ())] -= 1
-                classes[klass] += 1
-                loaded[name] = klass
-        self._base = (+classes, dom, shard_dom, loaded)
-        self._index, self._eligible = index, eligible
-        return self._base
+            if p.shard is not None:
+                domain = ctx.placement_domain(p, key)
+                if domain is not None:
+                    out.setdefault(p.shard, set()).add(domain)
+        return {s: frozenset(d) for s, d in out.items()}
+    for p in ctx.snap.placements:
+        if p.shard is not None and p.node is not None:
+            klass = _class_of(ctx, model, p.node)
+            if klass is not None:
+                out.setdefault(p.shard, Counter())[klass] += 1
+    return out  # type: ignore[return-value]
 
-    def _class_of(self, name: str) -> Klass | None:
-        loaded = self._state()[3]
-        if name in loaded:
-            return loaded[name]
-        values = self._index.get(name)
-        if name not in self._eligible or values is None or None in values:
+
+def _freeze(held: frozenset | Counter) -> frozenset:
+    return held if isinstance(held, frozenset) else frozenset(held.items())
+
+
+def _zones_order(item: tuple[Zones, int]) -> tuple:
+    zones, n = item
+    return (zones is None, sorted(zones or ()), n)
+
+
+def _class_of(ctx: Context, model: Model, name: str) -> NodeClass | None:
+    """The class of a node the group may use, or None (not schedulable, outside the permitted
+    zones, or missing a label the rules read: the filter refuses those anyway)."""
+    node = ctx.snap.topology.nodes.get(name)
+    if node is None or not node.schedulable:
+        return None
+    values = []
+    for key in model.chain:
+        value = ctx.domain(node, key)
+        if value is None:
             return None
-        return (values, 0, ())
-
-    def keeps_feasible(self, node: NodeInfo) -> bool | None:
-        """True/False when known; None when the search budget ran out or the node is unknown."""
-        assert self.plan is not None
-        return self.class_feasible(self._class_of(node.name))
-
-    def class_feasible(self, klass: Klass | None) -> bool | None:
-        """Does placing the pod on a node of this class keep the rest of the group placeable?"""
-        if klass is None:
-            return None
-        if klass in self._memo:
-            return self._memo[klass]
-        classes, dom, shard_dom, _ = self._state()
-        if classes[klass] <= 0:
-            return None
-        me = FuturePod(self.ctx.pod.shard, None)
-        values, load, shards = klass
-        classes = Counter(classes)
-        dom = [Counter(c) for c in dom]
-        shard_dom = [Counter(c) for c in shard_dom]
-        new_class: Klass = (values, load + 1, tuple(sorted({*shards, me.shard} - {None}))) if self.plan.tracks_node else klass  # type: ignore[union-attr]
-        classes[klass] -= 1
-        classes[new_class] += 1
-        for i, v in enumerate(values):
-            dom[i][v] += 1
-            if me.shard is not None:
-                shard_dom[i][(me.shard, v)] += 1
-        search = _Search(self.plan, self.pods, self.budget)  # type: ignore[arg-type]
-        result = search.run(classes, dom, shard_dom)
-        self.budget = max(search.budget, 0)  # one budget for the whole decision
-        self._memo[klass] = result
-        return result
+        values.append(value)
+    klass = NodeClass(tuple(values), model.node_load.get(name, 0) if model.tracks_load else 0)
+    return klass if klass in model.classes else None
 
 
-def dead_ends(ctx: Context, candidates: Iterable[NodeInfo], budget: int = DEFAULT_BUDGET) -> dict[str, int]:
-    """Names of candidates that lead to a dead end, with the number of pods left stranded,
-    but only when another candidate is proven to keep the group feasible."""
-    look = Lookahead(ctx, budget)
-    if not look.applies:
-        return {}
-    look._state()
-    class_of = look._class_of
-    feasible = look.class_feasible
-    results = {n.name: feasible(class_of(n.name)) for n in candidates}
-    if not any(r is True for r in results.values()):
-        return {}
-    return {name: len(look.pods) for name, r in results.items() if r is False}
+# ------------------------------------------------------------------------------------- the networks
+def feasible_classes(ctx: Context, model: Model, candidates: Sequence[NodeClass], deadline: float | None) -> set[NodeClass]:
+    """The candidate classes on which the pod keeps the rest of the group placeable."""
+    levels = _spread_levels(model)
+    # Under required anti-affinity above the node, the pod's own domain closes that domain to its
+    # StatefulSet's other pods: one network per such domain among the candidates.
+    groups: dict[str | None, list[NodeClass]] = defaultdict(list)
+    for klass in candidates:
+        domain = klass.values[model.anti_level] if model.has_anti and model.anti_level is not None and ctx.pod.shard else None
+        groups[domain].append(klass)
+    feasible: set[NodeClass] = set()
+    for mins in levels:
+        for domain, members in groups.items():
+            open_members = [k for k in members if k not in feasible]
+            if not open_members:
+                continue
+            if deadline is not None and time.monotonic() > deadline:
+                raise DeadlineExceeded
+            feasible |= _solve(model, open_members, domain, mins, deadline)
+        if len(feasible) == len(candidates):
+            break
+    return feasible
+
+
+def _spread_levels(model: Model) -> list[tuple[int, ...]]:
+    """Every combination of final minimums (one per hard spread) the counts allow."""
+    windows = [_level_window(model, spread, [c for lv, c in model.dead if lv == spread.level]) for spread in model.spreads]
+    combos = 1
+    for window in windows:
+        combos *= len(window)
+    if combos > MAX_SPREAD_LEVELS:
+        raise _Unknown(f"{combos} combinations of spread levels to try; the limit is {MAX_SPREAD_LEVELS}")
+    return list(itertools.product(*windows))
+
+
+def _level_window(model: Model, spread: Spread, dead: list[int]) -> range:
+    """Final minimums L for which the pods can end between L and L + maxSkew in every domain
+    that receives some, and at L or above everywhere (two monotone sums, two binary searches)."""
+    if spread.level is None:
+        domains = [(klass.load, n) for klass, n in model.classes.items()]
+    else:
+        present = model.counts[spread.level]
+        domains = [(present.get(d, 0), 1) for d in {k.values[spread.level] for k in model.classes}]
+    counts = [c for c, _ in domains] + dead
+    if not counts:
+        return range(0)
+    total = sum(c * n for c, n in domains) + sum(dead) + model.to_come + 1
+    low = min(counts)
+    ceiling = min(dead) if dead else low + total
+
+    def floor_sum(level: int) -> int:  # pods needed for every domain to reach `level`
+        return sum(max(c, level) * n for c, n in domains) + sum(max(c, level) for c in dead)
+
+    def room_sum(level: int) -> int:  # most pods the domains hold with nobody above level + maxSkew
+        return sum(max(c, level + spread.max_skew) * n for c, n in domains) + sum(dead)
+
+    highest = _last_true(low, ceiling, lambda lv: floor_sum(lv) <= total)
+    lowest = _first_true(low, highest, lambda lv: room_sum(lv) >= total)
+    if highest is None or lowest is None:
+        return range(0)
+    return range(lowest, highest + 1)
+
+
+def _last_true(lo: int, hi: int, test) -> int | None:  # noqa: ANN001 - monotone predicate, true then false
+    if hi < lo or not test(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if test(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _first_true(lo: int, hi: int | None, test) -> int | None:  # noqa: ANN001 - monotone predicate, false then true
+    if hi is None or hi < lo or not test(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if test(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _solve(model: Model, candidates: list[NodeClass], my_domain: str | None, mins: tuple[int, ...],
+           deadline: float | None) -> set[NodeClass]:
+    """One network: the rest of the group plus this pod on one of `candidates`. Returns the
+    candidates that can take the pod in some complete placement (empty if there is none)."""
+    net = Network()
+    source, sink = net.vertex(), net.vertex()
+    chain = model.chain
+    spread_at = {s.level: (s.max_skew, mins[i]) for i, s in enumerate(model.spreads)}
+
+    # Up tree: class -> finest domain -> ... -> sink, each edge bounded by caps and spread levels.
+    up: list[dict[str, int]] = [{} for _ in chain]
+    for i in reversed(range(len(chain))):
+        for domain in {k.values[i] for k in model.classes}:
+            up[i][domain] = net.vertex()
+    for i in range(len(chain)):
+        for domain, vertex in up[i].items():
+            bounds = _bounds(model, i, model.counts[i].get(domain, 0), 1, spread_at)
+            if bounds is None:
+                return set()
+            low, high = bounds
+            parent = up[i + 1][model.parents[i][domain]] if i + 1 < len(chain) else sink
+            net.edge(vertex, parent, high, low)
+    class_in: dict[NodeClass, int] = {}
+    for klass, n in model.classes.items():
+        vertex = class_in[klass] = net.vertex()
+        bounds = _bounds(model, None, klass.load, n, spread_at)
+        if bounds is None:
+            return set()
+        low, high = bounds
+        net.edge(vertex, up[0][klass.values[0]] if chain else sink, high, low)
+
+    # Down tree: the root, then each domain, finest last, then the classes.
+    down: list[dict[str, int]] = [{} for _ in chain]
+    root = net.vertex()
+    for i in reversed(range(len(chain))):
+        for domain in up[i]:
+            down[i][domain] = net.vertex()
+            parent = down[i + 1][model.parents[i][domain]] if i + 1 < len(chain) else root
+            net.edge(parent, down[i][domain], INFINITE)
+    for klass, vertex in class_in.items():
+        net.edge(down[0][klass.values[0]] if chain else root, vertex, INFINITE)
+
+    # Pods still to come, through their StatefulSet type's anti-affinity gates.
+    gates: dict[tuple[str, object], int] = {}
+    types = dict(model.types)
+    kinds = Counter(model.kinds)
+    if model.my_shard_futures:
+        taken = model.my_shard_taken
+        if my_domain is not None and isinstance(taken, frozenset):
+            taken = taken | {my_domain}
+        types["me"] = (1, taken)
+        for zones, n in model.my_shard_futures.items():
+            kinds[("me", zones)] += n
+    for (type_id, zones), n in kinds.items():
+        kind = net.vertex()
+        net.edge(source, kind, n, n)
+        for target in _entries(model, zones, type_id is not None):
+            if type_id is None:
+                net.edge(kind, _down_vertex(model, target, down, root, class_in), INFINITE)
+                continue
+            gate = gates.get((type_id, target))
+            if gate is None:
+                gate = gates[(type_id, target)] = net.vertex()
+                count, taken = types[type_id]
+                net.edge(gate, _down_vertex(model, target, down, root, class_in), _gate_room(model, target, count, taken))
+            net.edge(kind, gate, INFINITE)
+
+    me = net.vertex()
+    net.edge(source, me, 1, 1)
+    to_candidate = {klass: net.edge(me, class_in[klass], 1) for klass in candidates if klass in class_in}
+    if not net.feasible(source, sink, deadline):
+        return set()
+    reach = net.reaching(me)
+    return {k for k, e in to_candidate.items() if net.used(e) or class_in[k] in reach}
+
+
+def _bounds(model: Model, level: int | None, count: int, nodes: int, spread_at: dict) -> tuple[int, int] | None:
+    """[low, high] new pods for a domain (or a class of `nodes` nodes, each holding `count`), or
+    None when the spread level asks for more than the caps allow.
+
+    Hard spread, for the final minimum L:  L <= f(d) <= max(c(d), L + maxSkew); a domain already
+    above L + maxSkew takes no new pod (native PodTopologySpread: skew = count + 1 - global minimum).
+    """
+    high = INFINITE
+    cap = model.caps.get(level)
+    if cap is not None:
+        high = max(0, cap - count) * nodes
+    if level not in spread_at:
+        return 0, high
+    skew, minimum = spread_at[level]
+    high = min(high, max(0, minimum + skew - count) * nodes)
+    low = max(0, minimum - count) * nodes
+    return (low, high) if low <= high else None
+
+
+def _entries(model: Model, zones: Zones, gated: bool) -> list[object]:
+    """Where a kind enters the down tree: its gate domains (anti-affinity level) or its zones."""
+    if gated:
+        if model.anti_level is None:
+            return [k for k in model.classes if zones is None or _zone(model, k) in zones]
+        domains = {k.values[model.anti_level] for k in model.classes
+                   if zones is None or _zone(model, k) in zones}
+        return sorted(domains)
+    if zones is None:
+        return [None]
+    if model.zone_level is None:
+        return []
+    live = {k.values[model.zone_level] for k in model.classes}
+    return [("zone", z) for z in sorted(zones) if z in live]
+
+
+def _zone(model: Model, klass: NodeClass) -> str | None:
+    return None if model.zone_level is None else klass.values[model.zone_level]
+
+
+def _down_vertex(model: Model, target: object, down: list[dict[str, int]], root: int,
+                 class_in: dict[NodeClass, int]) -> int:
+    if target is None:
+        return root
+    if isinstance(target, NodeClass):
+        return class_in[target]
+    if isinstance(target, tuple):  # ("zone", z)
+        return down[model.zone_level][target[1]]  # type: ignore[index]
+    return down[model.anti_level][target]  # type: ignore[index]
+
+
+def _gate_room(model: Model, target: object, count: int, taken: frozenset | Counter) -> int:
+    """How many pods a type's StatefulSets may still put in one anti-affinity domain (or class)."""
+    if isinstance(target, NodeClass):
+        held = taken.get(target, 0) if isinstance(taken, Counter) else 0
+        return count * max(0, model.classes[target] - held)
+    return 0 if target in taken else count

@@ -84,6 +84,12 @@ class Decision:
     verdicts: dict[str, Verdict]
     notes: list[str] = field(default_factory=list)  # pod-level facts (ideal zone, zone order, group size)
     context: Any = field(default=None, repr=False)  # the engine.context.Context it was made with, if any
+    analysis: Any = None  # the engine.lookahead.Analysis of dead ends, when one ran
+
+    @property
+    def fell_back(self) -> bool:
+        """True when the deadline cut the dead-end analysis short: the hard rules alone decided."""
+        return self.analysis is not None and self.analysis.fell_back
 
     @classmethod
     def all_pass(cls, names: list[str]) -> Decision:

@@ -17,6 +17,14 @@ from dataclasses import dataclass
 
 from gunicorn.app.base import BaseApplication
 
+from ..limits import (
+    DEFAULT_COMMITTED_TTL,
+    DEFAULT_DECISION_DEADLINE,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY,
+    DEFAULT_TENTATIVE_TTL,
+    DEFAULT_THREADS,
+)
 from ..state.reservations import Reservations
 from ..state.store import ClusterStore
 from ..metrics import store_gauges
@@ -28,13 +36,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ServeOptions:
-    listen: str = "127.0.0.1:8888"
+    listen: str = DEFAULT_LISTEN
     kubeconfig: str | None = None
-    threads: int = 8
-    max_body: int = 128 * 1024 * 1024
-    lookahead_budget: int = 3000
-    tentative_ttl: float = 60.0
-    committed_ttl: float = 120.0
+    threads: int = DEFAULT_THREADS
+    max_body: int = DEFAULT_MAX_BODY
+    decision_deadline: float = DEFAULT_DECISION_DEADLINE
+    tentative_ttl: float = DEFAULT_TENTATIVE_TTL
+    committed_ttl: float = DEFAULT_COMMITTED_TTL
     events: bool = True
     access_log: bool = False
     timeout: int = 60
@@ -51,7 +59,7 @@ def build(options: ServeOptions):
     api = connect(options.kubeconfig)
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
     events = KubeEventSink(api) if options.events else NullEventSink()
-    verbs = Verbs(store, KubeBinder(api), events, lookahead_budget=options.lookahead_budget)
+    verbs = Verbs(store, KubeBinder(api), events, decision_deadline=options.decision_deadline)
     store_gauges(verbs.metrics, store, time.time)
     watcher = Watcher(api, store)
     watcher.start()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from extender.engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, evaluate
 from extender.engine.context import Context
-from extender.engine.lookahead import future_pods
+from extender.engine.lookahead import pods_to_come
 from extender.policy import PlacementPolicySpec
 
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
@@ -23,7 +23,7 @@ def test_undeclared_pods_are_assumed_to_fill_the_short_shards() -> None:
               Placement("r/s0-1", "node-a2", "s0", 1), Placement("r/s1-0", "node-a1", "s1", 0))
     snap = Snapshot(NODES, placed, group_size=6, shard_replicas={"s0": 2, "s1": 2, "s2": 1})
     pod = PodRequest("r/s1-1", "s1", 1)
-    assert [(f.shard) for f in future_pods(Context.build(NETEASE, pod, snap))] == ["s2"]
+    assert pods_to_come(Context.build(NETEASE, pod, snap)) == ({"s2": {None: 1}}, 0)
     decision = evaluate(NETEASE, pod, snap, [n for n in NODES.nodes])
     # node-c2 would leave s2-1 only node-b1, in zone-b beside s2-0: a dead end.
     assert decision.passed() == ["node-b1"]
@@ -32,8 +32,8 @@ def test_undeclared_pods_are_assumed_to_fill_the_short_shards() -> None:
 
 def test_extra_pods_beyond_even_shards_stay_shardless() -> None:
     snap = Snapshot(NODES, (), group_size=7, shard_replicas={"s0": 2, "s1": 1})
-    futures = future_pods(Context.build(NETEASE, PodRequest("r/s0-0", "s0", 0), snap))
-    assert sorted(f.shard or "-" for f in futures) == ["-", "-", "-", "s0", "s1", "s1"]
+    futures, shardless = pods_to_come(Context.build(NETEASE, PodRequest("r/s0-0", "s0", 0), snap))
+    assert (futures, shardless) == ({"s0": {None: 1}, "s1": {None: 2}}, 3)
 
 
 
