@@ -5,7 +5,8 @@ kube-apiserver, kube-controller-manager, the default kube-scheduler, our kube-sc
 config/scheduler-config.yaml, kwok and the extender. Assertions read the API server.
 
 When a test fails, every component's log is copied to test-logs/<test>/ (the path is printed).
-At the end of the run a table summarises each scenario: repetitions, pods placed, violations.
+At the end of the run a table summarises each scenario: repetitions, pods placed, violations,
+and the wall time of the scenarios that measure one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class ScenarioResult:
     violations: int = 0
     pending: int = 0
     note: str = ""
+    # Seconds from the scenario's first create to its last pod bound, when it measures one.
+    wall_time: float | None = None
 
 
 SUMMARY: dict[str, ScenarioResult] = {}
@@ -96,8 +99,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN0
         return
     tr = terminalreporter
     tr.section("e2e scenario summary")
-    tr.write_line(f"{'scenario':<58} {'reps':>5} {'placed':>7} {'pending':>8} {'violations':>10}")
+    tr.write_line(f"{'scenario':<58} {'reps':>5} {'placed':>7} {'pending':>8} {'violations':>10} {'wall s':>8}")
     for result in SUMMARY.values():
-        tr.write_line(f"{result.name:<58} {result.repetitions:>5} {result.pods_placed:>7} {result.pending:>8} {result.violations:>10}")
+        wall = f"{result.wall_time:.1f}" if result.wall_time is not None else "-"
+        tr.write_line(f"{result.name:<58} {result.repetitions:>5} {result.pods_placed:>7} {result.pending:>8} "
+                      f"{result.violations:>10} {wall:>8}")
         if result.note:
             tr.write_line(f"    {result.note}")

@@ -109,3 +109,34 @@ def scheduled_by(api: Api, namespace: str, pod_name: str) -> set[str]:
     """Which scheduler(s) reported Scheduled for the pod."""
     return {e.get("reportingComponent") or (e.get("source") or {}).get("component", "")
             for e in events_for(api, namespace, pod_name) if e.get("reason") == "Scheduled"}
+
+
+def scheduled_message(pod: dict[str, Any]) -> str:
+    """The PodScheduled condition's message (what `kubectl describe pod` shows for a Pending pod)."""
+    return _scheduled_message(pod)
+
+
+def scheduled_at(pod: dict[str, Any]) -> str | None:
+    """lastTransitionTime of PodScheduled=True: when the binding was written (1 s resolution)."""
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "True":
+            return c.get("lastTransitionTime")
+    return None
+
+
+_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def count_pods(api: Api, namespace: str, selector: str, *, bound: bool | None = None, field_selector: str | None = None) -> int:
+    """How many pods match, optionally only bound (or only unbound) ones, listing metadata only:
+    cheap enough to poll every second while thousands of pods are placed."""
+    fields = [field_selector] if field_selector else []
+    if bound is not None:
+        fields.append("spec.nodeName!=" if bound else "spec.nodeName=")
+    params = {"labelSelector": selector}
+    if fields:
+        params["fieldSelector"] = ",".join(fields)
+    response = api.session.get(f"{api.server}/api/v1/namespaces/{namespace}/pods", params=params,
+                               headers={"Accept": _METADATA_ONLY}, timeout=30)
+    response.raise_for_status()
+    return len(response.json().get("items") or ())
