@@ -52,3 +52,40 @@ def test_a_fallback_group_of_dead_ends_hands_over_to_the_next_group() -> None:
     decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, ["a1", "b1", "b2", "b3"])
     assert decision.verdicts["a1"].rule == "deadEndAvoidance"
     assert decision.passed() == ["b2", "b3"]
+
+
+def test_a_zone_spread_strands_pinned_pods_behind_a_free_one() -> None:
+    """Only the spread's upper bound shows this dead end: s's ordinals are pinned za, zb, za
+    (ordinal zones), the pod under test is free. On za it leaves za needing two more against zb's
+    one: za would end 2 above zb, beyond maxSkew 1, in whatever order they come. On zb all fits."""
+    spec = PlacementPolicySpec.model_validate({
+        "group": {"selector": {"matchLabels": {"app": "db"}}},
+        "ordinalZones": {"order": ["za", "zb"]},
+        "spread": [{"topologyKey": ZONE, "maxSkew": 1}],
+    })
+    nodes = Topology([NodeInfo(z, {HOST: z, ZONE: z}) for z in ("za", "zb")])
+    snap = Snapshot(nodes, (), group_size=4, shard_replicas={"s": 3})
+    decision = evaluate(spec, PodRequest("db/free"), snap, ["za", "zb"])
+    assert decision.passed() == ["zb"]
+    assert decision.verdicts["za"].rule == "deadEndAvoidance"
+    assert decision.analysis.certainty == "exact"
+
+
+def test_caps_too_tight_for_the_group_filter_nothing() -> None:
+    """When every candidate strands someone, none is preferred: the pod is placed, the rest wait."""
+    spec = PlacementPolicySpec.model_validate({"caps": [{"topologyKey": HOST, "max": 1}]})
+    snap = Snapshot(NODES, (), group_size=10, shard_replicas={"s": 10})
+    decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, list(NODES.nodes))
+    assert len(decision.passed()) == 6 and decision.analysis.stranded == {}
+
+
+def test_a_million_pods_to_come_cost_no_more_than_ten() -> None:
+    """Pods to come are counted, never listed: a million-replica StatefulSet is one kind."""
+    spec = PlacementPolicySpec.model_validate({"caps": [{"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}],
+                                               "ordinalZones": {}})
+    snap = Snapshot(NODES, (), group_size=1_000_000, shard_replicas={"s": 1_000_000})
+    ctx = Context.build(spec, PodRequest("r/s-0", "s", 0), snap)
+    futures, shardless = pods_to_come(ctx)
+    assert shardless == 0 and sum(futures["s"].values()) == 999_999 and len(futures["s"]) == 3
+    decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, list(NODES.nodes))
+    assert decision.analysis.certainty == "exact"

@@ -1,0 +1,114 @@
+"""The dead-end analysis against an exhaustive oracle, on small random clusters and policies.
+
+The oracle knows nothing of flows or counting: it tries every order of the pods still to come and
+every node the filter (the hard rules, without dead-end avoidance) passes at each step. A
+candidate is a dead end when no such sequence places everyone after the pod lands there.
+
+The engine must agree exactly where it says its answer is exact, and must never call a node a
+dead end that the oracle can complete (a relaxation may miss dead ends, never invent one).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from extender.engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, evaluate
+from extender.engine.context import Context
+from extender.engine.lookahead import Certainty, dead_ends
+from extender.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
+
+Pod = tuple[str, int]
+
+
+@st.composite
+def scenarios(draw):  # noqa: ANN001, ANN201
+    """Clusters about as full as the group: where dead ends live (NetEase's case is one of them)."""
+    zones = ["za", "zb", "zc"][: draw(st.integers(2, 3))]
+    per_zone = draw(st.integers(1, 2))
+    nodes = [NodeInfo(f"{z}-{i}", {HOSTNAME_KEY: f"{z}-{i}", ZONE_KEY: z}) for z in zones for i in range(per_zone)]
+    spec: dict = {"caps": [], "spread": [], "shardAntiAffinity": []}
+    node_cap = draw(st.sampled_from([None, 1, 1, 2]))
+    if node_cap:
+        spec["caps"].append({"topologyKey": HOSTNAME_KEY, "max": node_cap})
+    zone_cap = draw(st.sampled_from([None, 2, 3]))
+    if zone_cap:
+        spec["caps"].append({"topologyKey": ZONE_KEY, "max": zone_cap})
+    if draw(st.booleans()):
+        spec["spread"].append({"topologyKey": ZONE_KEY, "maxSkew": draw(st.integers(1, 2))})
+    if draw(st.integers(0, 4)) == 0:
+        spec["spread"].append({"topologyKey": HOSTNAME_KEY, "maxSkew": 1})
+    anti = draw(st.sampled_from([None, ZONE_KEY, ZONE_KEY, HOSTNAME_KEY]))
+    if anti:
+        spec["shardAntiAffinity"].append({"topologyKey": anti})
+    if draw(st.integers(0, 3)) == 0:
+        spec["ordinalZones"] = {"order": draw(st.permutations(zones))}
+    policy = PlacementPolicySpec.model_validate(spec)
+    capacity = len(nodes) * (node_cap or 2)
+    if zone_cap:
+        capacity = min(capacity, len(zones) * zone_cap)
+    size = draw(st.sampled_from([capacity, capacity, capacity - 1, capacity + 1]))
+    shards = draw(st.integers(2, 3))
+    replicas = {f"s{i}": size // shards + (1 if i < size % shards else 0) for i in range(shards)}
+    replicas = {s: n for s, n in replicas.items() if n > 0}
+    pods = [(s, o) for s, n in sorted(replicas.items()) for o in range(n)]
+    order = draw(st.permutations(pods))
+    placed_count = draw(st.integers(max(0, len(pods) - 5), max(0, len(pods) - 2)))
+    picks = draw(st.lists(st.integers(0, 10), min_size=len(pods), max_size=len(pods)))
+    return policy, nodes, replicas, order, placed_count, picks
+
+
+def _snapshot(nodes, replicas, placed: dict[Pod, str]) -> Snapshot:  # noqa: ANN001
+    return Snapshot(Topology(nodes), tuple(Placement(f"db/{s}-{o}", n, s, o) for (s, o), n in placed.items()),
+                    group_size=sum(replicas.values()), shard_replicas=dict(replicas))
+
+
+def _legal(policy, nodes, replicas, placed: dict[Pod, str], pod: Pod) -> list[str]:  # noqa: ANN001
+    decision = evaluate(policy, PodRequest(f"db/{pod[0]}-{pod[1]}", pod[0], pod[1]), _snapshot(nodes, replicas, placed),
+                        [n.name for n in nodes], dead_end_avoidance=False)
+    return sorted(decision.passed())
+
+
+def _oracle_dead_ends(policy, nodes, replicas, placed: dict[Pod, str], me: Pod, rest: list[Pod]) -> set[str] | None:  # noqa: ANN001
+    """Candidates that strand someone, or None when every candidate does (nothing to prefer)."""
+
+    @lru_cache(maxsize=None)
+    def completes(state: frozenset, left: frozenset) -> bool:
+        if not left:
+            return True
+        current = dict(state)
+        for pod in sorted(left):
+            for node in _legal(policy, nodes, replicas, current, pod):
+                if completes(state | {(pod, node)}, left - {pod}):
+                    return True
+        return False
+
+    candidates = _legal(policy, nodes, replicas, placed, me)
+    good = {n for n in candidates if completes(frozenset({**placed, me: n}.items()), frozenset(rest))}
+    if not good:
+        return None
+    return set(candidates) - good
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(scenarios())
+def test_dead_ends_agree_with_exhaustive_placement(case) -> None:  # noqa: ANN001
+    policy, nodes, replicas, order, placed_count, picks = case
+    placed: dict[Pod, str] = {}
+    for pod, pick in zip(order[:placed_count], picks):  # a reachable state: each pod placed legally in turn
+        legal = _legal(policy, nodes, replicas, placed, pod)
+        if legal:
+            placed[pod] = legal[pick % len(legal)]
+    unplaced = [p for p in order if p not in placed]
+    me, rest = unplaced[0], unplaced[1:]
+    candidates = _legal(policy, nodes, replicas, placed, me)
+    ctx = Context.build(policy, PodRequest(f"db/{me[0]}-{me[1]}", me[0], me[1]), _snapshot(nodes, replicas, placed))
+    analysis = dead_ends(ctx, [n for n in nodes if n.name in candidates])
+    oracle = _oracle_dead_ends(policy, nodes, replicas, placed, me, rest)
+    found = set(analysis.stranded)
+    if analysis.certainty is Certainty.EXACT:
+        assert found == (oracle or set()), (analysis, oracle, placed, me)
+    else:
+        assert found <= (oracle or set()), (analysis, oracle, placed, me)
