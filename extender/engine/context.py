@@ -5,7 +5,7 @@ Everything here is O(group placements + domains); the per-node rules then cost O
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..policy import Cap, PlacementPolicySpec
@@ -29,6 +29,7 @@ class Context:
     shard_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> pods of pod's shard
     min_counts: dict[str, int] = field(default_factory=dict)  # memo for rules.min_count
     caps: list[tuple[Cap, str, int | None]] = field(default_factory=list)  # (cap, canonical key, limit)
+    node_load: Counter[str] = field(default_factory=Counter)  # node -> the group's pods bound or committed there
     zone_order: ZoneOrder | None = None
     ideal_zone: str | None = None
 
@@ -49,14 +50,31 @@ class Context:
         ctx.caps = [(c, spec.canonical_key(c.topologyKey), c.limit(snap.group_size)) for c in spec.caps]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}
         ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
-        for p in snap.placements:
-            for key in ctx.keys:
-                value = ctx.placement_domain(p, key)
-                if value is None:
+        # Bound pods are counted per node first (in C), then each occupied node's domains come
+        # from the per-topology-version index: the walk over the group is one Counter, not a
+        # label lookup per pod and key.
+        index = snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+        ctx.node_load = Counter(p.node for p in snap.placements if p.node is not None)
+        my_shard = pod.shard
+        siblings = Counter(p.node for p in snap.placements if p.node is not None and my_shard is not None and p.shard == my_shard)
+        for target, per_node in ((ctx.counts, ctx.node_load), (ctx.shard_counts, siblings)):
+            columns = [target[k] for k in ctx.keys]
+            for node, n in per_node.items():
+                values = index.get(node)
+                if values is None:  # the node is gone; its pods will be too
                     continue
-                ctx.counts[key][value] += 1
-                if pod.shard is not None and p.shard == pod.shard:
-                    ctx.shard_counts[key][value] += 1
+                for column, value in zip(columns, values):
+                    if value is not None:
+                        column[value] += n
+        for p in snap.placements:  # tentative placements known only by the domains they share
+            if p.node is None and p.domains:
+                sibling = my_shard is not None and p.shard == my_shard
+                for key in ctx.keys:
+                    value = p.domains.get(key)
+                    if value is not None:
+                        ctx.counts[key][value] += 1
+                        if sibling:
+                            ctx.shard_counts[key][value] += 1
         if spec.ordinalZones is not None and pod.ordinal is not None and pod.shard is not None:
             ctx.zone_order = ctx.shard_zone_order(pod.shard)
             ctx.ideal_zone = ctx.zone_order.zone_for(pod.ordinal)

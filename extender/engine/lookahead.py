@@ -53,6 +53,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from ..limits import MAX_SPREAD_LEVELS
 from .context import Context
@@ -84,9 +85,9 @@ class Analysis:
         return self.certainty is Certainty.DEADLINE
 
 
-@dataclass(frozen=True, slots=True)
-class NodeClass:
-    """Interchangeable nodes: the same domains and the same number of the group's pods."""
+class NodeClass(NamedTuple):
+    """Interchangeable nodes: the same domains and the same number of the group's pods (a named
+    tuple: it is hashed once per placed pod's node, and tuples hash in C)."""
 
     values: Values
     load: int
@@ -195,7 +196,7 @@ def build_model(ctx: Context) -> Model:
         return None if key is None else at[key]
 
     # Node classes: schedulable nodes in the permitted zones, by domains and group pods held.
-    node_load: Counter[str] = Counter(p.node for p in snap.placements if p.node is not None)
+    node_load = ctx.node_load
     index = topology.values_index(tuple(keys), ctx.zone_key, node_key)
     eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
     classes: Counter[NodeClass] = Counter({NodeClass(tuple(v[i] for i in order), 0): n for v, n in value_counts.items()})
@@ -283,9 +284,8 @@ def pods_to_come(ctx: Context) -> tuple[dict[str, Counter[Zones]], int]:
     """
     snap, pod = ctx.snap, ctx.pod
     present: dict[str, set[int]] = defaultdict(set)
-    for p in snap.placements:
-        if p.ordinal is not None and p.shard is not None:
-            present[p.shard].add(p.ordinal)
+    for shard, ordinal in {(p.shard, p.ordinal) for p in snap.placements if p.ordinal is not None and p.shard is not None}:
+        present[shard].add(ordinal)
     if pod.ordinal is not None and pod.shard is not None:
         present[pod.shard].add(pod.ordinal)
 
@@ -407,11 +407,14 @@ def _taken(ctx: Context, model: Model) -> dict[str, frozenset | Counter]:
                 if domain is not None:
                     out.setdefault(p.shard, set()).add(domain)
         return {s: frozenset(d) for s, d in out.items()}
-    for p in ctx.snap.placements:
-        if p.shard is not None and p.node is not None:
-            klass = _class_of(ctx, model, p.node)
-            if klass is not None:
-                out.setdefault(p.shard, Counter())[klass] += 1
+    node_class = {node: _class_of(ctx, model, node) for node in model.node_load}  # per node, not per pod
+    pairs = Counter((p.shard, node_class.get(p.node)) for p in ctx.snap.placements if p.shard is not None)
+    for (shard, klass), n in pairs.items():
+        if klass is not None:
+            held = out.get(shard)
+            if held is None:
+                held = out[shard] = Counter()
+            held[klass] += n
     return out  # type: ignore[return-value]
 
 
