@@ -118,7 +118,11 @@ class Model:
     my_shard_futures: Counter[Zones]  # the scheduled pod's StatefulSet, kept apart from the types
     my_shard_taken: frozenset | Counter  # what its StatefulSet holds already (as in `types`)
     node_load: Counter[str]  # node -> the group's pods on it
+    index: dict[str, tuple]  # node -> its domains in `order` (the topology's per-version index)
+    order: list[int]  # where each chain key sits in the index's tuples
+    eligible: frozenset[str]  # schedulable nodes in the permitted zones
     relaxed: list[str] = field(default_factory=list)
+    chained: dict[tuple, Values] = field(default_factory=dict)  # memo: index tuple -> chain order
 
     @property
     def tracks_load(self) -> bool:
@@ -233,7 +237,7 @@ def build_model(ctx: Context) -> Model:
 
     zone_level = at.get(ctx.zone_key)
     model = Model(chain, zone_level, caps, spreads, anti_level, bool(anti_levels), classes, counts, parents, dead,
-                  Counter(), {}, Counter(), frozenset(), node_load, relaxed)
+                  Counter(), {}, Counter(), frozenset(), node_load, index, order, eligible, relaxed)
     _count_pods_to_come(ctx, model)
     if (model.has_anti and anti_level is not None and zone_level is not None and anti_level > zone_level
             and any(z is not None for _, z in model.kinds)):
@@ -430,16 +434,15 @@ def _zones_order(item: tuple[Zones, int]) -> tuple:
 def _class_of(ctx: Context, model: Model, name: str) -> NodeClass | None:
     """The class of a node the group may use, or None (not schedulable, outside the permitted
     zones, or missing a label the rules read: the filter refuses those anyway)."""
-    node = ctx.snap.topology.nodes.get(name)
-    if node is None or not node.schedulable:
+    values = model.index.get(name)
+    if values is None or name not in model.eligible:
         return None
-    values = []
-    for key in model.chain:
-        value = ctx.domain(node, key)
-        if value is None:
+    chained = model.chained.get(values)
+    if chained is None:
+        if None in values:
             return None
-        values.append(value)
-    klass = NodeClass(tuple(values), model.node_load.get(name, 0) if model.tracks_load else 0)
+        chained = model.chained[values] = tuple(values[i] for i in model.order)
+    klass = NodeClass(chained, model.node_load.get(name, 0) if model.tracks_load else 0)
     return klass if klass in model.classes else None
 
 
