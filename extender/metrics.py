@@ -141,7 +141,7 @@ def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  
         return {(("kind", k),): max(0.0, now - t) for k, t in dict(store.last_event).items()}
 
     def reservations() -> dict[Labels, float]:
-        with store.lock:
+        with store.lock.held("metrics"):
             counts = store.reservations.counts()
         return {(("kind", k),): float(v) for k, v in counts.items()}
 

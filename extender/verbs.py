@@ -67,13 +67,16 @@ class Verbs:
     # nothing changed in between (kube-scheduler calls them back to back): (uid, version, decision)
     _last: tuple[str, tuple[int, int], Decision] | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        self.store.lock.observe = lambda seconds, holder: self.metrics.lock_hold.observe(seconds, holder=holder)
+
     # ---------------------------------------------------------------- filter
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
         pod = _pod(args.Pod)
         candidates = self._candidates(args)
         log.debug("filter %s over %d nodes", pod.key, len(candidates))
         names = [c if isinstance(c, str) else c.name for c in candidates]
-        with self.store.lock:
+        with self.store.lock.held("filter"):
             try:
                 spec = self.store.resolve_policy(pod)
             except PolicyError as err:
@@ -109,7 +112,7 @@ class Verbs:
     def prioritize(self, args: ExtenderArgs) -> Priorities:
         pod = _pod(args.Pod)
         candidates = self._candidates(args)
-        with self.store.lock:
+        with self.store.lock.held("prioritize"):
             try:
                 spec = self.store.resolve_policy(pod)
             except PolicyError:
@@ -136,7 +139,7 @@ class Verbs:
     # ---------------------------------------------------------------- bind
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         log.debug("bind %s/%s to %s", args.PodNamespace, args.PodName, args.Node)
-        with self.store.lock:
+        with self.store.lock.held("bind"):
             pod = self._known_pod(args)
             if pod is None:
                 self.metrics.binds.inc(result="unknown_pod")
@@ -161,7 +164,7 @@ class Verbs:
         try:
             self.binder.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
         except BindError as err:
-            with self.store.lock:
+            with self.store.lock.held("bind"):
                 self.store.reservations.release(pod.uid)
             self.metrics.binds.inc(result="failed")
             log.warning("%s", err)
@@ -185,7 +188,7 @@ class Verbs:
                 victims[node] = [_pod(p).uid for p in full.Pods or ()]
                 pdb[node] = full.NumPDBViolations
         kept: dict[str, MetaVictims] = {}
-        with self.store.lock:
+        with self.store.lock.held("preempt"):
             try:
                 spec = self.store.resolve_policy(pod)
             except PolicyError:

@@ -9,7 +9,6 @@ maintained on update, so a request costs O(group + candidates), never O(cluster)
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
@@ -31,18 +30,19 @@ from .objects import (
     parse_statefulset,
     parse_volume,
 )
+from .lock import TimedLock
 from .reservations import Reservations
 
 KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")
 PARSERS = {"nodes": parse_node, "pods": parse_pod, "statefulsets": parse_statefulset, "claims": parse_claim,
            "volumes": parse_volume, "policies": parse_policy}
-_CLAIM_ORDINAL = re.compile(r"^(.*)-(\d+)$")
+_CLAIM_ORDINAL = re.compile(r"^(.*)-(0|[1-9][0-9]{0,9})$")  # a StatefulSet ordinal: int32, no leading zeros
 _EMPTY: frozenset[str] = frozenset()
 
 
 class ClusterStore:
     def __init__(self, reservations: Reservations | None = None, clock: Callable[[], float] = time.time) -> None:
-        self.lock = threading.RLock()
+        self.lock = TimedLock()
         self.clock = clock
         self.topology = Topology()
         self.pods: dict[str, PodRecord] = {}
@@ -68,7 +68,7 @@ class ClusterStore:
     def apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED). Raises ObjectError for an unreadable object."""
         record = PARSERS[kind](obj)  # outside the lock: parsing is the costly part
-        with self.lock:
+        with self.lock.held("watch"):
             getattr(self, f"_put_{kind}")(event_type == "DELETED", record)
             self.last_event[kind] = self.clock()
             self.data_version += 1
@@ -81,7 +81,7 @@ class ClusterStore:
         """As replace, with objects already parsed (the watcher parses page by page, so a
         150,000-pod list never sits in memory as decoded JSON)."""
         records = list(records)
-        with self.lock:
+        with self.lock.held("relist"):
             self._clear(kind)
             put = getattr(self, f"_put_{kind}")
             for record in records:

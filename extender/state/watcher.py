@@ -86,7 +86,7 @@ class Watcher:
             backoff = min(backoff * 2, 30)
 
     def _no_policy_crd(self) -> None:
-        with self.store.lock:
+        with self.store.lock.held("watch"):
             if not self.store.synced["policies"]:
                 log.warning("PlacementPolicy CRD not installed: named policies are unavailable, inline annotations still work")
             self.store.policies_enabled = False
