@@ -16,6 +16,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .limits import MAX_GROUP_SIZE
+
 API_GROUP = "placement.extender.dev"
 API_VERSION = "v1alpha1"
 KIND = "PlacementPolicy"
@@ -85,8 +87,9 @@ class GroupSpec(_Model):
     size: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_GROUP_SIZE,
         description="The group's total pod count. Default: the sum of spec.replicas of the "
-        "StatefulSets whose pod template the group selects.",
+        f"StatefulSets whose pod template the group selects. At most {MAX_GROUP_SIZE:,}.",
     )
 
 
@@ -299,14 +302,147 @@ def parse_spec(data: object, source: str) -> PlacementPolicySpec:
 
 
 def parse_annotation(text: str, source: str) -> PlacementPolicySpec:
-    """The inline annotation holds the spec as JSON or YAML."""
+    """The inline annotation holds the spec as JSON or YAML.
+
+    Any text gives a spec or a PolicyError (the pod's validation message), never another
+    exception, and in bounded time: the size is checked first; YAML's nesting and tags are read
+    from its event stream before anything is built (PyYAML's composer recurses per level, its
+    scanner slows quadratically with flow nesting: a 32 KB `[[[[...` took over a second); the
+    decoded value's depth is checked before the model walks it; and the message is bounded.
+    """
+    from .limits import MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH
+
+    size = _utf8_size(text)
+    if size > MAX_POLICY_ANNOTATION_BYTES:
+        raise PolicyError(
+            f"invalid placement policy in {source}: the annotation is {size:,} bytes; the limit is "
+            f"{MAX_POLICY_ANNOTATION_BYTES:,} (use a PlacementPolicy object for large policies)"
+        )
     try:
         data = json.loads(text)
+    except RecursionError:  # json's C decoder stops near the recursion limit: cheap, and final
+        raise _too_deep(source, MAX_POLICY_DEPTH) from None
     except ValueError:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise PolicyError(f"invalid placement policy in {source}: not JSON or YAML ({err})") from None
+        data = _load_yaml(_without_lone_surrogates(text), source, MAX_POLICY_DEPTH)
     if data is None:
         data = {}
-    return parse_spec(data, source)
+    if _nests_deeper(data, MAX_POLICY_DEPTH):  # YAML aliases can nest deeper than the text shows
+        raise _too_deep(source, MAX_POLICY_DEPTH)
+    try:
+        return parse_spec(data, source)
+    except PolicyError as err:
+        raise _shortened(err) from None
+
+
+# spec > group > selector > matchExpressions > [i] > values: the deepest a valid policy goes.
+_POLICY_DEPTH_NEEDED = 6
+# libyaml's parser when PyYAML has it (7x faster on large annotations), else PyYAML's own; both safe.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_HARMLESS_TAGS = frozenset({"!", "tag:yaml.org,2002:str"})
+# The longest validation message: kube-scheduler repeats it for every candidate node, and
+# events.k8s.io caps an event's note at 1 KB. One error per list entry made a 30 KB annotation
+# say 650 KB: a 3 GB filter answer over 5,000 nodes.
+_MAX_MESSAGE = 1024
+
+
+def _load_yaml(text: str, source: str, max_depth: int) -> object:
+    """The YAML document, once its events show nothing that could fail other than cleanly."""
+    try:
+        _check_yaml_events(text, source, max_depth)
+        return yaml.load(text, Loader=_YAML_LOADER)
+    except RecursionError:  # backstop; the event check keeps the composer shallow
+        raise _too_deep(source, max_depth) from None
+    except (yaml.YAMLError, UnicodeError) as err:
+        raise PolicyError(f"invalid placement policy in {source}: not JSON or YAML ({err})") from None
+    except PolicyError:
+        raise
+    except ValueError as err:
+        # A plain scalar YAML resolves but cannot build: a timestamp 2024-02-30 or +99:00, an
+        # integer beyond Python's 4,300-digit limit.
+        reason = str(err).split("; use sys.set_int_max_str_digits()")[0]
+        raise PolicyError(f"invalid placement policy in {source}: not JSON or YAML ({reason})") from None
+
+
+def _check_yaml_events(text: str, source: str, max_depth: int) -> None:
+    """Refuse, from the parser's events and before anything is built, what the loader handles
+    badly: collections nested deeper than `max_depth` (the composer recurses per level), and
+    explicit tags such as `!!int ''`, on which PyYAML's constructors raise IndexError, KeyError
+    or AttributeError. A policy needs no tags; `!!str` and `!` (force a string) are harmless.
+    The parser is a state machine, and this stops at the first level too many."""
+    loader = _YAML_LOADER(text)
+    try:
+        depth = 0
+        while loader.check_event():
+            event = loader.get_event()
+            tag = getattr(event, "tag", None)
+            if tag is not None and tag not in _HARMLESS_TAGS:
+                shown = tag.replace("tag:yaml.org,2002:", "!!")[:40]
+                raise PolicyError(f"invalid placement policy in {source}: YAML tags are not allowed (found {shown}); "
+                                  "write the value without one, quoted if it is a string")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > max_depth:
+                    raise _too_deep(source, max_depth)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    finally:
+        loader.dispose()
+
+
+def _too_deep(source: str, limit: int) -> PolicyError:
+    return PolicyError(
+        f"invalid placement policy in {source}: mappings/lists nest more than {limit} deep, the limit "
+        f"(a valid policy needs at most {_POLICY_DEPTH_NEEDED}; check the indentation and brackets)"
+    )
+
+
+def _shortened(err: PolicyError) -> PolicyError:
+    """The error, its message cut after the last whole "field: problem" part that fits."""
+    message = str(err)
+    if len(message) <= _MAX_MESSAGE:
+        return err
+    head = message[: _MAX_MESSAGE - 48]
+    cut = head.rfind("; ")
+    head = head[:cut] if cut > head.find(": ") else head
+    return PolicyError(f"{head}; and {len(message) - len(head):,} more characters of errors")
+
+
+def _without_lone_surrogates(text: str) -> str:
+    """U+FFFD for each lone surrogate, as the API server (Go) would store the text: libyaml reads
+    only UTF-8, and PyYAML refuses surrogates with a less helpful message."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
+
+
+def _utf8_size(text: str) -> int:
+    """The annotation's size as the API server counts it (a lone surrogate is 3 bytes, as U+FFFD)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", errors="surrogatepass"))
+
+
+def _nests_deeper(value: object, limit: int) -> bool:
+    """Whether mappings/lists nest more than `limit` deep ({} is 1).
+
+    Level by level, each container counted once per level: YAML aliases can share a subtree many
+    times over (a billion laughs) or contain themselves, and neither costs more than `limit`
+    passes over the distinct containers.
+    """
+    level: list[object] = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        seen: set[int] = set()
+        below: list[object] = []
+        for node in level:
+            for child in node.values() if isinstance(node, dict) else node:  # type: ignore[attr-defined]
+                if isinstance(child, (dict, list)) and id(child) not in seen:
+                    seen.add(id(child))
+                    below.append(child)
+        level = below
+    return False

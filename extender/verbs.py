@@ -79,12 +79,12 @@ class Verbs:
         with self.store.lock.held("filter"):
             try:
                 spec = self.store.resolve_policy(pod)
+                decision = self._decide(pod, spec, candidates)
             except PolicyError as err:
                 self.events.pod_event(pod, "InvalidPlacementPolicy", str(err))
                 self.metrics.pod_decisions.inc(result="invalid_policy")
                 self.metrics.node_verdicts.inc(len(names), outcome="unresolvable", rule="policy")
                 return _filter_result(args, [], {}, {name: str(err) for name in names})
-            decision = self._decide(pod, spec, candidates)
             if spec is not None:
                 self._reserve(pod, spec, decision)
                 self._last = (pod.uid, self.store.version, decision)
@@ -115,9 +115,10 @@ class Verbs:
         with self.store.lock.held("prioritize"):
             try:
                 spec = self.store.resolve_policy(pod)
+                decision = self._reuse(pod, candidates) or self._decide(pod, spec, candidates)
             except PolicyError:
                 spec = None  # filter already refused every node; nothing to prefer
-            decision = self._reuse(pod, candidates) or self._decide(pod, spec, candidates)
+                decision = Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
             if spec is not None:
                 top = _break_tie(pod, decision)
                 self._reserve(pod, spec, decision, only=top)
@@ -149,11 +150,12 @@ class Verbs:
                 )
             try:
                 spec = self.store.resolve_policy(pod)
+                inputs = self.store.decision_inputs(pod, spec, tentative=False) if spec is not None else None
             except PolicyError as err:
                 return ExtenderBindingResult(Error=str(err))
-            if spec is not None:
+            if spec is not None and inputs is not None:
                 # The last word on hard rules: filters for other pods may have raced this one.
-                request, snap = self.store.decision_inputs(pod, spec, tentative=False)
+                request, snap = inputs
                 verdict = evaluate(spec, request, snap, [args.Node], dead_end_avoidance=False).verdicts[args.Node]
                 if not verdict.passed:
                     self.store.reservations.release(pod.uid)
@@ -189,11 +191,17 @@ class Verbs:
                 pdb[node] = full.NumPDBViolations
         kept: dict[str, MetaVictims] = {}
         with self.store.lock.held("preempt"):
+            deadline = time.monotonic() + self.decision_deadline
             try:
                 spec = self.store.resolve_policy(pod)
             except PolicyError:
                 return ExtenderPreemptionResult(NodeNameToMetaVictims={})
             for node, uids in victims.items():
+                if time.monotonic() > deadline:  # refusing a victim set only forgoes that preemption
+                    self.metrics.fallbacks.inc(reason="preempt_deadline")
+                    log.warning("preemption check for %s passed its %.3fs deadline; %d node(s) not judged were refused",
+                                pod.key, self.decision_deadline, len(victims) - len(kept))
+                    break
                 if self._preemption_ok(pod, spec, node, set(uids)):
                     kept[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in uids], NumPDBViolations=pdb[node])
                     self.metrics.preemptions.inc(result="kept")
@@ -205,7 +213,10 @@ class Verbs:
         store = self.store
         evicted = {store.pods[u].key for u in uids if u in store.pods}
         if spec is not None:
-            request, snap = store.decision_inputs(pod, spec)
+            try:
+                request, snap = store.decision_inputs(pod, spec)
+            except PolicyError:
+                return False
             snap = replace(snap, placements=tuple(p for p in snap.placements if p.pod not in evicted))
             if not evaluate(spec, request, snap, [node], dead_end_avoidance=False).verdicts[node].passed:
                 return False
@@ -225,7 +236,10 @@ class Verbs:
             return None
         if spec is None or not spec.uses_zones or victim.node is None:
             return None
-        request, snap = self.store.decision_inputs(victim, spec)
+        try:
+            request, snap = self.store.decision_inputs(victim, spec)
+        except PolicyError:
+            return None
         ctx = Context.build(spec, request, snap)
         node = self.store.topology.nodes.get(victim.node)
         zone = ctx.domain(node, ctx.zone_key) if node else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..engine.model import NodeInfo, Placement, PlacementKind, PodRequest, Snapshot
 from ..engine.topology import Topology
+from ..limits import MAX_GROUP_SIZE
 from ..policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from .objects import (
     ClaimRecord,
@@ -261,7 +262,9 @@ class ClusterStore:
 
     def decision_inputs(self, pod: PodRecord, spec: PlacementPolicySpec, *, tentative: bool = True) -> tuple[PodRequest, Snapshot]:
         """The engine's view for one pod. With tentative=False (bind), only placements that are
-        bound or committed count: a tentative guess must not refuse a real decision."""
+        bound or committed count: a tentative guess must not refuse a real decision.
+
+        Raises PolicyError when the group's StatefulSets add up to more than MAX_GROUP_SIZE pods."""
         placements: list[Placement] = []
         seen: set[str] = {pod.uid}
         for uid in self._group_uids(pod, spec):
@@ -292,6 +295,12 @@ class ClusterStore:
         size = spec.group.size
         if size is None and statefulsets:
             size = sum(s.replicas for s in statefulsets)
+            if size > MAX_GROUP_SIZE:
+                names = ", ".join(s.name for s in statefulsets[:3]) + (", ..." if len(statefulsets) > 3 else "")
+                raise PolicyError(
+                    f"invalid placement policy for pod {pod.key}: group.size, derived from the replicas of StatefulSet(s) "
+                    f"{names}, is {size:,}, above the limit of {MAX_GROUP_SIZE:,} pods; check spec.replicas, or set "
+                    "group.size to the real group size")
         volume_zones: dict[str, dict[int, str]] = {}
         if spec.ordinalZones is not None:
             for sts in statefulsets:

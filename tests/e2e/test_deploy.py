@@ -48,8 +48,10 @@ def policy(name: str, spec: dict) -> dict:
         ({"spread": [{"topologyKey": "zone", "maxSkew": 0}]}, "spec.spread[0].maxSkew", "greater than or equal to 1"),
         ({"shardAntiAffinity": [{"topologyKey": "zone", "mode": "Sometimes"}]}, "spec.shardAntiAffinity[0].mode", "Unsupported value"),
         ({"ordinalZones": {}, "zones": {"fallbackGroups": [["a"]]}}, "spec", "cannot be combined"),
+        ({"group": {"size": 100_000_000}}, "spec.group.size", "less than or equal to 1000000"),
     ],
-    ids=["cap-without-limit", "fraction-without-comparison", "maxskew-zero", "bad-mode", "ordinal-and-fallback"],
+    ids=["cap-without-limit", "fraction-without-comparison", "maxskew-zero", "bad-mode", "ordinal-and-fallback",
+         "group-size-over-limit"],
 )
 def test_api_server_rejects_an_invalid_policy_naming_the_field(cluster, spec, field, words) -> None:
     with pytest.raises(ApiError) as err:

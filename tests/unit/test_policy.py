@@ -124,6 +124,7 @@ INVALID = [
     pytest.param({"ordinalZones": {"order": []}}, ["ordinalZones.order", "at least one zone"], id="ordinal-order-empty"),
     pytest.param({"ordinalZones": {"order": ["a", "a"]}}, ["ordinalZones.order", "twice"], id="ordinal-order-duplicate"),
     pytest.param({"group": {"size": 0}}, ["group.size"], id="group-size-zero"),
+    pytest.param({"group": {"size": 100_000_000}}, ["group.size", "less than or equal to 1000000"], id="group-size-over-limit"),
     pytest.param(
         {"group": {"selector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}},
         ["group.selector.matchExpressions.0", "needs at least one value"], id="selector-in-without-values",

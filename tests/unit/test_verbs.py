@@ -206,3 +206,54 @@ def test_preempt_keeps_only_victim_sets_that_fix_the_pod_and_empty_no_zone() -> 
     })
     result = verbs.preempt(args)
     assert sorted(result.NodeNameToMetaVictims) == ["n2"]
+
+
+# -- bounded decisions ---------------------------------------------------------------------------
+
+def test_a_group_whose_statefulsets_add_up_past_the_limit_gets_the_validation_message() -> None:
+    """10^8 replicas: the pod stays Pending with a message naming group.size and the limit,
+    like every invalid policy, and the answer comes at once (nothing is counted per pod)."""
+    store, _, verbs = make([node("n1", "a"), node("n2", "b")])
+    store.apply("statefulsets", "ADDED", statefulset("huge", 100_000_000))
+    p = pod("huge-0", sts="huge", policy={"caps": [{"topologyKey": HOST, "max": 1}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]})
+    result = do_filter(verbs, p, ["n1", "n2"])
+    assert result.NodeNames == []
+    message = result.FailedAndUnresolvableNodes["n1"]
+    assert message.startswith("invalid placement policy for pod db/huge-0: group.size")
+    assert "100,000,000" in message and "1,000,000" in message
+    assert verbs.metrics.pod_decisions.value(result="invalid_policy") == 1
+    assert do_prioritize(verbs, p, ["n1", "n2"]) == {"n1": 0, "n2": 0}
+    store.apply("pods", "ADDED", p)
+    bound = verbs.bind(ExtenderBindingArgs(PodName="huge-0", PodNamespace="db", PodUID="uid-db-huge-0", Node="n1"))
+    assert "group.size" in bound.Error
+
+
+def test_a_decision_past_its_deadline_falls_back_to_the_hard_rules_and_is_counted() -> None:
+    """NetEase's trap (seed 002, appendix 2) with no time left: the dead end is not filtered, the
+    hard rules still are, and the fallback shows in the metric."""
+    nodes = [node(f"node{i + 1}", "abc"[i // 2]) for i in range(6)]
+    spec = {"group": {"size": 6, "selector": {"matchLabels": {"app": "redis"}}}, "shardAntiAffinity": [{"topologyKey": ZONE}],
+            "caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
+                     {"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}]}
+    placed = {"sts0-0": ("sts0", "node1"), "sts1-0": ("sts1", "node4"), "sts2-0": ("sts2", "node6"), "sts0-1": ("sts0", "node3")}
+
+    def decide(deadline: float) -> tuple[list[str], float]:
+        store, _, verbs = make(nodes)
+        verbs.decision_deadline = deadline
+        for sts in ("sts0", "sts1", "sts2"):
+            store.apply("statefulsets", "ADDED", statefulset(sts, 2, labels={"app": "redis"}))
+        for name, (sts, where) in placed.items():
+            store.apply("pods", "ADDED", pod(name, sts=sts, node_name=where, policy=spec, labels={"app": "redis"}))
+        me = pod("sts1-1", sts="sts1", policy=spec, labels={"app": "redis"})
+        result = do_filter(verbs, me, [n["metadata"]["name"] for n in nodes])
+        return sorted(result.NodeNames), verbs.metrics.fallbacks.value(reason="deadline")
+
+    assert decide(5.0) == (["node5"], 0)  # node2 is the trap
+    assert decide(1e-9) == (["node2", "node5"], 1)
+
+
+def test_the_lock_hold_time_is_reported_by_holder() -> None:
+    store, _, verbs = make([node("n1", "a")])
+    do_filter(verbs, pod("w-0", sts="w", policy={"caps": [{"topologyKey": HOST, "max": 1}]}), ["n1"])
+    assert verbs.metrics.lock_hold.count(holder="filter") == 1
+    assert 'extender_store_lock_hold_seconds_bucket{holder="filter",le="+Inf"} 1' in verbs.metrics.render()
