@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..policy import PlacementPolicySpec
 from .context import Context
-from .lookahead import Analysis, dead_ends
+from .lookahead import Analysis, Certainty, dead_ends
 from .model import Decision, NodeInfo, Outcome, PodRequest, Snapshot, Verdict
 from .rules import first_failure
 from .scoring import score_nodes
@@ -88,6 +88,8 @@ def evaluate(
         )
     if snap.group_size is not None:
         decision.notes.append(f"group size {snap.group_size}, {len(snap.placements)} placed or in flight")
+    if analysis is not None:
+        decision.notes.append(_describe(analysis))
     return decision
 
 
@@ -111,3 +113,14 @@ def _apply_fallback_groups(ctx: Context, passing: list[NodeInfo], verdicts: dict
                     )
             return chosen
     return passing
+
+
+def _describe(analysis: Analysis) -> str:
+    """One line for explain: what the dead-end analysis decided, and how surely."""
+    if analysis.certainty is Certainty.DEADLINE:
+        return "dead-end avoidance skipped: the decision passed its deadline, the hard rules alone decided"
+    if analysis.certainty is Certainty.UNKNOWN:
+        return f"dead-end avoidance not applied: {analysis.why}"
+    found = f"{len(analysis.stranded)} candidate(s) would strand the rest" if analysis.stranded else "no candidate strands the rest"
+    how = "exact" if analysis.certainty is Certainty.EXACT else f"a relaxation ({analysis.why})"
+    return f"dead-end avoidance: {analysis.to_come} pod(s) still to come; {found} ({how})"
