@@ -12,21 +12,30 @@ Beside the extender's own routes it serves two floors, with the same before/afte
   HTTP + JSON + wire validation, no decision, no encoding of a large answer.
 - `POST /noop-raw`: reads the body and returns the same fixed answer: the HTTP floor alone.
 - `GET /bench/gc`: the worker's garbage collections per generation and the seconds spent in them.
+- `GET /bench/info`: what a custom store builder said about the store it built (`--store-builder`),
+  and the store's current stats.
 
 Run by benchmarks/http_latency.py as a subprocess:
 
     python -m benchmarks.extender_app --nodes 1000 --pods 10000 --listen 127.0.0.1:18888
+
+A benchmark with its own cluster (benchmarks/group_scaling.py) passes `--store-builder
+module:function --store-args JSON`: `function(options, **args)` returns the ClusterStore, or
+(store, info) with a JSON-able info dict served at GET /bench/info.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # `python benchmarks/extender_app.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,6 +45,7 @@ from flask import Flask, Response, request  # noqa: E402
 from extender.kube import NullEventSink  # noqa: E402
 from extender.logs import setup_logging  # noqa: E402
 from extender.server.app import create_app  # noqa: E402
+from extender.metrics import store_gauges  # noqa: E402
 from extender.server.serve import ExtenderApplication, ServeOptions  # noqa: E402
 from extender.state.reservations import Reservations
 from extender.state.watcher import freeze_heap  # noqa: E402
@@ -92,10 +102,24 @@ class GcStats:
                 "tracked_objects": len(gc.get_objects()), "frozen": gc.get_freeze_count()}
 
 
-def add_bench_routes(app: Flask, stats: GcStats) -> None:
+def add_bench_routes(app: Flask, stats: GcStats, store: ClusterStore | None = None, info: dict | None = None) -> None:
     @app.get("/bench/gc")
     def gc_stats() -> Response:
         return Response(json.dumps(stats.snapshot()), status=200, mimetype="application/json")
+
+    @app.get("/bench/info")
+    def bench_info() -> Response:
+        body = dict(info or {})
+        if store is not None:
+            body["live_stats"] = store.stats()
+        return Response(json.dumps(body, default=str), status=200, mimetype="application/json")
+
+
+def load_builder(spec: str, args: dict) -> Callable[[ServeOptions], Any]:
+    """`module:function` -> options -> function(options, **args)."""
+    module, _, name = spec.partition(":")
+    function = getattr(importlib.import_module(module), name)
+    return lambda options: function(options, **args)
 
 
 def build_store(nodes: int, pods: int, options: ServeOptions, policy: str = "full") -> ClusterStore:
@@ -112,21 +136,29 @@ def build_store(nodes: int, pods: int, options: ServeOptions, policy: str = "ful
 class BenchApplication(ExtenderApplication):
     """ExtenderApplication's gunicorn configuration, with a synthetic store instead of a watcher."""
 
-    def __init__(self, options: ServeOptions, nodes: int, pods: int, *, gc_freeze: bool = False) -> None:
+    def __init__(self, options: ServeOptions, nodes: int, pods: int, *, gc_freeze: bool = False,
+                 store_builder: Callable[[ServeOptions], Any] | None = None) -> None:
         self.nodes = nodes
         self.pods = pods
         self.gc_freeze = gc_freeze
+        self.store_builder = store_builder
         super().__init__(options)
 
     def load(self):  # runs inside the gunicorn worker, like the real build()
-        store = build_store(self.nodes, self.pods, self.options)
+        info: dict | None = None
+        if self.store_builder is not None:
+            built = self.store_builder(self.options)
+            store, info = built if isinstance(built, tuple) else (built, None)
+        else:
+            store = build_store(self.nodes, self.pods, self.options)
         if self.gc_freeze:  # what the extender's watcher does after every list (freeze_heap)
             freeze_heap()
         stats = GcStats()
-        verbs = Verbs(store, NullBinder(), NullEventSink(), lookahead_budget=self.options.lookahead_budget)
+        verbs = Verbs(store, NullBinder(), NullEventSink(), decision_deadline=self.options.decision_deadline)
+        store_gauges(verbs.metrics, store, time.time)  # as serve.build() does: /metrics shows the store
         app = create_app(verbs, max_body=self.options.max_body)
         add_floor_routes(app)
-        add_bench_routes(app, stats)
+        add_bench_routes(app, stats, store, info)
         return app
 
 
@@ -136,17 +168,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--listen", default="127.0.0.1:18888")
     parser.add_argument("--threads", type=int, default=ServeOptions.threads)
-    parser.add_argument("--lookahead-budget", type=int, default=ServeOptions.lookahead_budget)
+    parser.add_argument("--decision-deadline", type=float, default=ServeOptions.decision_deadline)
     parser.add_argument("--timeout", type=int, default=ServeOptions.timeout,
                         help="gunicorn worker timeout (default: as deployed)")
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
                         help="skip freeze_heap() after loading (the extender's watcher freezes after every list)")
+    parser.add_argument("--store-builder", metavar="MODULE:FUNCTION",
+                        help="build the store with FUNCTION(options, **STORE_ARGS) instead of the synthetic cluster")
+    parser.add_argument("--store-args", default="{}", help="JSON object of keyword arguments for --store-builder")
     args = parser.parse_args(argv)
     setup_logging(args.log_level)  # what `python -m extender serve` does
-    options = ServeOptions(listen=args.listen, threads=args.threads, lookahead_budget=args.lookahead_budget,
+    options = ServeOptions(listen=args.listen, threads=args.threads, decision_deadline=args.decision_deadline,
                            events=False, timeout=args.timeout)
-    BenchApplication(options, args.nodes, args.pods, gc_freeze=args.gc_freeze).run()
+    builder = load_builder(args.store_builder, json.loads(args.store_args)) if args.store_builder else None
+    BenchApplication(options, args.nodes, args.pods, gc_freeze=args.gc_freeze, store_builder=builder).run()
     return 0
 
 

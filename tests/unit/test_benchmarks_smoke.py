@@ -84,3 +84,35 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
     summary = e2e_throughput.summarise(rounds)
     assert summary["ratio_extender_over_native"] == pytest.approx(42.5 / 51.0, abs=0.01)
     assert summary["target"]["verdict"] == "met"
+
+
+def test_group_scaling_smoke(tmp_path: Path) -> None:
+    from benchmarks import group_scaling
+
+    # The shape rule: the sizes, and a 1,000,000-pod group still feasible under hard spread.
+    shapes = {n: group_scaling.shape(n, 1000) for n in group_scaling.SIZES}
+    assert [(s.sets, s.replicas) for s in shapes.values()] == [(3, 10), (10, 30), (30, 100), (100, 300), (1250, 800)]
+    assert shapes[1_000_000].placed == group_scaling.MAX_PLACED and shapes[30].placed == 18 and shapes[30].to_come == 11
+    # The placed pods obey the policy (plan() checks it) and the fast records equal parse_pod's.
+    small = group_scaling.shape(300, 30)
+    records = group_scaling.build_records(small, "hard-spread")
+    assert len(records["pods"]) == small.placed + 1 and group_scaling.same_as_parser(small, records)
+    # /metrics parsing: fallbacks summed over series, the lock-hold histogram summarised.
+    metrics = group_scaling.parse_metrics(
+        'extender_decision_fallbacks_total{reason="deadline"} 2\nextender_decision_fallbacks_total{reason="x"} 1\n'
+        'extender_store_lock_hold_seconds_bucket{le="0.001"} 98\nextender_store_lock_hold_seconds_bucket{le="0.01"} 100\n'
+        'extender_store_lock_hold_seconds_bucket{le="+Inf"} 100\nextender_store_lock_hold_seconds_sum 0.05\n')
+    assert group_scaling.fallbacks(metrics)["total"] == 3
+    declared = group_scaling.parse_metrics("# HELP extender_decision_fallbacks_total x\n# TYPE extender_decision_fallbacks_total counter\n")
+    assert group_scaling.fallbacks(declared) == {"exported": True, "total": 0, "by_labels": {}}
+    assert not group_scaling.fallbacks({})["exported"]
+    assert group_scaling.histogram_summary(metrics, group_scaling.LOCK_HOLD_METRIC)["p99_bucket_le_ms"] == 10.0
+    # A tiny end-to-end run over HTTP: 30 nodes, a 30-pod group, both variants.
+    out = tmp_path / "groups.json"
+    assert group_scaling.main(["--nodes", "30", "--sizes", "30", "--iterations", "3", "--warmup", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["variant"] for r in rows] == list(group_scaling.VARIANTS)
+    for row in rows:
+        assert row["error_count"] == 0 and row["decision"]["passed"] > 0 and row["placed"] == 18 and row["to_come"] == 11
+        assert _positive(row["stats_ms"]["pair"]["p99"]) and _positive(row["stats_ms"]["floor_pair"]["median"])
+        assert "fallbacks" in row and row["verdict"]

@@ -1,0 +1,732 @@
+"""Filter + prioritize over HTTP as the policy group grows: 30 to 1,000,000 pods on 1,000 nodes.
+
+The issue "Bounded decisions": a decision's cost must not grow with the number of the group's
+pods still to come. For every group size and policy variant (one row each), a real gunicorn
+server is started (benchmarks/extender_app.py with `--store-builder` pointing at
+`build_store` below: the deployed gunicorn settings, a ClusterStore filled in the worker), and one
+keep-alive client sends what kube-scheduler sends per pod: POST /filter with every node a
+candidate (nodeCacheCapable: true, NodeNames), then POST /prioritize with the nodes that passed.
+The do-nothing floor (POST /noop with the same two payloads: HTTP + JSON + wire validation, no
+decision) is measured interleaved in the same run, order alternating per iteration.
+
+The cluster (stated, so the figures can be read):
+- `--nodes` nodes (default 1,000) dealt round-robin over zones a, b, c (synthetic.node_layout:
+  334/333/333), all Ready; no background pods (`--background-pods`, default 0): a decision reads
+  only the group's pods through the store's label index, so other pods only add setup time.
+- The group: a label selector (`cluster: redis-bench`) over S StatefulSets with known replicas,
+  group.size unset (so the size is the sum of spec.replicas). Shape rule for size N:
+      replicas R = the largest divisor of N that is <= sqrt(10 N / 3) and <= 3 x the smallest
+                   zone's node count; sets S = N / R.
+  sqrt(10 N / 3) gives sets about 3x longer than they are many (30 -> 3x10, 300 -> 10x30,
+  3,000 -> 30x100, 30,000 -> 100x300); the second bound keeps the group feasible under hard zone
+  spread + anti-affinity by hostname: a set of R pods, one per node, can split evenly over the
+  zones only if R <= 3 x 333. With 1,000 x 1,000 every set would put 334 pods in zone a (334
+  nodes) and 333 in b and c, the group would end 334,000 / 333,000 / 333,000, and maxSkew 1
+  could never hold: the group would be lost by construction. So 1,000,000 -> 1,250 x 800.
+  `--shape N=SxR` overrides it.
+- Policies (one row each):
+    hard-spread:    caps: per node max = max(2, ceil(1.25 N / nodes)); per zone fraction 1/2
+                    LessThan; spread by zone maxSkew 1 DoNotSchedule; shardAntiAffinity by
+                    kubernetes.io/hostname, Required.
+    no-hard-spread: the same with the zone spread ScheduleAnyway.
+- Part of the group placed: each StatefulSet's lowest ordinals, P = min(floor(f R),
+  floor(max_placed / S)) per set (f = `--placed-fraction`, default 0.6; `--max-placed` default
+  150,000, Kubernetes' documented limit of pods per cluster, so the 1,000,000 row has 150,000
+  placed). Pod (s, o) goes to zone (s + o) mod 3 (every set and the group stay within 1 per zone)
+  and, in that zone, to the next node round-robin that is below the node cap and holds no pod of
+  its set; `plan()` checks caps, spread and anti-affinity on the result. The pod under test is
+  set 0's ordinal P (Pending, in the store as the watch would show it); "to come" = N - placed - 1.
+- Reservations: filter and prioritize reserve a tentative placement for the pod; the same pod is
+  asked every iteration, so it only ever replaces its own reservation (one in the store).
+
+Per row: median and p99 of the pair (filter + prioritize), of the floor pair, their ratio, HTTP
+errors (non-200 answers are counted, not raised), and from the server's /metrics after the row:
+`extender_decision_fallbacks_total` (decisions that fell back to the hard rules at the deadline,
+all series summed, over every request of the row: the first pair, warm-up and measured ones;
+"metric not exported" when the server has none) and, when exported, the p99 / max bucket of
+`extender_store_lock_hold_seconds` (all holders; bucket upper bounds). A row that cannot fit
+its iterations in `--row-budget` seconds (judged from its first pair) runs fewer, without
+warm-up, and says so; one whose first pair alone takes longer is reported from that pair
+(iters 1); a request past `--request-timeout` ends the row there.
+
+Target (the issue's done-when): pair p99 <= 25 ms for every size up to 30,000, and no fallback
+for the rules without hard spread (judged here at every size, 1,000,000 included). p99 over
+30 quick iterations is close to their maximum; the default 200 make it a real p99.
+
+    python -m benchmarks.group_scaling                    # 5 sizes x 2 variants, 200 iterations; ~5 min
+    python -m benchmarks.group_scaling --quick            # sizes 30, 3,000, 30,000, 1,000,000; < 1 min
+    python -m benchmarks.group_scaling --sizes 30000 --variants no-hard-spread --out /tmp/g.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import http.client
+import json
+import logging
+import math
+import re
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import synthetic  # noqa: E402
+from benchmarks.common import code_version, loadavg, machine, summary_ms, table, write_result  # noqa: E402
+
+log = logging.getLogger("benchmarks.group_scaling")
+
+SIZES = (30, 300, 3_000, 30_000, 1_000_000)
+QUICK_SIZES = (30, 3_000, 30_000, 1_000_000)
+VARIANTS = ("hard-spread", "no-hard-spread")
+TARGET_P99_MS = 25.0
+TARGET_MAX_SIZE = 30_000  # the p99 target holds for sizes up to this
+MAX_PLACED = 150_000  # Kubernetes' documented limit of pods per cluster
+FALLBACK_METRIC = "extender_decision_fallbacks_total"
+LOCK_HOLD_METRIC = "extender_store_lock_hold_seconds"
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+# ------------------------------------------------------------------------------------ the cluster
+@dataclass(frozen=True)
+class Shape:
+    size: int
+    sets: int
+    replicas: int
+    placed_per_set: int
+    nodes: int
+
+    @property
+    def placed(self) -> int:
+        return self.sets * self.placed_per_set
+
+    @property
+    def to_come(self) -> int:
+        """Pods of the group still to come after the pod under test."""
+        return self.size - self.placed - 1
+
+    @property
+    def node_cap(self) -> int:
+        return max(2, math.ceil(1.25 * self.size / self.nodes))
+
+    @property
+    def group(self) -> synthetic.Group:
+        # synthetic's group: the pod under test is (placed_shards, placed_in_next) = set 0, ordinal P
+        return synthetic.Group(shards=self.sets, replicas=self.replicas, placed_shards=0, placed_in_next=self.placed_per_set)
+
+
+def zone_nodes(nodes: int) -> dict[str, list[str]]:
+    layout = synthetic.node_layout(nodes)
+    return {z: [n for n, zz in layout if zz == z] for z in synthetic.ZONES}
+
+
+def shape(size: int, nodes: int, *, placed_fraction: float = 0.6, max_placed: int = MAX_PLACED,
+          override: tuple[int, int] | None = None) -> Shape:
+    """S sets x R replicas for a group of `size` pods (the rule in the module docstring)."""
+    if override is not None:
+        sets, replicas = override
+        if sets * replicas != size:
+            raise ValueError(f"--shape {size}={sets}x{replicas}: {sets} x {replicas} != {size}")
+    else:
+        bound = min(math.isqrt(10 * size // 3), 3 * min(len(v) for v in zone_nodes(nodes).values()))
+        replicas = max(d for d in range(1, max(1, bound) + 1) if size % d == 0)
+        sets = size // replicas
+    if replicas > nodes:
+        raise ValueError(f"a set of {replicas} replicas cannot keep anti-affinity by hostname on {nodes} nodes")
+    per_set = min(int(placed_fraction * replicas), max_placed // sets, replicas - 1)
+    return Shape(size, sets, replicas, max(0, per_set), nodes)
+
+
+def policy(variant: str, sh: Shape) -> dict[str, Any]:
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}")
+    return {
+        "group": {"selector": {"matchLabels": {"cluster": synthetic.CLUSTER}}},
+        "caps": [
+            {"topologyKey": synthetic.HOST, "max": sh.node_cap},
+            {"topologyKey": synthetic.ZONE, "fraction": "1/2", "comparison": "LessThan"},
+        ],
+        "spread": [{"topologyKey": synthetic.ZONE, "maxSkew": 1,
+                    "whenUnsatisfiable": "DoNotSchedule" if variant == "hard-spread" else "ScheduleAnyway"}],
+        "shardAntiAffinity": [{"topologyKey": synthetic.HOST, "mode": "Required"}],
+    }
+
+
+def plan(sh: Shape) -> list[tuple[int, int, str]]:
+    """(set, ordinal, node) for every placed pod, obeying the hard-spread policy (checked)."""
+    by_zone = zone_nodes(sh.nodes)
+    zones = synthetic.ZONES
+    cap = sh.node_cap
+    load: dict[str, int] = {}
+    used: list[set[str]] = [set() for _ in range(sh.sets)]
+    pointer = {z: 0 for z in zones}
+    out = []
+    for o in range(sh.placed_per_set):  # round by round: every set gets its next ordinal
+        for s in range(sh.sets):
+            zone = zones[(s + o) % len(zones)]
+            names = by_zone[zone]
+            start = pointer[zone]
+            for step in range(len(names)):
+                node = names[(start + step) % len(names)]
+                if load.get(node, 0) < cap and node not in used[s]:
+                    break
+            else:
+                raise RuntimeError(f"no node left in {zone} for set {s} ordinal {o} (cap {cap})")
+            pointer[zone] = (start + step + 1) % len(names)
+            load[node] = load.get(node, 0) + 1
+            used[s].add(node)
+            out.append((s, o, node))
+    _check(sh, out)
+    return out
+
+
+def _check(sh: Shape, placed: list[tuple[int, int, str]]) -> None:
+    zone_of = {n: z for n, z in synthetic.node_layout(sh.nodes)}
+    per_node: dict[str, int] = {}
+    per_zone = {z: 0 for z in synthetic.ZONES}
+    seen: set[tuple[int, str]] = set()
+    for s, _, node in placed:
+        per_node[node] = per_node.get(node, 0) + 1
+        per_zone[zone_of[node]] += 1
+        if (s, node) in seen:
+            raise AssertionError(f"set {s} twice on {node}")
+        seen.add((s, node))
+    if per_node and max(per_node.values()) > sh.node_cap:
+        raise AssertionError("node cap exceeded")
+    if max(per_zone.values()) - min(per_zone.values()) > 1:
+        raise AssertionError(f"zone skew > 1: {per_zone}")
+    if max(per_zone.values()) >= sh.size / 2 and placed:
+        raise AssertionError(f"zone cap (fewer than 1/2 of {sh.size}) exceeded: {per_zone}")
+
+
+def build_records(sh: Shape, variant: str, *, background_pods: int = 0) -> dict[str, list[Any]]:
+    """Parsed records per store kind. Pods of the group are made from one parsed template (each
+    field set as parse_pod would set it; `same_as_parser` checks a sample): 150,000 pods in ~1 s
+    instead of ~5 s through raw JSON and parse_pod."""
+    from extender.state.objects import parse_node, parse_pod, parse_policy, parse_statefulset
+
+    group = sh.group
+    template = parse_pod(synthetic.group_pod(group, 0, 0, "node-a1", rich=False))
+    cls = type(template)
+    base = {f.name: getattr(template, f.name) for f in dataclasses.fields(template)}
+    for name in ("uid", "name", "labels", "node", "shard", "ordinal", "claims"):
+        base.pop(name, None)
+    cluster_label = synthetic.CLUSTER
+    uid = synthetic._uid
+    pods = []
+    for s, o, node in plan(sh):
+        sts = group.sts_name(s)
+        name = f"{sts}-{o}"
+        pods.append(cls(**base, uid=uid("grp", s * 1000 + o), name=name, node=node, shard=sts, ordinal=o,
+                        labels={"app": sts, "cluster": cluster_label, "controller-revision-hash": f"{sts}-7d9f",
+                                "apps.kubernetes.io/pod-index": str(o), "statefulset.kubernetes.io/pod-name": name},
+                        claims=(f"data-{name}",)))
+    layout = synthetic.node_layout(sh.nodes)
+    pods.extend(parse_pod(synthetic.background_pod(i, layout[i % sh.nodes][0], rich=False)) for i in range(background_pods))
+    pods.append(parse_pod(synthetic.pending_pod(group)))
+    return {
+        "nodes": [parse_node(n) for n in synthetic.nodes(sh.nodes, not_ready_every=0)],
+        "pods": pods,
+        "statefulsets": [parse_statefulset(synthetic.statefulset_obj(group, s)) for s in range(sh.sets)],
+        "claims": [],
+        "volumes": [],
+        "policies": [parse_policy(synthetic.policy_obj(policy(variant, sh)))],
+    }
+
+
+def same_as_parser(sh: Shape, records: dict[str, list[Any]], sample: int = 5) -> bool:
+    """The fast group records equal parse_pod of the same pods' JSON."""
+    from extender.state.objects import parse_pod
+
+    placed = records["pods"][: sh.placed]
+    step = max(1, len(placed) // sample)
+    for record in placed[::step]:
+        s, o = int(record.shard.rsplit("-", 1)[1]), record.ordinal
+        if record != parse_pod(synthetic.group_pod(sh.group, s, o, record.node, rich=False)):
+            return False
+    return True
+
+
+def build_store(options: Any, *, size: int, variant: str, nodes: int, placed_fraction: float = 0.6,
+                max_placed: int = MAX_PLACED, shape_override: list[int] | None = None, background_pods: int = 0):
+    """The store of one row, built inside the gunicorn worker (benchmarks/extender_app.py
+    --store-builder benchmarks.group_scaling:build_store --store-args JSON). Returns (store, info)."""
+    from extender.state.reservations import Reservations
+    from extender.state.store import ClusterStore
+
+    started = time.perf_counter()
+    sh = shape(size, nodes, placed_fraction=placed_fraction, max_placed=max_placed,
+               override=tuple(shape_override) if shape_override else None)  # type: ignore[arg-type]
+    records = build_records(sh, variant, background_pods=background_pods)
+    built = time.perf_counter()
+    store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
+    for kind in ("nodes", "pods", "statefulsets", "claims", "volumes", "policies"):
+        store.replace_records(kind, records[kind])
+    loaded = time.perf_counter()
+    info = {"records_seconds": round(built - started, 2), "store_seconds": round(loaded - built, 2),
+            "stats": store.stats(), "shape": dataclasses.asdict(sh), "policy": policy(variant, sh)}
+    log.info("group_scaling store: %s", json.dumps(info))
+    return store, info
+
+
+# ------------------------------------------------------------------------------------ the client
+class Client:
+    """One keep-alive connection; answers of any status are returned, not raised. After a timeout
+    (status 0) the server is still busy with that request: `timed_out` tells the caller to stop."""
+
+    def __init__(self, port: int, timeout: float) -> None:
+        self.port, self.timeout = port, timeout
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        self.timed_out = False
+
+    def post(self, path: str, body: bytes) -> tuple[float, int, bytes]:
+        started = time.perf_counter()
+        try:
+            self.conn.request("POST", path, body, HEADERS)
+            response = self.conn.getresponse()
+            data = response.read()
+            status = response.status
+        except (socket.timeout, TimeoutError):
+            self.timed_out = True
+            self.reconnect()
+            return time.perf_counter() - started, 0, b"client timeout"
+        except (OSError, http.client.HTTPException) as err:
+            self.reconnect()
+            return time.perf_counter() - started, -1, repr(err).encode()
+        return time.perf_counter() - started, status, data
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        self.conn.request("GET", path)
+        response = self.conn.getresponse()
+        return response.status, response.read()
+
+    def reconnect(self) -> None:
+        self.conn.close()
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+SAMPLES = ("pair", "filter", "prioritize", "floor_pair", "error_pair")
+
+
+def run_iterations(client: Client, filter_body: bytes, prioritize_body: bytes, iterations: int,
+                   errors: dict[str, int], *, verbs: bool = True) -> dict[str, list[float]]:
+    """`iterations` of: filter + prioritize, and the floor (/noop with both payloads), order
+    alternating. A pair with a non-200 answer is counted in `errors` (by path and status) and
+    timed apart, in "error_pair"."""
+    samples: dict[str, list[float]] = {k: [] for k in SAMPLES}
+    gc.collect()
+    gc.disable()  # the client's own collector must not land inside a timed request
+    try:
+        for i in range(iterations):
+            if client.timed_out:
+                errors["stopped after a client timeout"] = 1
+                break
+
+            def pair() -> None:
+                if not verbs:
+                    return
+                f, fs, _ = client.post("/filter", filter_body)
+                p, ps, _ = client.post("/prioritize", prioritize_body)
+                if fs == 200 and ps == 200:
+                    samples["filter"].append(f)
+                    samples["prioritize"].append(p)
+                    samples["pair"].append(f + p)
+                else:
+                    samples["error_pair"].append(f + p)  # how long a failing pair took (not in "pair")
+                for path, status in (("filter", fs), ("prioritize", ps)):
+                    if status != 200:
+                        errors[f"{path} {status or 'timeout'}"] = errors.get(f"{path} {status or 'timeout'}", 0) + 1
+
+            def floor() -> None:
+                a, as_, _ = client.post("/noop", filter_body)
+                b, bs, _ = client.post("/noop", prioritize_body)
+                if as_ == 200 and bs == 200:
+                    samples["floor_pair"].append(a + b)
+                else:
+                    errors["noop"] = errors.get("noop", 0) + 1
+
+            if i % 2 == 0:
+                pair()
+                floor()
+            else:
+                floor()
+                pair()
+    finally:
+        gc.enable()
+    return samples
+
+
+# ------------------------------------------------------------------------------------ /metrics
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Prometheus text format: name -> [(labels, value)]; a family declared (# TYPE) without
+    samples yet (a counter never incremented) maps to []."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            out.setdefault(line.split()[2], [])
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        try:
+            value = float(match.group(4))
+        except ValueError:
+            continue
+        out.setdefault(match.group(1), []).append((dict(_LABEL.findall(match.group(3) or "")), value))
+    return out
+
+
+def fallbacks(metrics: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, Any]:
+    series = metrics.get(FALLBACK_METRIC)
+    if series is None:
+        return {"exported": False, "total": 0, "by_labels": {}}
+    return {"exported": True, "total": int(sum(v for _, v in series)),
+            "by_labels": {",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-": v for labels, v in series}}
+
+
+def histogram_summary(metrics: dict[str, list[tuple[dict[str, str], float]]], name: str) -> dict[str, Any] | None:
+    """Count, mean, the p99 estimate (upper bound of the bucket holding the 99th percentile) and
+    the upper bound of the highest non-empty bucket, over all label sets."""
+    buckets = metrics.get(f"{name}_bucket")
+    if not buckets:
+        return None
+    cumulative: dict[float, float] = {}
+    for labels, value in buckets:
+        le = labels.get("le", "+Inf")
+        bound = math.inf if le == "+Inf" else float(le)
+        cumulative[bound] = cumulative.get(bound, 0.0) + value
+    bounds = sorted(cumulative)
+    count = cumulative[bounds[-1]]
+    total = sum(v for _, v in metrics.get(f"{name}_sum", []))
+    if count == 0:
+        return {"count": 0}
+    p99 = next(b for b in bounds if cumulative[b] >= 0.99 * count)
+    top = next(b for b in bounds if cumulative[b] >= count)
+    as_ms = lambda b: None if math.isinf(b) else round(b * 1000, 3)  # noqa: E731
+    return {"count": int(count), "mean_ms": round(total / count * 1000, 3), "p99_bucket_le_ms": as_ms(p99),
+            "max_bucket_le_ms": as_ms(top), "beyond_last_bucket": math.isinf(top)}
+
+
+# ------------------------------------------------------------------------------------ one row
+def measure_row(variant: str, sh: Shape, *, iterations: int, warmup: int, workdir: Path, row_budget: float,
+                placed_fraction: float, max_placed: int, background_pods: int = 0, request_timeout: float = 120.0,
+                log_line=print) -> dict[str, Any]:
+    from benchmarks.http_latency import Server, free_port  # the same server harness as http_latency
+
+    store_args = {"size": sh.size, "variant": variant, "nodes": sh.nodes, "placed_fraction": placed_fraction,
+                  "max_placed": max_placed, "shape_override": [sh.sets, sh.replicas], "background_pods": background_pods}
+    name = f"{variant}-{sh.size}"
+    port = free_port()
+    filter_body = synthetic.filter_args(sh.nodes, group=sh.group)
+    server = Server(sh.nodes, 0, port, workdir / f"server-{name}.log",
+                    ["--store-builder", "benchmarks.group_scaling:build_store", "--store-args", json.dumps(store_args)])
+    errors: dict[str, int] = {}
+    notes: list[str] = []
+    try:
+        ready_s = server.wait_ready()
+        memory_ready = server.worker_memory()
+        client = Client(port, request_timeout)
+        status, raw = client.get("/bench/info")
+        info = json.loads(raw) if status == 200 else {}
+        # The first pair: the prioritize payload is the filter's passing nodes.
+        first_f, fs, filter_answer = client.post("/filter", filter_body)
+        decision: dict[str, Any] = {"filter_status": fs, "first_filter_ms": round(first_f * 1000, 1)}
+        if fs == 200:
+            answer = json.loads(filter_answer)
+            passed = answer.get("NodeNames") or []
+            decision.update(passed=len(passed), failed=len(answer.get("FailedNodes") or {}),
+                            unresolvable=len(answer.get("FailedAndUnresolvableNodes") or {}))
+            if answer.get("Error"):
+                decision["error"] = answer["Error"][:300]
+            prioritize_body = synthetic.prioritize_args(filter_body, filter_answer)
+        else:
+            decision["answer"] = filter_answer[:300].decode(errors="replace")
+            notes.append(f"first filter answered {fs or 'timeout'}; prioritize sent every node")
+            prioritize_body = filter_body
+        if client.timed_out:  # the server is still on it: a prioritize would only queue behind
+            first_p, ps = 0.0, 0
+        else:
+            first_p, ps, _ = client.post("/prioritize", prioritize_body)
+        probe_s = first_f + first_p  # the first pair: a probe of how long this row's pairs take
+        decision.update(prioritize_status=ps, first_pair_ms=round(probe_s * 1000, 1))
+        planned = iterations
+        if client.timed_out:
+            warmup = iterations = 0
+            notes.append(f"the first pair timed out (--request-timeout {client.timeout:g} s): not measured further")
+        elif probe_s * (warmup + iterations) > row_budget:
+            warmup = 0  # the probe warmed the server up
+            iterations = min(iterations, int(row_budget / probe_s))
+            notes.append(f"iterations cut from {planned} to {iterations or 'the first pair alone'}, no warm-up: the first pair "
+                         f"took {probe_s * 1000:.0f} ms (--row-budget {row_budget:g} s)")
+        run_iterations(client, filter_body, prioritize_body, warmup, {})
+        load = loadavg()
+        started = time.perf_counter()
+        if iterations:
+            samples = run_iterations(client, filter_body, prioritize_body, iterations, errors)
+            iterations = len(samples["pair"]) + len(samples["error_pair"])  # fewer after a timeout
+        else:  # too slow to repeat: the row's figures are the first pair's, beside a few floor pairs
+            timed_out, client.timed_out = client.timed_out, False
+            if timed_out:  # a fresh server would answer the floor; this one is busy: no floor figures
+                samples = {k: [] for k in SAMPLES}
+            else:
+                samples = run_iterations(client, filter_body, prioritize_body, 5, errors, verbs=False)
+            if fs == 200 and ps == 200:
+                samples["filter"].append(first_f)
+                samples["prioritize"].append(first_p)
+                samples["pair"].append(probe_s)
+            else:
+                samples["error_pair"].append(probe_s)
+                for path, status in (("filter", fs), ("prioritize", ps)):
+                    if status != 200:
+                        errors[f"{path} {status or 'timeout'}"] = errors.get(f"{path} {status or 'timeout'}", 0) + 1
+            iterations = 1
+        run_s = time.perf_counter() - started
+        metrics: dict[str, Any] = {}
+        info_after: dict[str, Any] = {}
+        metrics_read = False
+        if not client.timed_out and not timed_out_probe(decision):
+            status, raw = client.get("/metrics")
+            metrics_read = status == 200
+            metrics = parse_metrics(raw.decode()) if metrics_read else {}
+            status, raw = client.get("/bench/info")
+            info_after = json.loads(raw) if status == 200 else {}
+        client.close()
+        memory = server.worker_memory()
+    finally:
+        server.stop()
+    server_errors = sorted(set(re.findall(r"^(\w+(?:Error|Exception)): (.{0,200})$", server.log_path.read_text(errors="replace"), re.M)))
+    stats = {k: summary_ms(v) for k, v in samples.items() if v}
+    fb = fallbacks(metrics)
+    if not metrics_read:
+        fb["unread"] = True
+        notes.append("/metrics not read: the server was still busy after a client timeout")
+    elif not fb["exported"]:
+        notes.append(f"metric not exported: {FALLBACK_METRIC} (fallbacks reported as 0)")
+    row: dict[str, Any] = {
+        "variant": variant,
+        "size": sh.size,
+        "sets": sh.sets,
+        "replicas": sh.replicas,
+        "nodes": sh.nodes,
+        "node_cap": sh.node_cap,
+        "placed": sh.placed,
+        "placed_per_set": sh.placed_per_set,
+        "to_come": sh.to_come,
+        "background_pods": background_pods,
+        "pod_under_test": f"{synthetic.GROUP_NS}/{sh.group.sts_name(0)}-{sh.placed_per_set}",
+        "policy": policy(variant, sh),
+        "server_ready_seconds": round(ready_s, 1),
+        "store_build": {k: info.get(k) for k in ("records_seconds", "store_seconds", "stats")},
+        "reservations_after": (info_after.get("live_stats") or {}).get("reservations"),
+        "worker_memory_kib": memory,
+        "worker_memory_ready_kib": memory_ready,
+        "server_errors": [f"{kind}: {text}" for kind, text in server_errors][:5],
+        "filter_request_bytes": len(filter_body),
+        "prioritize_request_bytes": len(prioritize_body),
+        "decision": decision,
+        "warmup": warmup,
+        "iterations": iterations,
+        "iterations_requested": planned,
+        # every filter/prioritize of the row, probe and warm-up included: what the /metrics figures cover
+        "requests_sent": 2 * (1 + warmup + iterations) if iterations else 2,
+        "run_seconds": round(run_s, 2),
+        "loadavg_before": [round(x, 2) for x in load],
+        "errors": errors,
+        "error_count": sum(errors.values()),
+        "stats_ms": stats,
+        "fallbacks": fb,
+        "lock_hold": histogram_summary(metrics, LOCK_HOLD_METRIC),
+        "notes": notes,
+    }
+    row["ratio_median"] = _ratio(stats, "median")
+    row["ratio_p99"] = _ratio(stats, "p99")
+    row["verdict"] = judge(row)
+    pair = stats.get("pair", {})
+    log_line(f"[{name}] {sh.sets}x{sh.replicas}, placed {sh.placed:,}, to come {sh.to_come:,}: ready in {ready_s:.1f}s "
+             f"(store {info.get('records_seconds')}+{info.get('store_seconds')}s), "
+             f"pair median {pair.get('median', float('nan')):.2f} ms p99 {pair.get('p99', float('nan')):.2f} ms, "
+             f"floor median {stats.get('floor_pair', {}).get('median', float('nan')):.2f} ms, {iterations} iterations, "
+             f"{row['error_count']} errors, fallbacks {fb['total'] if fb['exported'] else 'n/a'}, "
+             f"RSS {memory.get('VmRSS', 0) // 1024} MB; {row['verdict']}")
+    for note in notes:
+        if not note.startswith("metric not exported"):
+            log_line(f"[{name}]   note: {note}")
+    return row
+
+
+def timed_out_probe(decision: dict[str, Any]) -> bool:
+    return decision.get("filter_status") == 0 or decision.get("prioritize_status") == 0
+
+
+def _ratio(stats: dict[str, dict[str, float]], field: str) -> float:
+    if "pair" not in stats or "floor_pair" not in stats or not stats["floor_pair"][field]:
+        return float("nan")
+    return round(stats["pair"][field] / stats["floor_pair"][field], 2)
+
+
+def judge(row: dict[str, Any]) -> str:
+    """Against the issue's target: p99 <= 25 ms up to 30,000 pods; no fallback without hard spread."""
+    parts = []
+    p99 = row["stats_ms"].get("pair", {}).get("p99")
+    if row["error_count"]:
+        parts.append(f"MISSED ({row['error_count']} errors)")
+    if row["size"] <= TARGET_MAX_SIZE:
+        if p99 is None:
+            parts.append("MISSED (no pair answered)")
+        else:
+            parts.append(f"p99 {'met' if p99 <= TARGET_P99_MS else 'MISSED'}")
+    else:
+        parts.append("p99 no target")
+    if row["variant"] == "no-hard-spread":
+        if not row["fallbacks"]["exported"]:
+            parts.append("fallback unread" if row["fallbacks"].get("unread") else "fallback n/a")
+        else:
+            parts.append("no fallback met" if row["fallbacks"]["total"] == 0 else "fallback MISSED")
+    return "; ".join(parts)
+
+
+# ------------------------------------------------------------------------------------ report
+def report(rows: list[dict[str, Any]]) -> str:
+    def ms(row: dict[str, Any], metric: str, field: str) -> float:
+        return row["stats_ms"].get(metric, {}).get(field, float("nan"))
+
+    main = table(
+        ["variant", "size", "sets x replicas", "placed", "to come", "iters", "errors", "pair median", "pair p99",
+         "floor median", "floor p99", "ratio", "fallbacks", "verdict"],
+        [[r["variant"], f"{r['size']:,}", f"{r['sets']:,} x {r['replicas']:,}", f"{r['placed']:,}", f"{r['to_come']:,}",
+          r["iterations"], r["error_count"], ms(r, "pair", "median"), ms(r, "pair", "p99"), ms(r, "floor_pair", "median"),
+          ms(r, "floor_pair", "p99"), _x(r["ratio_median"]), r["fallbacks"]["total"] if r["fallbacks"]["exported"] else "n/a",
+          r["verdict"]] for r in rows],
+    )
+    setup = table(
+        ["variant", "size", "node cap", "passed", "first pair ms", "ready s", "records s", "store s", "RSS ready MB", "RSS MB", "peak MB",
+         "lock hold p99 ms", "lock hold max ms"],
+        [[r["variant"], f"{r['size']:,}", r["node_cap"], r["decision"].get("passed", "-"), r["decision"]["first_pair_ms"],
+          r["server_ready_seconds"], r["store_build"].get("records_seconds"), r["store_build"].get("store_seconds"),
+          r["worker_memory_ready_kib"].get("VmRSS", 0) // 1024, r["worker_memory_kib"].get("VmRSS", 0) // 1024, r["worker_memory_kib"].get("VmHWM", 0) // 1024,
+          (r["lock_hold"] or {}).get("p99_bucket_le_ms", "-"), (r["lock_hold"] or {}).get("max_bucket_le_ms", "-")]
+         for r in rows],
+    )
+    return "\n".join([
+        "filter + prioritize pair over HTTP, ms (floor: /noop with the same two payloads, same run); "
+        f"target: pair p99 <= {TARGET_P99_MS:g} ms up to {TARGET_MAX_SIZE:,} pods, no fallback without hard spread",
+        main, "", "setup (store built inside the gunicorn worker) and the store lock, from /metrics when exported:", setup,
+    ])
+
+
+def _x(ratio: float) -> str:
+    return "-" if ratio != ratio else f"{ratio}x"
+
+
+def parse_shape(text: str) -> tuple[int, tuple[int, int]]:
+    size, _, sxr = text.partition("=")
+    sets, _, replicas = sxr.lower().partition("x")
+    return int(size.replace(",", "").replace("_", "")), (int(sets), int(replicas))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"sizes {', '.join(f'{s:,}' for s in QUICK_SIZES)}, 30 iterations, 3 warm-up, 6 s row budget")
+    parser.add_argument("--sizes", help=f"comma-separated group sizes (default {','.join(map(str, SIZES))})")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--iterations", type=int, help="measured filter+prioritize pairs per row (default 200; quick 30)")
+    parser.add_argument("--warmup", type=int, help="warm-up iterations per row (default 10; quick 3)")
+    parser.add_argument("--row-budget", type=float, help="seconds of iterations per row at most, judged from its first "
+                        "pair (default 60; quick 6); a slower row runs fewer iterations and says so")
+    parser.add_argument("--placed-fraction", type=float, default=0.6, help="of each StatefulSet's ordinals, bound (default 0.6)")
+    parser.add_argument("--max-placed", type=int, default=MAX_PLACED,
+                        help="bound pods of the group at most (default 150,000: Kubernetes' documented pods per cluster)")
+    parser.add_argument("--background-pods", type=int, default=0, help="other pods in the store (default 0)")
+    parser.add_argument("--shape", action="append", default=[], metavar="N=SxR",
+                        help="override the shape rule for size N: S StatefulSets of R replicas (repeatable)")
+    parser.add_argument("--request-timeout", type=float, help="client timeout per request, seconds (default 120; quick 20); "
+                        "a row whose request times out stops there")
+    parser.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/group_scaling.json)")
+    args = parser.parse_args(argv)
+
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")] if args.sizes else list(QUICK_SIZES if args.quick else SIZES)
+    variants = [v for v in args.variants.split(",") if v]
+    for v in variants:
+        if v not in VARIANTS:
+            parser.error(f"unknown variant {v!r}")
+    iterations = args.iterations or (30 if args.quick else 200)
+    warmup = args.warmup if args.warmup is not None else (3 if args.quick else 10)
+    row_budget = args.row_budget or (6.0 if args.quick else 60.0)
+    request_timeout = args.request_timeout or (20.0 if args.quick else 120.0)
+    overrides = dict(parse_shape(s) for s in args.shape)
+    shapes = [shape(n, args.nodes, placed_fraction=args.placed_fraction, max_placed=args.max_placed, override=overrides.get(n))
+              for n in sizes]
+
+    wall = time.perf_counter()
+    info = machine()
+    code = info["code"]
+    print(f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}")
+    print(f"code: git {code.get('git_head')}, extender/ sha256 {code['extender_sha256']}"
+          + (f", uncommitted: {', '.join(code['extender_uncommitted'])}" if code.get("extender_uncommitted") else ""))
+    print(f"cluster: {args.nodes} nodes in 3 zones, all Ready, {args.background_pods} background pods; placed: "
+          f"{args.placed_fraction:g} of each set's ordinals, at most {args.max_placed:,} in all; "
+          f"{iterations} iterations per row ({warmup} warm-up, row budget {row_budget:g} s)")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-groups-") as tmp:
+        for sh in shapes:
+            for variant in variants:
+                rows.append(measure_row(variant, sh, iterations=iterations, warmup=warmup, workdir=Path(tmp),
+                                        row_budget=row_budget, placed_fraction=args.placed_fraction,
+                                        max_placed=args.max_placed, background_pods=args.background_pods,
+                                        request_timeout=request_timeout))
+    wall_s = time.perf_counter() - wall
+    info["loadavg_at_end"] = [round(x, 2) for x in loadavg()]
+    info["code_at_end"] = code_version()
+    if info["code_at_end"]["extender_sha256"] != code["extender_sha256"]:
+        print("WARNING: extender/ changed on disk during the run; the figures mix two versions of the code")
+    print()
+    print(report(rows))
+    if any(not r["fallbacks"]["exported"] and not r["fallbacks"].get("unread") for r in rows):
+        print(f"\nnote: metric not exported: the server has no {FALLBACK_METRIC}; fallbacks reported as 0 (n/a)")
+    errored = [r for r in rows if r["error_count"]]
+    for r in errored:
+        e = r["stats_ms"].get("error_pair", {})
+        print(f"errors in {r['variant']}/{r['size']:,}: {r['errors']}; a failing pair took {e.get('median', float('nan')):.0f} ms "
+              f"(median); server: {'; '.join(r['server_errors']) or r['decision'].get('answer', '')[:160]!r}")
+    met = [r for r in rows if "MISSED" not in r["verdict"]]
+    print(f"\n{len(met)}/{len(rows)} rows meet the target; wall time {wall_s:.0f} s")
+    data = {
+        "benchmark": "group_scaling",
+        "machine": info,
+        "settings": {"nodes": args.nodes, "sizes": sizes, "variants": variants, "iterations": iterations, "warmup": warmup,
+                     "row_budget_seconds": row_budget, "placed_fraction": args.placed_fraction, "max_placed": args.max_placed,
+                     "background_pods": args.background_pods, "quick": args.quick, "request_timeout_seconds": request_timeout,
+                     "target": {"pair_p99_ms": TARGET_P99_MS, "up_to_size": TARGET_MAX_SIZE,
+                                "no_fallback_for": "no-hard-spread"}},
+        "wall_seconds": round(wall_s, 1),
+        "rows": rows,
+        "summary": {"rows_meeting_target": len(met), "rows": len(rows),
+                    "pair_p99_ms": {f"{r['variant']}/{r['size']}": r["stats_ms"].get("pair", {}).get("p99") for r in rows},
+                    "floor_p99_ms": {f"{r['variant']}/{r['size']}": r["stats_ms"].get("floor_pair", {}).get("p99") for r in rows}},
+    }
+    path = write_result("group_scaling", data, args.out)
+    print(f"JSON: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
