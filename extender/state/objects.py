@@ -13,8 +13,25 @@ from typing import Any
 from ..engine.model import NodeInfo
 from ..policy import INLINE_POLICY_ANNOTATION, LEGACY_ZONE_KEY, POLICY_REF_ANNOTATION, ZONE_KEY
 
-_ORDINAL = re.compile(r"-(\d+)$")
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+
+# A StatefulSet ordinal as the controller writes it (fmt "%s-%d"): decimal ASCII digits without
+# a leading zero, below 2**31 (replicas and ordinals.start are int32). Anything else after the
+# last '-' ("-007", a 5,000-digit number, Unicode digits) is no ordinal the controller made: such
+# a pod counts as not ordinal-placed rather than colliding with a real ordinal or costing a
+# huge int conversion.
+_ORDINAL_SUFFIX = re.compile(r"\A(.*)-(0|[1-9][0-9]{0,9})\Z", re.ASCII | re.DOTALL)
+MAX_ORDINAL = 2**31 - 1
+
+
+def split_ordinal(name: str) -> tuple[str, int] | None:
+    """(prefix, ordinal) for a name ending in a StatefulSet ordinal ("db-data-web-3" gives
+    ("db-data-web", 3)), else None. Used for pod names and for claim names alike."""
+    match = _ORDINAL_SUFFIX.match(name)
+    if match is None:
+        return None
+    ordinal = int(match.group(2))  # at most 10 digits: cheap, and never over int()'s digit limit
+    return (match.group(1), ordinal) if ordinal <= MAX_ORDINAL else None
 
 
 class ObjectError(ValueError):
@@ -86,12 +103,13 @@ def parse_pod(obj: Any) -> PodRecord:
     ordinal = None
     if shard is not None and STS_POD_NAME_LABEL in labels:
         # crl-scheduler: the integer after the last '-' of the pod name.
-        match = _ORDINAL.search(meta["name"])
-        ordinal = int(match.group(1)) if match else None
+        split = split_ordinal(meta["name"])
+        ordinal = split[1] if split is not None else None
     claims = tuple(
         str(v["persistentVolumeClaim"]["claimName"])
         for v in _items(spec.get("volumes"))
-        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict) and v["persistentVolumeClaim"].get("claimName")
+        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+        and v["persistentVolumeClaim"].get("claimName")
     )
     return PodRecord(
         uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta['name']}"),
@@ -109,7 +127,8 @@ def parse_pod(obj: Any) -> PodRecord:
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
         nominated_node=status.get("nominatedNodeName") if isinstance(status.get("nominatedNodeName"), str) else None,
         unschedulable=next((str(c.get("message") or c.get("reason") or "") for c in _items(status.get("conditions"))
-                            if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"), None),
+                            if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"),
+                           None),
     )
 
 
@@ -117,7 +136,8 @@ def parse_node(obj: Any) -> NodeInfo:
     meta = _meta(obj, "Node")
     spec = _dict(obj.get("spec"))
     status = _dict(obj.get("status"))
-    ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in _items(status.get("conditions")))
+    ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+                for c in _items(status.get("conditions")))
     labels = _str_map(meta.get("labels"))
     return NodeInfo(name=meta["name"], labels=labels, schedulable=ready and not spec.get("unschedulable", False))
 
@@ -145,7 +165,8 @@ def parse_statefulset(obj: Any) -> StatefulSetRecord:
         replicas=int(replicas) if isinstance(replicas, int) else 1,
         template_labels=_str_map(template.get("labels")),
         claim_templates=tuple(
-            str(_dict(t.get("metadata")).get("name")) for t in _items(spec.get("volumeClaimTemplates")) if isinstance(t, dict)
+            str(_dict(t.get("metadata")).get("name"))
+            for t in _items(spec.get("volumeClaimTemplates")) if isinstance(t, dict)
         ),
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
@@ -162,7 +183,8 @@ class ClaimRecord:
 def parse_claim(obj: Any) -> ClaimRecord:
     meta = _meta(obj, "PersistentVolumeClaim")
     volume = _dict(obj.get("spec")).get("volumeName")
-    return ClaimRecord(str(meta.get("namespace") or "default"), meta["name"], volume if isinstance(volume, str) and volume else None)
+    volume = volume if isinstance(volume, str) and volume else None
+    return ClaimRecord(str(meta.get("namespace") or "default"), meta["name"], volume)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +199,13 @@ def parse_volume(obj: Any) -> VolumeRecord:
     labels = _str_map(meta.get("labels"))
     zone = labels.get(ZONE_KEY) or labels.get(LEGACY_ZONE_KEY)
     if zone is None:
-        terms = _items(_dict(_dict(_dict(obj.get("spec")).get("nodeAffinity")).get("required")).get("nodeSelectorTerms"))
+        affinity = _dict(_dict(obj.get("spec")).get("nodeAffinity"))
+        terms = _items(_dict(affinity.get("required")).get("nodeSelectorTerms"))
         zones: set[str] = set()
         for term in terms:
             for expr in _items(_dict(term).get("matchExpressions")):
-                if isinstance(expr, dict) and expr.get("key") in (ZONE_KEY, LEGACY_ZONE_KEY) and expr.get("operator") == "In":
+                if (isinstance(expr, dict) and expr.get("key") in (ZONE_KEY, LEGACY_ZONE_KEY)
+                        and expr.get("operator") == "In"):
                     zones.update(str(v) for v in _items(expr.get("values")))
         if len(zones) == 1:
             zone = zones.pop()
