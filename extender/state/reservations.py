@@ -48,6 +48,13 @@ class Reservations:
         self.expire()
         return self._by_uid.get(uid)
 
+    def peek(self, uid: str) -> Reservation | None:
+        """As get, without expiring first: for a caller that called expire() once for many lookups."""
+        return self._by_uid.get(uid)
+
+    def peek_all(self) -> list[Reservation]:
+        return list(self._by_uid.values())
+
     def tentative(self, pod: PodRecord, node: str | None, domains: Mapping[str, str] | None) -> None:
         current = self._by_uid.get(pod.uid)
         if current is not None and current.kind is PlacementKind.COMMITTED:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from typing import Any
 
 from ..engine.model import NodeInfo, Placement, PlacementKind, PodRequest, Snapshot
@@ -51,6 +51,7 @@ class ClusterStore:
         self._by_shard: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._by_label: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         self._by_namespace: dict[str, set[str]] = defaultdict(set)
+        self._bound: dict[str, Placement] = {}  # uid -> the placement of a pod on a node, made once per event
         self.statefulsets: dict[tuple[str, str], StatefulSetRecord] = {}
         self._sts_by_namespace: dict[str, set[str]] = defaultdict(set)
         self.claims: dict[tuple[str, str], ClaimRecord] = {}
@@ -136,9 +137,13 @@ class ClusterStore:
             self._by_label[(record.namespace, k, v)].add(record.uid)
         if record.node is not None:
             self.reservations.release(record.uid)  # the watch shows it now: no stand-in needed
+            if not record.finished:
+                kind = PlacementKind.TERMINATING if record.terminating else PlacementKind.BOUND
+                self._bound[record.uid] = Placement(record.key, record.node, record.shard, record.ordinal, kind)
 
     def _remove_pod(self, record: PodRecord) -> None:
         self.pods.pop(record.uid, None)
+        self._bound.pop(record.uid, None)
         if self._pod_uid.get((record.namespace, record.name)) == record.uid:
             del self._pod_uid[(record.namespace, record.name)]
         _discard(self._by_namespace, record.namespace, record.uid)
@@ -228,16 +233,20 @@ class ClusterStore:
             return pod.shard is not None and other.shard == pod.shard
         return selector.matches(other.labels)
 
-    def _group_uids(self, pod: PodRecord, spec: PlacementPolicySpec) -> Iterable[str]:
+    def _group_uids(self, pod: PodRecord, spec: PlacementPolicySpec) -> Set[str]:
+        """The uids of the pod's group (read-only: it may be one of the store's own indexes).
+        matchLabels are intersected in C; only matchExpressions are checked pod by pod."""
         selector = spec.group.selector
         if selector is None:
             return self._by_shard.get((pod.namespace, pod.shard), _EMPTY) if pod.shard else _EMPTY
         if selector.matchLabels:
-            sets = [self._by_label.get((pod.namespace, k, v), _EMPTY) for k, v in selector.matchLabels.items()]
-            base = min(sets, key=len)
+            sets = sorted((self._by_label.get((pod.namespace, k, v), _EMPTY) for k, v in selector.matchLabels.items()), key=len)
+            base: Set[str] = sets[0] if len(sets) == 1 else sets[0].intersection(*sets[1:])
         else:
             base = self._by_namespace.get(pod.namespace, _EMPTY)
-        return [u for u in base if selector.matches(self.pods[u].labels)]
+        if not selector.matchExpressions:
+            return base
+        return {u for u in base if selector.matches(self.pods[u].labels)}
 
     def group_statefulsets(self, pod: PodRecord, spec: PlacementPolicySpec) -> list[StatefulSetRecord]:
         selector = spec.group.selector
@@ -265,30 +274,28 @@ class ClusterStore:
         bound or committed count: a tentative guess must not refuse a real decision.
 
         Raises PolicyError when the group's StatefulSets add up to more than MAX_GROUP_SIZE pods."""
-        placements: list[Placement] = []
-        seen: set[str] = {pod.uid}
-        for uid in self._group_uids(pod, spec):
-            if uid in seen:
-                continue
-            seen.add(uid)
-            other = self.pods[uid]
-            if other.finished:
-                continue
-            if other.node is not None:
-                kind = PlacementKind.TERMINATING if other.terminating else PlacementKind.BOUND
-                placements.append(Placement(other.key, other.node, other.shard, other.ordinal, kind))
-                continue
-            reservation = self.reservations.get(uid)
-            if reservation is not None and (tentative or reservation.kind is PlacementKind.COMMITTED):
-                placements.append(reservation.placement())
-            elif tentative and other.nominated_node is not None:
-                placements.append(Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE))
-        for reservation in self.reservations:
+        group = self._group_uids(pod, spec)
+        bound = self._bound
+        placements: list[Placement] = [bound[u] for u in group if u in bound and u != pod.uid]  # built per watch event
+        reservations = self.reservations
+        reservations.expire()
+        if len(placements) < len(group) - (pod.uid in group):  # some of the group is not bound yet
+            for uid in group:
+                if uid in bound or uid == pod.uid:
+                    continue
+                other = self.pods[uid]
+                if other.finished:
+                    continue
+                reservation = reservations.peek(uid)
+                if reservation is not None and (tentative or reservation.kind is PlacementKind.COMMITTED):
+                    placements.append(reservation.placement())
+                elif tentative and other.nominated_node is not None:
+                    placements.append(Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE))
+        for reservation in reservations.peek_all():  # pods the watch has not shown yet
             uid = reservation.pod.uid
-            if uid in seen or not self._in_group(pod, spec, reservation.pod):
+            if uid in group or uid == pod.uid or not self._in_group(pod, spec, reservation.pod):
                 continue
             if tentative or reservation.kind is PlacementKind.COMMITTED:
-                seen.add(uid)
                 placements.append(reservation.placement())
 
         statefulsets = self.group_statefulsets(pod, spec)
