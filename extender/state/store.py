@@ -39,6 +39,7 @@ PARSERS = {"nodes": parse_node, "pods": parse_pod, "statefulsets": parse_statefu
            "volumes": parse_volume, "policies": parse_policy}
 _CLAIM_ORDINAL = re.compile(r"^(.*)-(0|[1-9][0-9]{0,9})$")  # a StatefulSet ordinal: int32, no leading zeros
 _EMPTY: frozenset[str] = frozenset()
+_INLINE_SOURCE = "annotation"
 
 
 class ClusterStore:
@@ -213,16 +214,20 @@ class ClusterStore:
                 self._policy_specs[key] = cached
             return _raise(cached)
         if pod.policy_annotation is not None:
+            # Cached by the annotation's text, which sibling pods share: the error is kept without
+            # a pod name and told to each pod with its own.
             cached = self._inline_specs.get(pod.policy_annotation)
             if cached is None:
                 try:
-                    cached = parse_annotation(pod.policy_annotation, f"annotation on pod {pod.key}")
+                    cached = parse_annotation(pod.policy_annotation, _INLINE_SOURCE)
                 except PolicyError as err:
                     cached = err
                 self._inline_specs[pod.policy_annotation] = cached
                 if len(self._inline_specs) > 256:
                     self._inline_specs.popitem(last=False)
-            return _raise(cached)
+            if isinstance(cached, PolicyError):
+                raise PolicyError(str(cached).replace(_INLINE_SOURCE, f"{_INLINE_SOURCE} on pod {pod.key}", 1))
+            return cached
         return None
 
     def _in_group(self, pod: PodRecord, spec: PlacementPolicySpec, other: PodRecord) -> bool:

@@ -144,3 +144,19 @@ def test_legacy_zone_label_is_the_zone(store) -> None:
     store.apply("nodes", "ADDED", node("old", "c", legacy_zone=True))
     domains = store.topology.eligible_domains(ZONE, ZONE, None)
     assert domains == {"a": 2, "b": 2, "c": 1}
+
+
+def test_an_invalid_inline_policy_names_each_pod_that_carries_it(store) -> None:
+    """The parse is cached by the annotation's text, which a StatefulSet's pods share; each
+    pod's message must still name that pod (found by the e2e isolation scenario)."""
+    from extender.policy import PolicyError
+    from extender.state.objects import parse_pod
+
+    messages = []
+    for name in ("bad-0", "bad-1"):
+        try:
+            store.resolve_policy(parse_pod(pod(name, sts="bad", policy={"caps": [{"topologyKey": "x"}]})))
+        except PolicyError as err:
+            messages.append(str(err))
+    assert [m.split(":")[0] for m in messages] == [
+        "invalid placement policy in annotation on pod db/bad-0", "invalid placement policy in annotation on pod db/bad-1"]
