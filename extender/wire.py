@@ -202,35 +202,42 @@ class WireError(ValueError):
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A \uD800-\uDFFF escape in the raw bytes: the only way a lone surrogate gets into a decoded str.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-# Everything but the bytes that shape JSON's nesting: brackets and the quotes around strings.
-_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
-_OPEN_CLOSE = bytes.maketrans(b"{}[]", b"\x01\xff\x01\xff")
+# What shapes JSON's nesting: brackets (as +1/-1 bytes), quotes, backslashes and the letters
+# that can follow a backslash (all as "n"); every other byte is dropped.
+_ESCAPED = b"/bfnrtu"
+_BRACKETS = {ord("{"): 1, ord("["): 1, ord("}"): 255, ord("]"): 255}
+_STRUCTURE = bytes(_BRACKETS.get(b, ord("n") if b in _ESCAPED else b) for b in range(256))
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"\\' + _ESCAPED)
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
 
 
 def nests_deeper(raw: bytes, limit: int) -> bool:
     """Whether a JSON text nests more than `limit` arrays/objects deep (`{}` is 1, `[{}]` 2).
 
-    Exact for valid JSON, and for anything else a number json.loads will refuse anyway. Runs at
-    C speed (a 20 MB NodeList in ~30 ms, against ~600 ms to decode it): escapes are dropped, then
-    everything but brackets and quotes, then what lies between quotes; the running sum of the
-    remaining +1/-1 is the depth.
+    Exact for valid JSON; for anything else, json.loads refuses the text anyway. Runs at C speed,
+    about a seventh of the time json.loads takes (a 22 MB NodeList: 65 ms, against 475 ms to
+    decode): everything but brackets, quotes and escapes is dropped, then the escapes (so no \\"
+    ends a string), then what lies between quotes; of the brackets left, innermost pairs are
+    dropped a few times over (they are most of them), and the running sum of the rest is the depth.
     """
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return False
-    if b"\\" in raw:
-        # Inside strings only \\ and \" can hide a quote; removed left to right they pair up as
-        # the decoder pairs them.
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    marks = raw.translate(None, _NOT_STRUCTURE)
+    marks = raw.translate(_STRUCTURE, _NOT_STRUCTURE)
+    if b"\\" in marks:
+        marks = _ESCAPE.sub(b"", marks)
+    marks = marks.translate(None, b"n")
     if b'"' in marks:
         # Most strings are now "", and two adjacent quotes (an empty string, or one string's end
         # and the next one's start) can go without moving any bracket in or out of a string.
         marks = marks.replace(b'""', b"")
         marks = b"".join(marks.split(b'"')[::2])
-    if len(marks) <= limit:
+    removed = 0  # levels of innermost pairs dropped: the depth is that plus the depth of what is left
+    while removed + len(marks) > limit and removed < 4:
+        inner = marks.replace(b"\x01\xff", b"")
+        if len(inner) == len(marks):
+            break
+        marks, removed = inner, removed + 1
+    if removed + len(marks) <= limit:
         return False
-    steps = memoryview(marks.translate(_OPEN_CLOSE)).cast("b")
-    return max(itertools.accumulate(steps)) > limit
+    return removed + max(itertools.accumulate(memoryview(marks).cast("b")), default=0) > limit
 
 
 def decode_json(raw: bytes, *, max_depth: int = MAX_REQUEST_DEPTH) -> Any:
