@@ -214,7 +214,7 @@ class Verbs:
         evicted = {store.pods[u].key for u in uids if u in store.pods}
         if spec is not None:
             try:
-                request, snap = store.decision_inputs(pod, spec)
+                request, snap = store.decision_inputs(pod, spec, counted=False)
             except PolicyError:
                 return False
             snap = replace(snap, placements=tuple(p for p in snap.placements if p.pod not in evicted))
@@ -237,7 +237,7 @@ class Verbs:
         if spec is None or not spec.uses_zones or victim.node is None:
             return None
         try:
-            request, snap = self.store.decision_inputs(victim, spec)
+            request, snap = self.store.decision_inputs(victim, spec, counted=False)
         except PolicyError:
             return None
         ctx = Context.build(spec, request, snap)

@@ -1,6 +1,7 @@
 """Per-decision facts derived once from the snapshot: domain counts, zone order, group size.
 
-Everything here is O(group placements + domains); the per-node rules then cost O(rules).
+Everything here is O(nodes holding the group's pods + domains): the placed pods arrive counted
+(engine.model.GroupCounts), only pods in flight are walked; the per-node rules then cost O(rules).
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ class Context:
         # from the per-topology-version index: the walk over the group is one Counter, not a
         # label lookup per pod and key.
         index = snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
-        ctx.node_load = Counter(p.node for p in snap.placements if p.node is not None)
+        ctx.node_load = snap.node_pods()
         my_shard = pod.shard
-        siblings = Counter(p.node for p in snap.placements if p.node is not None and my_shard is not None and p.shard == my_shard)
+        siblings = snap.shard_node_pods(my_shard) if my_shard is not None else Counter()
         for target, per_node in ((ctx.counts, ctx.node_load), (ctx.shard_counts, siblings)):
             columns = [target[k] for k in ctx.keys]
             for node, n in per_node.items():
@@ -120,10 +121,14 @@ class Context:
     def shard_zone_order(self, shard: str) -> ZoneOrder:
         """Zone order for one StatefulSet, from its placed pods and bound volumes (see zone_order)."""
         evidence: dict[int, str] = dict(self.snap.volume_zones.get(shard, {}))
-        for p in self.snap.placements:
-            if p.shard == shard and p.ordinal is not None:
-                zone = self.placement_domain(p, self.zone_key)
-                if zone is not None:
-                    evidence[p.ordinal] = zone
+        nodes = self.snap.topology.nodes
+        for ordinal, where in self.snap.ordinal_nodes(shard).items():
+            if isinstance(where, str):
+                node = nodes.get(where)
+                zone = self.domain(node, self.zone_key) if node is not None else None
+            else:
+                zone = self.placement_domain(where, self.zone_key)
+            if zone is not None:
+                evidence[ordinal] = zone
         explicit = self.spec.ordinalZones.order if self.spec.ordinalZones else None
         return stable_zone_order(self.eligible_domains(self.zone_key), evidence, explicit)

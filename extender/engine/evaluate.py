@@ -87,7 +87,7 @@ def evaluate(
             f"ordinal {pod.ordinal} -> zone {ctx.ideal_zone} (order [{', '.join(ctx.zone_order.order)}]: {ctx.zone_order.how})"
         )
     if snap.group_size is not None:
-        decision.notes.append(f"group size {snap.group_size}, {len(snap.placements)} placed or in flight")
+        decision.notes.append(f"group size {snap.group_size}, {snap.placed} placed or in flight")
     if analysis is not None:
         decision.notes.append(_describe(analysis))
     return decision

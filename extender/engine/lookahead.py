@@ -287,24 +287,25 @@ def pods_to_come(ctx: Context) -> tuple[dict[str, Counter[Zones]], int]:
     needs to see seed 002's dead end), and the rest are pods of no StatefulSet.
     """
     snap, pod = ctx.snap, ctx.pod
-    present: dict[str, set[int]] = defaultdict(set)
-    for shard, ordinal in {(p.shard, p.ordinal) for p in snap.placements if p.ordinal is not None and p.shard is not None}:
-        present[shard].add(ordinal)
+    walked = snap.ordinals()  # pods in flight (all pods, for a snapshot without counts)
     if pod.ordinal is not None and pod.shard is not None:
-        present[pod.shard].add(pod.ordinal)
+        walked.setdefault(pod.shard, set()).add(pod.ordinal)
+
+    def present(shard: str, start: int, stop: int) -> list[int]:
+        return snap.present(shard, start, stop, walked.get(shard, frozenset()))
 
     futures: dict[str, Counter[Zones]] = defaultdict(Counter)
     declared_missing = 0
     for shard, replicas in snap.shard_replicas.items():
-        missing = _ordinal_kinds(ctx, shard, 0, replicas, present[shard])
+        missing = _ordinal_kinds(ctx, shard, 0, replicas, present(shard, 0, replicas))
         futures[shard].update(missing)
         declared_missing += sum(missing.values())
     shardless = 0
     if snap.group_size is not None:
-        extra = snap.group_size - len(snap.placements) - 1 - declared_missing
+        extra = snap.group_size - snap.placed - 1 - declared_missing
         if extra > 0 and snap.shard_replicas:
             for shard, (start, stop) in _growth(snap.shard_replicas, extra).items():
-                grown = _ordinal_kinds(ctx, shard, start, stop, present[shard])
+                grown = _ordinal_kinds(ctx, shard, start, stop, present(shard, start, stop))
                 futures[shard].update(grown)
                 extra -= sum(grown.values())
         shardless = max(0, extra)
@@ -346,11 +347,12 @@ def _count_pods_to_come(ctx: Context, model: Model) -> None:
     model.kinds = kinds
 
 
-def _ordinal_kinds(ctx: Context, shard: str, start: int, stop: int, present: set[int]) -> Counter[Zones]:
-    """Ordinals in [start, stop) not present, by the zones each may use (None without ordinal zones)."""
+def _ordinal_kinds(ctx: Context, shard: str, start: int, stop: int, present: list[int]) -> Counter[Zones]:
+    """Ordinals in [start, stop) not `present` (those in the range, distinct), by the zones each
+    may use (None without ordinal zones)."""
     if stop <= start:
         return Counter()
-    absent = [o for o in present if start <= o < stop]
+    absent = present
     if ctx.spec.ordinalZones is None:
         return Counter({None: stop - start - len(absent)})
     order = ctx.shard_zone_order(shard).order
@@ -366,8 +368,9 @@ def _ordinal_kinds(ctx: Context, shard: str, start: int, stop: int, present: set
         per_residue[r] = 0 if first >= stop else (stop - 1 - first) // period + 1
     for o in absent:
         per_residue[o % period] -= 1
+    taken = set(present) if volumes else set()
     for o, zone in volumes.items():
-        if start <= o < stop and o not in present:
+        if start <= o < stop and o not in taken:
             per_residue[o % period] -= 1
             out[frozenset({order[o % period], zone})] += 1
     for r, n in enumerate(per_residue):
@@ -403,17 +406,23 @@ def _taken(ctx: Context, model: Model) -> dict[str, frozenset | Counter]:
     """Per StatefulSet: the anti-affinity domains it holds (a set), or for the node key how many
     of its nodes fall in each node class."""
     out: dict[str, set | Counter] = {}
+    snap = ctx.snap
     if model.anti_level is not None:
+        column = model.order[model.anti_level]  # where the anti-affinity key sits in the index's tuples
+        domain_of = {node: (values[column] if values is not None else None)
+                     for node, values in ((n, model.index.get(n)) for n in model.node_load)}
+        for shard, node, _ in snap.shard_nodes():
+            domain = domain_of.get(node)
+            if domain is not None:
+                out.setdefault(shard, set()).add(domain)
         key = model.chain[model.anti_level]
-        for p in ctx.snap.placements:
-            if p.shard is not None:
-                domain = ctx.placement_domain(p, key)
-                if domain is not None:
-                    out.setdefault(p.shard, set()).add(domain)
+        for p in snap.placements:  # in flight and known only by the domains they share
+            if p.node is None and p.shard is not None and p.domains and p.domains.get(key) is not None:
+                out.setdefault(p.shard, set()).add(p.domains[key])
         return {s: frozenset(d) for s, d in out.items()}
     node_class = {node: _class_of(ctx, model, node) for node in model.node_load}  # per node, not per pod
-    pairs = Counter((p.shard, node_class.get(p.node)) for p in ctx.snap.placements if p.shard is not None)
-    for (shard, klass), n in pairs.items():
+    for shard, node, n in snap.shard_nodes():
+        klass = node_class.get(node)
         if klass is not None:
             held = out.get(shard)
             if held is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -44,6 +46,72 @@ class PodRequest:
     volume_zones: frozenset[str] = frozenset()  # zones of PVs its claims are bound to
 
 
+@dataclass
+class GroupCounts:
+    """The group's pods on nodes, counted: everything the rules and the dead-end analysis read of
+    them. The watch cache keeps one per group current, pod event by pod event, so a decision for
+    a group of 30,000 reads per-node and per-StatefulSet counts instead of walking every pod."""
+
+    pods: int = 0
+    per_node: Counter[str] = field(default_factory=Counter)
+    per_shard_node: dict[str, Counter[str]] = field(default_factory=dict)
+    ordinal_pods: dict[str, Counter[int]] = field(default_factory=dict)  # shard -> ordinal -> pods
+    ordinals: dict[str, list[int]] = field(default_factory=dict)  # shard -> its distinct ordinals, sorted
+    ordinal_node: dict[str, dict[int, str]] = field(default_factory=dict)  # shard -> ordinal -> a node holding it
+
+    @classmethod
+    def of(cls, placements: Iterable[Placement]) -> GroupCounts:
+        counts = cls()
+        for p in placements:
+            counts.add(p)
+        return counts
+
+    def add(self, p: Placement) -> None:
+        """Count a placement on a node (bound or terminating)."""
+        assert p.node is not None
+        self.pods += 1
+        self.per_node[p.node] += 1
+        if p.shard is None:
+            return
+        self.per_shard_node.setdefault(p.shard, Counter())[p.node] += 1
+        if p.ordinal is not None:
+            pods = self.ordinal_pods.setdefault(p.shard, Counter())
+            if not pods[p.ordinal]:
+                bisect.insort(self.ordinals.setdefault(p.shard, []), p.ordinal)
+            pods[p.ordinal] += 1
+            self.ordinal_node.setdefault(p.shard, {})[p.ordinal] = p.node
+
+    def remove(self, p: Placement) -> None:
+        assert p.node is not None
+        self.pods -= 1
+        _decrement(self.per_node, p.node)
+        if p.shard is None:
+            return
+        _decrement(self.per_shard_node[p.shard], p.node, self.per_shard_node, p.shard)
+        if p.ordinal is not None:
+            pods = self.ordinal_pods[p.shard]
+            _decrement(pods, p.ordinal)
+            if not pods[p.ordinal]:
+                order = self.ordinals[p.shard]
+                del order[bisect.bisect_left(order, p.ordinal)]
+                del self.ordinal_node[p.shard][p.ordinal]
+                if not order:
+                    del self.ordinals[p.shard], self.ordinal_pods[p.shard], self.ordinal_node[p.shard]
+
+    def present(self, shard: str, start: int, stop: int) -> list[int]:
+        """The shard's distinct ordinals in [start, stop), sorted (a slice, by bisection)."""
+        order = self.ordinals.get(shard, [])
+        return order[bisect.bisect_left(order, start):bisect.bisect_left(order, stop)]
+
+
+def _decrement(counter: Counter, key: object, parent: dict | None = None, parent_key: object = None) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
+        if parent is not None and not counter:
+            del parent[parent_key]
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Everything one decision needs; the watch cache builds it, tests write it by hand."""
@@ -55,6 +123,62 @@ class Snapshot:
     shard_replicas: Mapping[str, int] = field(default_factory=dict)
     # StatefulSet -> ordinal -> zone of the bound volume, for ordinal zones and the pods still to come.
     volume_zones: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
+    # The group's pods on nodes, already counted (the watch cache's incremental counts); when set,
+    # `placements` lists only the pods in flight (tentative, committed, nominated).
+    counted: GroupCounts | None = None
+
+    @property
+    def placed(self) -> int:
+        """How many of the group's pods are placed or in flight."""
+        return len(self.placements) + (self.counted.pods if self.counted is not None else 0)
+
+    # What the engine reads of the placed pods: the kept counts plus a walk over `placements`
+    # (all of them without counts, only the few in flight with them).
+    def node_pods(self) -> Counter[str]:
+        """Node -> the group's pods on it (a fresh Counter the caller may change)."""
+        pods = Counter(self.counted.per_node) if self.counted is not None else Counter()
+        pods.update(p.node for p in self.placements if p.node is not None)
+        return pods
+
+    def shard_node_pods(self, shard: str) -> Counter[str]:
+        """Node -> pods of one StatefulSet on it."""
+        pods = Counter(self.counted.per_shard_node.get(shard, ())) if self.counted is not None else Counter()
+        pods.update(p.node for p in self.placements if p.node is not None and p.shard == shard)
+        return pods
+
+    def shard_nodes(self) -> Iterable[tuple[str, str, int]]:
+        """(StatefulSet, node, pods) for every StatefulSet pod on a node."""
+        if self.counted is not None:
+            for shard, nodes in self.counted.per_shard_node.items():
+                for node, n in nodes.items():
+                    yield shard, node, n
+        for p in self.placements:
+            if p.node is not None and p.shard is not None:
+                yield p.shard, p.node, 1
+
+    def ordinal_nodes(self, shard: str) -> dict[int, str | Placement]:
+        """Ordinal -> where that ordinal of the StatefulSet is (a node, or an in-flight Placement
+        known only by its domains)."""
+        out: dict[int, str | Placement] = dict(self.counted.ordinal_node.get(shard, {})) if self.counted is not None else {}
+        for p in self.placements:
+            if p.shard == shard and p.ordinal is not None:
+                out[p.ordinal] = p.node if p.node is not None else p
+        return out
+
+    def ordinals(self) -> dict[str, set[int]]:
+        """StatefulSet -> its ordinals placed or in flight (without counts: from the placements)."""
+        out: dict[str, set[int]] = {}
+        for p in self.placements:
+            if p.shard is not None and p.ordinal is not None:
+                out.setdefault(p.shard, set()).add(p.ordinal)
+        return out
+
+    def present(self, shard: str, start: int, stop: int, extra: set[int] | frozenset[int] = frozenset()) -> list[int]:
+        """The StatefulSet's distinct ordinals in [start, stop) placed or in flight, sorted."""
+        counted = self.counted.present(shard, start, stop) if self.counted is not None else []
+        if not extra:
+            return counted
+        return sorted(set(counted) | {o for o in extra if start <= o < stop})
 
 
 class Outcome(str, Enum):

@@ -31,6 +31,7 @@ from .objects import (
     parse_statefulset,
     parse_volume,
 )
+from .groups import GroupIndexes, group_key
 from .lock import TimedLock
 from .reservations import Reservations
 
@@ -53,6 +54,7 @@ class ClusterStore:
         self._by_label: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         self._by_namespace: dict[str, set[str]] = defaultdict(set)
         self._bound: dict[str, Placement] = {}  # uid -> the placement of a pod on a node, made once per event
+        self.groups = GroupIndexes()  # per-group counts for decisions, kept current below
         self.statefulsets: dict[tuple[str, str], StatefulSetRecord] = {}
         self._sts_by_namespace: dict[str, set[str]] = defaultdict(set)
         self.claims: dict[tuple[str, str], ClaimRecord] = {}
@@ -102,6 +104,7 @@ class ClusterStore:
             for name in list(self.topology.nodes):
                 self.topology.remove(name)
         elif kind == "pods":
+            self.groups.clear()  # rebuilt from the new list by the next decision that asks
             for record in list(self.pods.values()):
                 self._remove_pod(record)
         elif kind == "statefulsets":
@@ -141,10 +144,11 @@ class ClusterStore:
             if not record.finished:
                 kind = PlacementKind.TERMINATING if record.terminating else PlacementKind.BOUND
                 self._bound[record.uid] = Placement(record.key, record.node, record.shard, record.ordinal, kind)
+        self.groups.pod_added(record, self._bound.get(record.uid))
 
     def _remove_pod(self, record: PodRecord) -> None:
         self.pods.pop(record.uid, None)
-        self._bound.pop(record.uid, None)
+        self.groups.pod_removed(record, self._bound.pop(record.uid, None))
         if self._pod_uid.get((record.namespace, record.name)) == record.uid:
             del self._pod_uid[(record.namespace, record.name)]
         _discard(self._by_namespace, record.namespace, record.uid)
@@ -274,28 +278,42 @@ class ClusterStore:
         volume = self.volumes.get(record.volume)
         return volume.zone if volume else None
 
-    def decision_inputs(self, pod: PodRecord, spec: PlacementPolicySpec, *, tentative: bool = True) -> tuple[PodRequest, Snapshot]:
+    def decision_inputs(self, pod: PodRecord, spec: PlacementPolicySpec, *, tentative: bool = True,
+                        counted: bool = True) -> tuple[PodRequest, Snapshot]:
         """The engine's view for one pod. With tentative=False (bind), only placements that are
-        bound or committed count: a tentative guess must not refuse a real decision.
+        bound or committed count: a tentative guess must not refuse a real decision. The group's
+        pods on nodes come counted (state/groups.py); counted=False lists every placement instead,
+        for a caller that edits the list (preemption's what-if).
 
         Raises PolicyError when the group's StatefulSets add up to more than MAX_GROUP_SIZE pods."""
-        group = self._group_uids(pod, spec)
-        bound = self._bound
-        placements: list[Placement] = [bound[u] for u in group if u in bound and u != pod.uid]  # built per watch event
+        key = group_key(pod, spec) if counted else None
+        index = None
+        if key is not None:
+            index = self.groups.get(key, pod, spec, self._group_uids(pod, spec), self.pods, self._bound)
+            if pod.uid in index.members and pod.uid in self._bound:
+                index = None  # the pod itself is on a node (explain of a running pod): count without it
         reservations = self.reservations
         reservations.expire()
-        if len(placements) < len(group) - (pod.uid in group):  # some of the group is not bound yet
-            for uid in group:
-                if uid in bound or uid == pod.uid:
-                    continue
-                other = self.pods[uid]
-                if other.finished:
-                    continue
-                reservation = reservations.peek(uid)
-                if reservation is not None and (tentative or reservation.kind is PlacementKind.COMMITTED):
-                    placements.append(reservation.placement())
-                elif tentative and other.nominated_node is not None:
-                    placements.append(Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE))
+        placements: list[Placement] = []
+        if index is not None:
+            group: Set[str] = index.members
+            unplaced: Iterable[str] = index.unplaced
+        else:
+            group = self._group_uids(pod, spec)
+            bound = self._bound
+            placements = [bound[u] for u in group if u in bound and u != pod.uid]
+            unplaced = [] if len(placements) == len(group) - (pod.uid in group) else [u for u in group if u not in bound]
+        for uid in unplaced:  # the group's pods not on a node yet: in flight, or waiting
+            if uid == pod.uid:
+                continue
+            other = self.pods[uid]
+            if other.finished:
+                continue
+            reservation = reservations.peek(uid)
+            if reservation is not None and (tentative or reservation.kind is PlacementKind.COMMITTED):
+                placements.append(reservation.placement())
+            elif tentative and other.nominated_node is not None:
+                placements.append(Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE))
         for reservation in reservations.peek_all():  # pods the watch has not shown yet
             uid = reservation.pod.uid
             if uid in group or uid == pod.uid or not self._in_group(pod, spec, reservation.pod):
@@ -332,6 +350,7 @@ class ClusterStore:
             group_size=size,
             shard_replicas={s.name: s.replicas for s in statefulsets},
             volume_zones=volume_zones,
+            counted=index.counts if index is not None else None,
         )
         return request, snapshot
 

@@ -28,7 +28,8 @@ SPEC = {"caps": [{"topologyKey": HOST, "max": 1}]}
 def group_nodes(store: ClusterStore, p: dict) -> list[str | None]:
     record = parse_pod(p)
     request, snap = store.decision_inputs(record, store.resolve_policy(record))
-    return sorted(pl.node or "-" for pl in snap.placements)
+    # The placed pods arrive counted, the ones in flight listed: together, every placement.
+    return sorted([*snap.node_pods().elements(), *("-" for pl in snap.placements if pl.node is None)])
 
 
 def test_pod_events_move_pods_between_nodes_and_out(store) -> None:
