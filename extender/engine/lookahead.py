@@ -50,7 +50,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -324,7 +324,7 @@ def _count_pods_to_come(ctx: Context, model: Model) -> None:
                 kinds[(None, zones)] += n
         model.kinds = kinds
         return
-    taken = _taken(ctx, model)
+    taken = _taken(ctx, model, futures.keys() | {ctx.pod.shard} - {None})
     nothing: frozenset | Counter = frozenset() if model.anti_level is not None else Counter()
     my_shard = ctx.pod.shard
     if my_shard is not None:
@@ -402,33 +402,35 @@ def _growth(replicas: dict[str, int], extra: int) -> dict[str, tuple[int, int]]:
     return {s: (r, target) for s, r in replicas.items() if r < target}
 
 
-def _taken(ctx: Context, model: Model) -> dict[str, frozenset | Counter]:
-    """Per StatefulSet: the anti-affinity domains it holds (a set), or for the node key how many
-    of its nodes fall in each node class."""
-    out: dict[str, set | Counter] = {}
+def _taken(ctx: Context, model: Model, shards: Set[str]) -> dict[str, frozenset | Counter]:
+    """Per StatefulSet among `shards`: the anti-affinity domains it holds (a set), or for the node
+    key how many of its nodes fall in each node class. Counted in C, node by node of each
+    StatefulSet: the one pass here that grows with the placed pods (of StatefulSets with pods to come)."""
     snap = ctx.snap
     if model.anti_level is not None:
         column = model.order[model.anti_level]  # where the anti-affinity key sits in the index's tuples
-        domain_of = {node: (values[column] if values is not None else None)
-                     for node, values in ((n, model.index.get(n)) for n in model.node_load)}
-        for shard, node, _ in snap.shard_nodes():
-            domain = domain_of.get(node)
-            if domain is not None:
-                out.setdefault(shard, set()).add(domain)
+        where = {node: (values[column] if values is not None else None)
+                 for node, values in ((n, model.index.get(n)) for n in model.node_load)}
         key = model.chain[model.anti_level]
-        for p in snap.placements:  # in flight and known only by the domains they share
-            if p.node is None and p.shard is not None and p.domains and p.domains.get(key) is not None:
-                out.setdefault(p.shard, set()).add(p.domains[key])
-        return {s: frozenset(d) for s, d in out.items()}
-    node_class = {node: _class_of(ctx, model, node) for node in model.node_load}  # per node, not per pod
-    for shard, node, n in snap.shard_nodes():
-        klass = node_class.get(node)
-        if klass is not None:
-            held = out.get(shard)
-            if held is None:
-                held = out[shard] = Counter()
-            held[klass] += n
-    return out  # type: ignore[return-value]
+    else:
+        where = {node: _class_of(ctx, model, node) for node in model.node_load}  # per node, not per pod
+    held: dict[str, Counter] = {}
+    if snap.counted is not None:
+        for shard, nodes in snap.counted.per_shard_node.items():
+            if shard in shards:
+                held[shard] = Counter(map(where.get, nodes.elements()))
+    for p in snap.placements:  # in flight (every placement, for a snapshot without counts)
+        if p.shard in shards:
+            if p.node is not None:
+                found = where.get(p.node)
+            else:
+                found = p.domains.get(key) if model.anti_level is not None and p.domains else None
+            held.setdefault(p.shard, Counter())[found] += 1
+    for counter in held.values():
+        counter.pop(None, None)
+    if model.anti_level is not None:
+        return {s: frozenset(c) for s, c in held.items()}
+    return held  # type: ignore[return-value]
 
 
 def _freeze(held: frozenset | Counter) -> frozenset:
