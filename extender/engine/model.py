@@ -61,9 +61,24 @@ class GroupCounts:
 
     @classmethod
     def of(cls, placements: Iterable[Placement]) -> GroupCounts:
-        counts = cls()
-        for p in placements:
-            counts.add(p)
+        """Count placements on nodes in bulk (a few passes in C): the first decision for a group
+        of 150,000 placed pods builds its counts in a fraction of the decision deadline."""
+        placed = [p for p in placements if p.node is not None]
+        counts = cls(pods=len(placed), per_node=Counter(p.node for p in placed))
+        by_shard: dict[str, list[Placement]] = {}
+        for p in placed:
+            if p.shard is not None:
+                members = by_shard.get(p.shard)
+                if members is None:
+                    members = by_shard[p.shard] = []
+                members.append(p)
+        for shard, members in by_shard.items():
+            counts.per_shard_node[shard] = Counter(p.node for p in members)
+            ordinals = Counter(p.ordinal for p in members if p.ordinal is not None)
+            if ordinals:
+                counts.ordinal_pods[shard] = ordinals
+                counts.ordinals[shard] = sorted(ordinals)
+                counts.ordinal_node[shard] = {p.ordinal: p.node for p in members if p.ordinal is not None}  # type: ignore[misc]
         return counts
 
     def add(self, p: Placement) -> None:
@@ -73,13 +88,19 @@ class GroupCounts:
         self.per_node[p.node] += 1
         if p.shard is None:
             return
-        self.per_shard_node.setdefault(p.shard, Counter())[p.node] += 1
+        nodes = self.per_shard_node.get(p.shard)
+        if nodes is None:
+            nodes = self.per_shard_node[p.shard] = Counter()
+        nodes[p.node] += 1
         if p.ordinal is not None:
-            pods = self.ordinal_pods.setdefault(p.shard, Counter())
+            pods = self.ordinal_pods.get(p.shard)
+            if pods is None:
+                pods = self.ordinal_pods[p.shard] = Counter()
+                self.ordinals[p.shard], self.ordinal_node[p.shard] = [], {}
             if not pods[p.ordinal]:
-                bisect.insort(self.ordinals.setdefault(p.shard, []), p.ordinal)
+                bisect.insort(self.ordinals[p.shard], p.ordinal)
             pods[p.ordinal] += 1
-            self.ordinal_node.setdefault(p.shard, {})[p.ordinal] = p.node
+            self.ordinal_node[p.shard][p.ordinal] = p.node
 
     def remove(self, p: Placement) -> None:
         assert p.node is not None

@@ -78,9 +78,10 @@ class GroupIndexes:
         """The group's index, built from the store's current pods the first time it is asked for."""
         index = self._indexes.get(key)
         if index is None:
-            index = GroupIndex(pod.namespace, pod.shard if spec.group.selector is None else None, spec.group.selector)
-            for uid in uids:
-                index.add(pods[uid], bound.get(uid))
+            members = set(uids)
+            index = GroupIndex(pod.namespace, pod.shard if spec.group.selector is None else None, spec.group.selector,
+                               members, {u for u in members if u not in bound and not pods[u].finished},
+                               GroupCounts.of(bound[u] for u in members if u in bound))
             self._indexes[key] = index
             if len(self._indexes) > self.limit:
                 self._indexes.popitem(last=False)
