@@ -19,9 +19,14 @@ MAX_GROUP_SIZE = 1_000_000
 # bytes; Kubernetes allows 256 KiB for all of a pod's annotations together.
 MAX_POLICY_ANNOTATION_BYTES = 32 * 1024
 
-# Nesting depth of an inline policy (a mapping or list inside another counts one level). The
-# deepest valid policy path, spec.group.selector.matchExpressions[i].values[j], is 5 levels.
+# Nesting depth of an inline policy, counted in containers ({} alone is 1). The deepest valid
+# policy, {group: {selector: {matchExpressions: [{values: [..]}]}}}, is 6.
 MAX_POLICY_DEPTH = 12
+
+# A validation message, which kube-scheduler repeats for every node of the answer: a policy with
+# thousands of errors must not become a multi-gigabyte answer over 5,000 nodes.
+MAX_POLICY_MESSAGE = 1024
+MAX_POLICY_ERRORS = 5  # field errors listed in one message; the rest are counted
 
 # -- requests ---------------------------------------------------------------------------------------
 # Nesting depth of a request body. A Pod as kube-scheduler sends it nests about 15 levels

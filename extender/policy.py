@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .limits import MAX_GROUP_SIZE
+from .limits import MAX_GROUP_SIZE, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH, MAX_POLICY_ERRORS, MAX_POLICY_MESSAGE
 
 API_GROUP = "placement.extender.dev"
 API_VERSION = "v1alpha1"
@@ -283,12 +283,15 @@ class PolicyError(ValueError):
 
 
 def format_validation_error(err: ValidationError) -> str:
+    """The first few field errors, each naming its field; the rest counted (see MAX_POLICY_ERRORS)."""
+    errors = err.errors(include_url=False, include_input=False)
     parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "spec"
+    for e in errors[:MAX_POLICY_ERRORS]:
+        loc = ".".join(str(p)[:64] for p in e["loc"]) or "spec"
         msg = e["msg"].removeprefix("Value error, ")
         parts.append(f"{loc}: {msg}")
-    return "; ".join(parts)
+    more = len(errors) - MAX_POLICY_ERRORS
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def parse_spec(data: object, source: str) -> PlacementPolicySpec:
@@ -310,8 +313,6 @@ def parse_annotation(text: str, source: str) -> PlacementPolicySpec:
     scanner slows quadratically with flow nesting: a 32 KB `[[[[...` took over a second); the
     decoded value's depth is checked before the model walks it; and the message is bounded.
     """
-    from .limits import MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH
-
     size = _utf8_size(text)
     if size > MAX_POLICY_ANNOTATION_BYTES:
         raise PolicyError(
@@ -342,9 +343,6 @@ _HARMLESS_TAGS = frozenset({"!", "tag:yaml.org,2002:str"})
 # The longest validation message: kube-scheduler repeats it for every candidate node, and
 # events.k8s.io caps an event's note at 1 KB. One error per list entry made a 30 KB annotation
 # say 650 KB: a 3 GB filter answer over 5,000 nodes.
-_MAX_MESSAGE = 1024
-
-
 def _load_yaml(text: str, source: str, max_depth: int) -> object:
     """The YAML document, once its events show nothing that could fail other than cleanly."""
     try:
@@ -399,9 +397,9 @@ def _too_deep(source: str, limit: int) -> PolicyError:
 def _shortened(err: PolicyError) -> PolicyError:
     """The error, its message cut after the last whole "field: problem" part that fits."""
     message = str(err)
-    if len(message) <= _MAX_MESSAGE:
+    if len(message) <= MAX_POLICY_MESSAGE:
         return err
-    head = message[: _MAX_MESSAGE - 48]
+    head = message[: MAX_POLICY_MESSAGE - 48]
     cut = head.rfind("; ")
     head = head[:cut] if cut > head.find(": ") else head
     return PolicyError(f"{head}; and {len(message) - len(head):,} more characters of errors")

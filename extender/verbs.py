@@ -334,7 +334,7 @@ def _break_tie(pod: PodRecord, decision: Decision) -> list[str]:
     top = [v for v in passed if v.score == best]
     if len(top) == 1:
         return [top[0].node]
-    pick = min(top, key=lambda v: zlib.crc32(f"{pod.uid}/{v.node}".encode()))
+    pick = min(top, key=lambda v: zlib.crc32(f"{pod.uid}/{v.node}".encode("utf-8", "surrogatepass")))
     if best < MAX_SCORE:
         pick.score += 1
     else:

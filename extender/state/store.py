@@ -8,7 +8,6 @@ maintained on update, so a request costs O(group + candidates), never O(cluster)
 
 from __future__ import annotations
 
-import re
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Set
@@ -30,6 +29,7 @@ from .objects import (
     parse_policy,
     parse_statefulset,
     parse_volume,
+    split_ordinal,
 )
 from .groups import GroupIndexes, group_key
 from .lock import TimedLock
@@ -38,7 +38,6 @@ from .reservations import Reservations
 KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")
 PARSERS = {"nodes": parse_node, "pods": parse_pod, "statefulsets": parse_statefulset, "claims": parse_claim,
            "volumes": parse_volume, "policies": parse_policy}
-_CLAIM_ORDINAL = re.compile(r"^(.*)-(0|[1-9][0-9]{0,9})$")  # a StatefulSet ordinal: int32, no leading zeros
 _EMPTY: frozenset[str] = frozenset()
 _INLINE_SOURCE = "annotation"
 
@@ -168,15 +167,15 @@ class ClusterStore:
 
     def _put_claims(self, deleted: bool, claim: ClaimRecord) -> None:
         key = (claim.namespace, claim.name)
-        match = _CLAIM_ORDINAL.match(claim.name)
+        split = split_ordinal(claim.name)  # read as a pod's ordinal is (objects.py)
         if deleted:
             self.claims.pop(key, None)
-            if match:
-                self._claims_by_prefix[(claim.namespace, match.group(1))].pop(int(match.group(2)), None)
+            if split is not None:
+                self._claims_by_prefix[(claim.namespace, split[0])].pop(split[1], None)
         else:
             self.claims[key] = claim
-            if match:
-                self._claims_by_prefix[(claim.namespace, match.group(1))][int(match.group(2))] = claim.name
+            if split is not None:
+                self._claims_by_prefix[(claim.namespace, split[0])][split[1]] = claim.name
 
     def _put_volumes(self, deleted: bool, volume: VolumeRecord) -> None:
         if deleted:

@@ -177,7 +177,17 @@ def test_a_policy_error_message_stays_short_however_many_entries_are_wrong() -> 
     message = str(err.value)
     assert len(message) <= 1024
     assert message.startswith("invalid placement policy in annotation on pod db/x: caps.0: ")
-    assert message.endswith("more characters of errors")
+    assert message.endswith("caps.4: Input should be a valid dictionary or instance of Cap; and 9995 more")
+
+
+def test_a_policy_object_with_thousands_of_errors_gets_a_short_message() -> None:
+    """A PlacementPolicy object goes through the same formatter: the message is repeated for every
+    node of the answer, so it lists five field errors and counts the rest."""
+    from extender.policy import parse_spec
+
+    with pytest.raises(PolicyError) as err:
+        parse_spec({"caps": ["a"] * 10_000}, "PlacementPolicy db/p")
+    assert len(str(err.value)) < 600 and str(err.value).endswith("; and 9995 more")
 
 
 # -- 3. lone surrogates -------------------------------------------------------------------------------
