@@ -45,7 +45,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
 from extender.limits import MAX_GROUP_SIZE, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH
-from workloads import (ZONE, count_pods, create_statefulset, events_for, node_zones, pods, scheduled_at,
+from workloads import (ZONE, cap_and_spread_violations, count_pods, create_statefulset, events_for, node_zones, pods, scheduled_at,
                        scheduled_message, statefulset)
 
 pytestmark = pytest.mark.e2e
@@ -121,16 +121,7 @@ def verb_latencies(extender_log: str) -> str:
 
 
 def rule_violations(placed: list[dict], zone_of: dict[str, str | None], cap: int) -> list[str]:
-    per_node = Counter(p["spec"]["nodeName"] for p in placed)
-    out = [f"{c} pods on node {node} (cap {cap})" for node, c in sorted(per_node.items()) if c > cap]
-    per_zone = Counter(zone_of.get(p["spec"]["nodeName"]) for p in placed)
-    counts = {z: per_zone.get(z, 0) for z in ZONES}
-    if max(counts.values()) - min(counts.values()) > 1:
-        out.append(f"zones skewed beyond 1: {counts}")
-    stray = set(per_zone) - set(ZONES)
-    if stray:
-        out.append(f"pods in unexpected zones {stray}")
-    return out
+    return cap_and_spread_violations(placed, zone_of, ZONES, cap)
 
 
 def _ts(stamp: str) -> float:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 import pytest
 
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
-from workloads import ZONE, create_statefulset, node_zones, pods, shard_of, statefulset, wait_settled
+from workloads import ZONE, cap_and_spread_violations, create_statefulset, node_zones, pods, shard_of, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -47,18 +47,8 @@ def violations(placed: list[dict], zone_of: dict[str, str | None]) -> list[str]:
     by_set: dict[str, list[dict]] = defaultdict(list)
     for p in placed:
         by_set[shard_of(p)].append(p)
-    out = []
-    for name, members in sorted(by_set.items()):
-        per_node = Counter(p["spec"]["nodeName"] for p in members)
-        out += [f"{name}: {c} pods on node {node}" for node, c in sorted(per_node.items()) if c > 1]
-        per_zone = Counter(zone_of[p["spec"]["nodeName"]] for p in members)
-        counts = {z: per_zone.get(z, 0) for z in ZONES}
-        if max(counts.values()) - min(counts.values()) > 1:
-            out.append(f"{name}: zones skewed beyond 1: {counts}")
-        stray = set(per_zone) - set(ZONES)
-        if stray:
-            out.append(f"{name}: pods in unexpected zones {stray}")
-    return out
+    return [f"{name}: {problem}" for name, members in sorted(by_set.items())
+            for problem in cap_and_spread_violations(members, zone_of, ZONES, cap=1)]
 
 
 def test_300_capped_pods_created_at_once(burst, scenario) -> None:

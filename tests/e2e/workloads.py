@@ -100,6 +100,21 @@ def pods_per_shard_domain(pods_: list[dict[str, Any]], domain) -> dict[tuple[str
     return out
 
 
+def cap_and_spread_violations(members: list[dict[str, Any]], zone_of: dict[str, str | None], zones: list[str],
+                              cap: int) -> list[str]:
+    """A per-node cap and a zone spread of maxSkew 1 over `zones`, checked on placed pods."""
+    per_node = Counter(p["spec"]["nodeName"] for p in members)
+    out = [f"{c} pods on node {node} (cap {cap})" for node, c in sorted(per_node.items()) if c > cap]
+    per_zone = Counter(zone_of.get(p["spec"]["nodeName"]) for p in members)
+    counts = {z: per_zone.get(z, 0) for z in zones}
+    if max(counts.values()) - min(counts.values()) > 1:
+        out.append(f"zones skewed beyond 1: {counts}")
+    stray = set(per_zone) - set(zones)
+    if stray:
+        out.append(f"pods in unexpected zones {stray}")
+    return out
+
+
 def events_for(api: Api, namespace: str, pod_name: str) -> list[dict[str, Any]]:
     return [e for e in api.list(f"/api/v1/namespaces/{namespace}/events")
             if (e.get("involvedObject") or {}).get("name") == pod_name]
