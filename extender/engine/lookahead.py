@@ -121,13 +121,9 @@ class Model:
     index: dict[str, tuple]  # node -> its domains in `order` (the topology's per-version index)
     order: list[int]  # where each chain key sits in the index's tuples
     eligible: frozenset[str]  # schedulable nodes in the permitted zones
+    tracks_load: bool  # a rule reads the node key, so a node's class includes the group pods it holds
     relaxed: list[str] = field(default_factory=list)
     chained: dict[tuple, Values] = field(default_factory=dict)  # memo: index tuple -> chain order
-
-    @property
-    def tracks_load(self) -> bool:
-        """Whether a rule reads the node key, so a node's class includes the group pods it holds."""
-        return None in self.caps or any(s.level is None for s in self.spreads) or (self.has_anti and self.anti_level is None)
 
     @property
     def to_come(self) -> int:
@@ -199,13 +195,18 @@ def build_model(ctx: Context) -> Model:
     def level(key: str | None) -> int | None:
         return None if key is None else at[key]
 
+    anti_levels = [level(k) for k in anti_keys]
+    # One pod per domain of a key means one per domain of every finer key: the coarsest decides.
+    anti_level = max((a for a in anti_levels if a is not None), default=None)
+
     # Node classes: schedulable nodes in the permitted zones, by domains and group pods held.
     node_load = ctx.node_load
     index = topology.values_index(tuple(keys), ctx.zone_key, node_key)
     eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
     classes: Counter[NodeClass] = Counter({NodeClass(tuple(v[i] for i in order), 0): n for v, n in value_counts.items()})
-    node_rules = any(k is None for k, _ in cap_keys) or any(k is None for k, _ in spread_keys) or None in anti_keys
-    if node_rules:
+    tracks_load = (any(k is None for k, _ in cap_keys) or any(k is None for k, _ in spread_keys)
+                   or (bool(anti_levels) and anti_level is None))
+    if tracks_load:
         for name, load in node_load.items():
             values = index.get(name)
             if name in eligible and values is not None and None not in values:
@@ -226,9 +227,6 @@ def build_model(ctx: Context) -> Model:
     spreads = [Spread(level(key), skew) for key, skew in spread_keys]
     dead = _dead_domains(ctx, chain, spreads, counts, classes, node_load, eligible, index)
 
-    anti_levels = [level(k) for k in anti_keys]
-    # One pod per domain of a key means one per domain of every finer key: the coarsest decides.
-    anti_level = max((a for a in anti_levels if a is not None), default=None)
     relaxed: list[str] = []
     if anti_levels and anti_level is None:
         relaxed.append("required anti-affinity on the node key is checked per class of nodes, not per node")
@@ -237,7 +235,7 @@ def build_model(ctx: Context) -> Model:
 
     zone_level = at.get(ctx.zone_key)
     model = Model(chain, zone_level, caps, spreads, anti_level, bool(anti_levels), classes, counts, parents, dead,
-                  Counter(), {}, Counter(), frozenset(), node_load, index, order, eligible, relaxed)
+                  Counter(), {}, Counter(), frozenset(), node_load, index, order, eligible, tracks_load, relaxed)
     _count_pods_to_come(ctx, model)
     if (model.has_anti and anti_level is not None and zone_level is not None and anti_level > zone_level
             and any(z is not None for _, z in model.kinds)):

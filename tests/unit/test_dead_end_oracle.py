@@ -40,9 +40,9 @@ def scenarios(draw):  # noqa: ANN001, ANN201
         spec["spread"].append({"topologyKey": ZONE_KEY, "maxSkew": draw(st.integers(1, 2))})
     if draw(st.integers(0, 4)) == 0:
         spec["spread"].append({"topologyKey": HOSTNAME_KEY, "maxSkew": 1})
-    anti = draw(st.sampled_from([None, ZONE_KEY, ZONE_KEY, HOSTNAME_KEY]))
-    if anti:
-        spec["shardAntiAffinity"].append({"topologyKey": anti})
+    anti = draw(st.sampled_from([None, ZONE_KEY, ZONE_KEY, HOSTNAME_KEY, "both"]))
+    for key in ([HOSTNAME_KEY, ZONE_KEY] if anti == "both" else [anti] if anti else []):
+        spec["shardAntiAffinity"].append({"topologyKey": key})
     if draw(st.integers(0, 3)) == 0:
         spec["ordinalZones"] = {"order": draw(st.permutations(zones))}
     policy = PlacementPolicySpec.model_validate(spec)

@@ -89,3 +89,19 @@ def test_a_million_pods_to_come_cost_no_more_than_ten() -> None:
     assert shardless == 0 and sum(futures["s"].values()) == 999_999 and len(futures["s"]) == 3
     decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, list(NODES.nodes))
     assert decision.analysis.certainty == "exact"
+
+
+def test_anti_affinity_on_node_and_zone_judges_loaded_nodes_too() -> None:
+    """With anti-affinity on both keys the zone's decides, and a node holding group pods must still
+    be found in its class (a mismatch once left such candidates unjudged)."""
+    spec = PlacementPolicySpec.model_validate({
+        "caps": [{"topologyKey": ZONE, "max": 2}],
+        "shardAntiAffinity": [{"topologyKey": HOST}, {"topologyKey": ZONE}],
+    })
+    placed = (Placement("r/t-0", "node-a1", "t", 0),)
+    snap = Snapshot(NODES, placed, group_size=6, shard_replicas={"s": 3, "t": 3})
+    decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, list(NODES.nodes))
+    # t still needs zones b and c for its two other pods, and s needs all three: every zone takes
+    # exactly two, so s-0 may go anywhere with room; node-a1 (holding t-0) is judged like node-a2.
+    assert decision.verdicts["node-a1"].passed == decision.verdicts["node-a2"].passed
+    assert decision.analysis.certainty == "exact"
