@@ -322,18 +322,21 @@ def _count_pods_to_come(ctx: Context, model: Model) -> None:
                 kinds[(None, zones)] += n
         model.kinds = kinds
         return
-    taken = _taken(ctx, model, futures.keys() | {ctx.pod.shard} - {None})
-    nothing: frozenset | Counter = frozenset() if model.anti_level is not None else Counter()
     my_shard = ctx.pod.shard
+    if model.anti_level is None:
+        _node_anti_types(ctx, model, futures, kinds)
+        model.kinds = kinds
+        return
+    taken = _taken(ctx, model, futures.keys() | {my_shard} - {None})
     if my_shard is not None:
-        model.my_shard_taken = taken.get(my_shard, nothing)
+        model.my_shard_taken = taken.get(my_shard, frozenset())
     types: dict[tuple, str] = {}
     for shard, zones_count in futures.items():
         if shard == my_shard:
             model.my_shard_futures = zones_count
             continue
-        held = taken.get(shard, nothing)
-        profile = (_freeze(held), tuple(sorted(zones_count.items(), key=_zones_order)))
+        held = taken.get(shard, frozenset())
+        profile = (held, tuple(sorted(zones_count.items(), key=_zones_order)))
         type_id = types.get(profile)
         if type_id is None:
             type_id = types[profile] = f"t{len(types)}"
@@ -343,6 +346,59 @@ def _count_pods_to_come(ctx: Context, model: Model) -> None:
         for zones, n in zones_count.items():
             kinds[(type_id, zones)] += n
     model.kinds = kinds
+
+
+def _node_anti_types(ctx: Context, model: Model, futures: dict[str, Counter[Zones]],
+                     kinds: Counter[tuple[str | None, Zones]]) -> None:
+    """Types under required anti-affinity on the node key: StatefulSets alike in their pods to
+    come, with the nodes they hold summed per node class. A type's gate into a class then admits
+    (StatefulSets x nodes of the class) - (their nodes there), exactly the sum of what each of
+    them may put there: a relaxation, like the per-class view of the node key itself.
+
+    When one type holds every StatefulSet on a node (the usual case: the shards of one cluster
+    are alike), the sum is the number of distinct StatefulSets per node, kept by the counts, and
+    nothing here walks the placed pods."""
+    snap, my_shard = ctx.snap, ctx.pod.shard
+    where = {node: _class_of(ctx, model, node) for node in model.node_load}
+    types: dict[tuple, str] = {}
+    members: dict[str, list[str]] = {}
+    for shard, zones_count in futures.items():
+        if shard == my_shard:
+            model.my_shard_futures = zones_count
+            continue
+        profile = tuple(sorted(zones_count.items(), key=_zones_order))
+        type_id = types.get(profile)
+        if type_id is None:
+            type_id = types[profile] = f"t{len(types)}"
+            members[type_id] = []
+        members[type_id].append(shard)
+        for zones, n in zones_count.items():
+            kinds[(type_id, zones)] += n
+    if my_shard is not None:
+        model.my_shard_taken = _held_by_class(snap.shard_node_pods(my_shard), where)
+    placed_shards = set(snap.counted.per_shard_node) - {my_shard} if snap.counted is not None else None
+    for type_id, shards in members.items():
+        if len(members) == 1 and placed_shards is not None and placed_shards <= set(shards):
+            held = _held_by_class(snap.counted.shards_on_node, where, per_node=True)  # type: ignore[union-attr]
+            if my_shard is not None:
+                held.subtract(model.my_shard_taken)  # its own, counted apart above
+            # pods in flight are left out: counting fewer held nodes only loosens the relaxation
+        else:
+            held = Counter()
+            for shard in shards:
+                held.update(_held_by_class(snap.shard_node_pods(shard), where))
+        model.types[type_id] = (len(shards), +held)
+
+
+def _held_by_class(nodes: Counter[str], where: dict[str, NodeClass | None], *, per_node: bool = False) -> Counter:
+    """Held nodes per node class: each node once, or with per_node its count (node -> how many
+    StatefulSets hold it)."""
+    held: Counter = Counter()
+    for node, n in nodes.items():
+        klass = where.get(node)
+        if klass is not None:
+            held[klass] += n if per_node else 1
+    return held
 
 
 def _ordinal_kinds(ctx: Context, shard: str, start: int, stop: int, present: list[int]) -> Counter[Zones]:
@@ -400,39 +456,28 @@ def _growth(replicas: dict[str, int], extra: int) -> dict[str, tuple[int, int]]:
     return {s: (r, target) for s, r in replicas.items() if r < target}
 
 
-def _taken(ctx: Context, model: Model, shards: Set[str]) -> dict[str, frozenset | Counter]:
-    """Per StatefulSet among `shards`: the anti-affinity domains it holds (a set), or for the node
-    key how many of its nodes fall in each node class. Counted in C, node by node of each
-    StatefulSet: the one pass here that grows with the placed pods (of StatefulSets with pods to come)."""
+def _taken(ctx: Context, model: Model, shards: Set[str]) -> dict[str, frozenset]:
+    """Per StatefulSet among `shards`: the anti-affinity domains it holds (the key is coarser than
+    the node). One pass over the StatefulSets' nodes: it grows with the placed pods of
+    StatefulSets with pods to come, looking each node's domain up once."""
     snap = ctx.snap
-    if model.anti_level is not None:
-        column = model.order[model.anti_level]  # where the anti-affinity key sits in the index's tuples
-        where = {node: (values[column] if values is not None else None)
-                 for node, values in ((n, model.index.get(n)) for n in model.node_load)}
-        key = model.chain[model.anti_level]
-    else:
-        where = {node: _class_of(ctx, model, node) for node in model.node_load}  # per node, not per pod
-    held: dict[str, Counter] = {}
+    column = model.order[model.anti_level]  # type: ignore[index]  # where the key sits in the index's tuples
+    where = {node: (values[column] if values is not None else None)
+             for node, values in ((n, model.index.get(n)) for n in model.node_load)}
+    key = model.chain[model.anti_level]  # type: ignore[index]
+    held: dict[str, set] = {}
     if snap.counted is not None:
         for shard, nodes in snap.counted.per_shard_node.items():
             if shard in shards:
-                held[shard] = Counter(map(where.get, nodes.elements()))
+                held[shard] = set(map(where.get, nodes))
     for p in snap.placements:  # in flight (every placement, for a snapshot without counts)
         if p.shard in shards:
             if p.node is not None:
                 found = where.get(p.node)
             else:
-                found = p.domains.get(key) if model.anti_level is not None and p.domains else None
-            held.setdefault(p.shard, Counter())[found] += 1
-    for counter in held.values():
-        counter.pop(None, None)
-    if model.anti_level is not None:
-        return {s: frozenset(c) for s, c in held.items()}
-    return held  # type: ignore[return-value]
-
-
-def _freeze(held: frozenset | Counter) -> frozenset:
-    return held if isinstance(held, frozenset) else frozenset(held.items())
+                found = p.domains.get(key) if p.domains else None
+            held.setdefault(p.shard, set()).add(found)
+    return {s: frozenset(d - {None}) for s, d in held.items()}
 
 
 def _zones_order(item: tuple[Zones, int]) -> tuple:
@@ -669,8 +714,9 @@ def _down_vertex(model: Model, target: object, down: list[dict[str, int]], root:
 
 
 def _gate_room(model: Model, target: object, count: int, taken: frozenset | Counter) -> int:
-    """How many pods a type's StatefulSets may still put in one anti-affinity domain (or class)."""
+    """How many pods a type's StatefulSets may still put in one anti-affinity domain (or, on the
+    node key, one class: count x its nodes, less the nodes they hold there)."""
     if isinstance(target, NodeClass):
         held = taken.get(target, 0) if isinstance(taken, Counter) else 0
-        return count * max(0, model.classes[target] - held)
+        return max(0, count * model.classes[target] - held)
     return 0 if target in taken else count

@@ -55,6 +55,7 @@ class GroupCounts:
     pods: int = 0
     per_node: Counter[str] = field(default_factory=Counter)
     per_shard_node: dict[str, Counter[str]] = field(default_factory=dict)
+    shards_on_node: Counter[str] = field(default_factory=Counter)  # node -> distinct StatefulSets with a pod there
     ordinal_pods: dict[str, Counter[int]] = field(default_factory=dict)  # shard -> ordinal -> pods
     ordinals: dict[str, list[int]] = field(default_factory=dict)  # shard -> its distinct ordinals, sorted
     ordinal_node: dict[str, dict[int, str]] = field(default_factory=dict)  # shard -> ordinal -> a node holding it
@@ -73,7 +74,8 @@ class GroupCounts:
                     members = by_shard[p.shard] = []
                 members.append(p)
         for shard, members in by_shard.items():
-            counts.per_shard_node[shard] = Counter(p.node for p in members)
+            counts.per_shard_node[shard] = nodes = Counter(p.node for p in members)
+            counts.shards_on_node.update(nodes.keys())
             ordinals = Counter(p.ordinal for p in members if p.ordinal is not None)
             if ordinals:
                 counts.ordinal_pods[shard] = ordinals
@@ -91,6 +93,8 @@ class GroupCounts:
         nodes = self.per_shard_node.get(p.shard)
         if nodes is None:
             nodes = self.per_shard_node[p.shard] = Counter()
+        if not nodes[p.node]:
+            self.shards_on_node[p.node] += 1
         nodes[p.node] += 1
         if p.ordinal is not None:
             pods = self.ordinal_pods.get(p.shard)
@@ -108,7 +112,10 @@ class GroupCounts:
         _decrement(self.per_node, p.node)
         if p.shard is None:
             return
-        _decrement(self.per_shard_node[p.shard], p.node, self.per_shard_node, p.shard)
+        nodes = self.per_shard_node[p.shard]
+        if nodes[p.node] == 1:
+            _decrement(self.shards_on_node, p.node)
+        _decrement(nodes, p.node, self.per_shard_node, p.shard)
         if p.ordinal is not None:
             pods = self.ordinal_pods[p.shard]
             _decrement(pods, p.ordinal)
