@@ -31,9 +31,10 @@ depend on how many pods are still to come (30 or a million):
   pod's unit be moved there (one breadth-first search, not one flow per candidate).
 
 Cost: O(kinds x domains + domains x classes) vertices and edges per network, a few networks per
-decision; Dinic's algorithm on them does not depend on the counts carried. The walk over the
-group's placed pods that builds the counts is the one part linear in the group (placed pods, not
-pods to come).
+decision; Dinic's algorithm on them does not depend on the counts carried. The placed pods arrive
+counted (engine.model.GroupCounts, kept current by the watch cache), so the model is built in
+O(nodes holding the group + StatefulSets); the one pass that still grows with placed pods is the
+StatefulSets' domains under anti-affinity above the node key (one set per StatefulSet).
 
 Decided exactly: caps on nested keys, required anti-affinity on a key coarser than the node
 (zone, rack), allowed zones, ordinal zones, and at most one hard spread. A relaxation (a dead end
