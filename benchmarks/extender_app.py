@@ -42,7 +42,7 @@ if __package__ in (None, ""):  # `python benchmarks/extender_app.py`
 
 from flask import Flask, Response, request  # noqa: E402
 
-from extender.kube import NullEventSink  # noqa: E402
+from extender.server.effects import DiscardEvents  # noqa: E402
 from extender.logs import setup_logging  # noqa: E402
 from extender.server.app import create_app  # noqa: E402
 from extender.metrics import store_gauges  # noqa: E402
@@ -154,7 +154,7 @@ class BenchApplication(ExtenderApplication):
         if self.gc_freeze:  # what the extender's watcher does after every list (freeze_heap)
             freeze_heap()
         stats = GcStats()
-        verbs = Verbs(store, NullBinder(), NullEventSink(), decision_deadline=self.options.decision_deadline)
+        verbs = Verbs(store, NullBinder(), DiscardEvents(), decision_deadline=self.options.decision_deadline)
         store_gauges(verbs.metrics, store, time.time)  # as serve.build() does: /metrics shows the store
         app = create_app(verbs, max_body=self.options.max_body)
         add_floor_routes(app)

@@ -30,7 +30,7 @@ if __package__ in (None, ""):
 from benchmarks import synthetic  # noqa: E402
 from benchmarks.common import REPO, RESULTS, write_result  # noqa: E402
 from benchmarks.extender_app import NullBinder, add_floor_routes, build_store  # noqa: E402
-from extender.kube import NullEventSink  # noqa: E402
+from extender.server.effects import DiscardEvents  # noqa: E402
 from extender.server.app import create_app  # noqa: E402
 from extender.server.serve import ServeOptions  # noqa: E402
 from extender.verbs import Verbs  # noqa: E402
@@ -39,7 +39,7 @@ from extender.verbs import Verbs  # noqa: E402
 def make_app(nodes: int, pods: int, policy: str = "full"):
     options = ServeOptions()
     store = build_store(nodes, pods, options, policy)
-    app = create_app(Verbs(store, NullBinder(), NullEventSink(), decision_deadline=options.decision_deadline), max_body=options.max_body)
+    app = create_app(Verbs(store, NullBinder(), DiscardEvents(), decision_deadline=options.decision_deadline), max_body=options.max_body)
     add_floor_routes(app)
     return app
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .checker import Member, violations, zones_of
-from .engine.topology import Topology
+from .engine import Topology
 from .placement_table import zone_table
 from .policy import PlacementPolicySpec, PolicyError
 from .state.objects import PodRecord

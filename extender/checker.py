@@ -11,10 +11,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .engine.topology import Topology
-from .engine.zone_order import stable_zone_order
-from .policy import PlacementPolicySpec
-from .engine.model import NodeInfo
+from .engine import NodeInfo, Topology, stable_zone_order
+from .policy import AntiAffinityMode, PlacementPolicySpec, WhenUnsatisfiable
 
 
 @dataclass(frozen=True)
@@ -58,13 +56,13 @@ def violations(spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapp
             if domain is not None and count > limit:
                 out.append(Violation("caps", f"{cap.topologyKey}={domain} holds {count} pods; {cap.describe(group_size)} allows {limit}"))
     for s in spec.spread:
-        if s.whenUnsatisfiable != "DoNotSchedule":
+        if s.whenUnsatisfiable is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
             continue
         skew = max_skew(spec, s.topologyKey, members, nodes)
         if skew > s.maxSkew:
             out.append(Violation("spread", f"{s.topologyKey} skew {skew} > maxSkew {s.maxSkew}"))
     for rule in spec.shardAntiAffinity:
-        if rule.mode != "Required":
+        if rule.mode is not AntiAffinityMode.REQUIRED:
             continue
         seen: dict[tuple[str, str], list[str]] = defaultdict(list)
         for m in members:

@@ -174,7 +174,7 @@ def _ab(args: argparse.Namespace) -> int:
 
 
 def _live_store(args: argparse.Namespace):
-    from .kube import connect
+    from .kubeapi import connect
     from .state.watcher import list_once
 
     return list_once(connect(args.kubeconfig))

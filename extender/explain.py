@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .engine import evaluate
-from .engine.context import Context
-from .engine.rules import all_failures
+from .engine import broken_rules, evaluate, zone_of
 from .policy import PolicyError
 from .state.store import ClusterStore
 
@@ -56,13 +54,12 @@ def explain(store: ClusterStore, namespace: str, name: str) -> Explanation:
             NodeExplanation(n, None, "pass", "", "", 0) for n in names])
     request, snap = store.decision_inputs(pod, spec)
     decision = evaluate(spec, request, snap, names)
-    ctx = Context.build(spec, request, snap)
     out = []
     for n in names:
         v = decision.verdicts[n]
         node = store.topology.nodes[n]
-        others = [f"{f.rule}: {f.reason}" for f in all_failures(ctx, node) if f.reason != v.reason]
-        out.append(NodeExplanation(n, ctx.domain(node, ctx.zone_key), v.outcome.value, v.rule, v.reason, v.score,
+        others = [f"{f.rule}: {f.reason}" for f in broken_rules(decision, node) if f.reason != v.reason]
+        out.append(NodeExplanation(n, zone_of(decision, node), v.outcome.value, v.rule, v.reason, v.score,
                                    others if not v.passed else []))
     notes = list(decision.notes)
     if pod.node:

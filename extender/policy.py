@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from enum import StrEnum
 from fractions import Fraction
 from typing import Annotated, Literal
 
@@ -33,6 +34,25 @@ HOSTNAME_KEY = "kubernetes.io/hostname"
 
 LabelKey = Annotated[str, Field(min_length=1, max_length=316, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")]
 ZoneName = Annotated[str, Field(min_length=1, max_length=63)]
+
+
+class Comparison(StrEnum):
+    """How a fractional cap compares a domain's pods with fraction x group size."""
+
+    LESS_THAN = "LessThan"  # pods < p/q x N (NetEase's "fewer than 1/3")
+    AT_MOST = "AtMost"  # pods <= p/q x N
+
+
+class WhenUnsatisfiable(StrEnum):
+    """A spread's mode, with the native meaning."""
+
+    DO_NOT_SCHEDULE = "DoNotSchedule"  # a hard rule: filter
+    SCHEDULE_ANYWAY = "ScheduleAnyway"  # a preference: score only
+
+
+class AntiAffinityMode(StrEnum):
+    REQUIRED = "Required"  # a hard rule: filter
+    PREFERRED = "Preferred"  # a preference: score only
 
 
 class _Model(BaseModel):
@@ -103,7 +123,7 @@ class Cap(_Model):
         pattern=r"^[0-9]+/[1-9][0-9]*$",
         description='A fraction of the group size, written "p/q", e.g. "1/3".',
     )
-    comparison: Literal["LessThan", "AtMost"] | None = Field(
+    comparison: Comparison | None = Field(
         default=None,
         description='Required with fraction. LessThan: pods in a domain < fraction x size (NetEase "fewer than 1/3"). '
         "AtMost: pods in a domain <= fraction x size (avoids the 3-shard deadlock).",
@@ -130,14 +150,14 @@ class Cap(_Model):
         if group_size is None:
             return None
         bound = Fraction(self.fraction) * group_size  # type: ignore[arg-type]
-        if self.comparison == "AtMost":
+        if self.comparison is Comparison.AT_MOST:
             return int(bound)  # floor
         return math.ceil(bound) - 1  # LessThan: the largest integer strictly below the bound
 
     def describe(self, group_size: int | None) -> str:
         if self.max is not None:
             return f"at most {self.max} per {self.topologyKey}"
-        word = "fewer than" if self.comparison == "LessThan" else "no more than"
+        word = "fewer than" if self.comparison is Comparison.LESS_THAN else "no more than"
         return f"{word} {self.fraction} of {group_size} per {self.topologyKey}"
 
 
@@ -146,14 +166,14 @@ class Spread(_Model):
 
     topologyKey: LabelKey
     maxSkew: int = Field(ge=1)
-    whenUnsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
+    whenUnsatisfiable: WhenUnsatisfiable = WhenUnsatisfiable.DO_NOT_SCHEDULE
 
 
 class ShardAntiAffinity(_Model):
     """Pods of one StatefulSet (a shard) kept apart across a topology key."""
 
     topologyKey: LabelKey
-    mode: Literal["Required", "Preferred"] = "Required"
+    mode: AntiAffinityMode = AntiAffinityMode.REQUIRED
 
 
 class OrdinalZones(_Model):

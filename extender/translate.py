@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .policy import PlacementPolicySpec
+from .policy import AntiAffinityMode, PlacementPolicySpec
 
 # The label StatefulSet pods carry that differs per StatefulSet (its name + revision hash):
 # with matchLabelKeys, anti-affinity then applies among pods of one shard only.
@@ -129,7 +129,7 @@ def translate(spec: PlacementPolicySpec, *, match_labels: dict[str, str] | None 
         term: dict[str, Any] = {"labelSelector": selector, "topologyKey": spec.canonical_key(rule.topologyKey)}
         if spec.group.selector is not None:
             term["matchLabelKeys"] = [shard_label]  # only pods of the same StatefulSet (shard)
-        if rule.mode == "Required":
+        if rule.mode is AntiAffinityMode.REQUIRED:
             required.append(term)
         else:
             preferred_pods.append({"weight": 100, "podAffinityTerm": term})

@@ -48,7 +48,7 @@ def from_documents(docs: list[Any], source: str) -> tuple[PlacementPolicySpec, d
 
 
 def from_cluster(ref: str, namespace: str, kubeconfig: str | None) -> tuple[PlacementPolicySpec, dict[str, str], int | None, str]:
-    from .kube import connect
+    from .kubeapi import connect
     from .policy import API_GROUP, API_VERSION, PLURAL
 
     kind, name = ref.split("/", 1)

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-import zlib
 from collections.abc import Sequence
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from .engine import Decision, NodeInfo, Outcome, PlacementKind, Verdict, evaluate
-from .engine.context import Context
-from .engine.scoring import MAX_SCORE
+from .engine import Decision, NodeInfo, Outcome, Verdict, break_tie, evaluate, shared_domains, zone_left_empty
 from .limits import DEFAULT_DECISION_DEADLINE
 from .metrics import Metrics
 from .policy import PlacementPolicySpec, PolicyError
@@ -86,7 +83,7 @@ class Verbs:
                 self.metrics.node_verdicts.inc(len(names), outcome="unresolvable", rule="policy")
                 return _filter_result(args, [], {}, {name: str(err) for name in names})
             if spec is not None:
-                self._reserve(pod, spec, decision)
+                self.store.reservations.hold(pod, decision.passed(), lambda names: shared_domains(decision, names))
                 self._last = (pod.uid, self.store.version, decision)
         passed: list[str] = []
         failed: dict[str, str] = {}
@@ -120,8 +117,8 @@ class Verbs:
                 spec = None  # filter already refused every node; nothing to prefer
                 decision = Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
             if spec is not None:
-                top = _break_tie(pod, decision)
-                self._reserve(pod, spec, decision, only=top)
+                top = break_tie(pod.uid, decision)
+                self.store.reservations.hold(pod, [top] if top else [], lambda names: shared_domains(decision, names))
         return Priorities([(n, v.score) for n, v in decision.verdicts.items()])
 
     def _reuse(self, pod: PodRecord, candidates: Sequence[str | NodeInfo]) -> Decision | None:
@@ -232,21 +229,12 @@ class Verbs:
         """The zone the victim's policy group would lose entirely, if any."""
         try:
             spec = self.store.resolve_policy(victim)
-        except PolicyError:
-            return None
-        if spec is None or not spec.uses_zones or victim.node is None:
-            return None
-        try:
+            if spec is None or not spec.uses_zones or victim.node is None:
+                return None
             request, snap = self.store.decision_inputs(victim, spec, counted=False)
         except PolicyError:
             return None
-        ctx = Context.build(spec, request, snap)
-        node = self.store.topology.nodes.get(victim.node)
-        zone = ctx.domain(node, ctx.zone_key) if node else None
-        if zone is None:
-            return None
-        survivors = [p for p in snap.placements if p.pod not in evicted and ctx.placement_domain(p, ctx.zone_key) == zone]
-        return None if survivors else zone
+        return zone_left_empty(spec, request, snap, victim.node, evicted)
 
     # ---------------------------------------------------------------- helpers
     def _candidates(self, args: ExtenderArgs) -> Sequence[str | NodeInfo]:
@@ -270,33 +258,6 @@ class Verbs:
                         "decided (raise --decision-deadline, or check the policy's group size)", pod.key, self.decision_deadline)
         return decision
 
-    def _reserve(self, pod: PodRecord, spec: PlacementPolicySpec, decision: Decision, only: list[str] | None = None) -> None:
-        """Stand in for this pod until its binding is visible: its node if only one remains,
-        else the domains all remaining candidates share (often its zone)."""
-        names = only if only is not None else decision.passed()
-        current = self.store.reservations.get(pod.uid)
-        if current is not None and current.kind is PlacementKind.COMMITTED:
-            return
-        if not names:
-            self.store.reservations.release(pod.uid)
-            return
-        if len(names) == 1:
-            self.store.reservations.tentative(pod, names[0], None)
-            return
-        ctx = decision.context
-        if ctx is None:
-            request, snap = self.store.decision_inputs(pod, spec)
-            ctx = Context.build(spec, request, snap)
-        index = ctx.snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
-        rows = [index.get(n) for n in names]
-        shared: dict[str, str] = {}
-        if all(r is not None for r in rows):
-            for i, key in enumerate(ctx.keys):
-                first = rows[0][i]  # type: ignore[index]
-                if first is not None and all(r[i] == first for r in rows):  # type: ignore[index]
-                    shared[key] = first
-        self.store.reservations.tentative(pod, None, shared)
-
     def _known_pod(self, args: ExtenderBindingArgs) -> PodRecord | None:
         reservation = self.store.reservations.get(args.PodUID)
         if reservation is not None:
@@ -317,31 +278,6 @@ def rejection_summary(decision: Decision) -> str:
     total = len(decision.verdicts)
     parts = [f"{len(reasons)} by {rule} (e.g. {reasons[0]})" for rule, reasons in sorted(by_rule.items(), key=lambda kv: -len(kv[1]))]
     return f"0/{total} nodes can take this pod under its placement policy: " + "; ".join(parts)
-
-
-def _break_tie(pod: PodRecord, decision: Decision) -> list[str]:
-    """Among equally good nodes, prefer one (+1) and return it: the extender then knows where
-    the pod is going before its binding shows, and reserves that node for the next pod's filter.
-
-    Which node wins is a stable hash of (pod, node), so a burst of one group's pods fans out over
-    the equals instead of piling onto one. With the extender's weight above kube-scheduler's own
-    score range (config/), the scheduler follows; if it does not, bind still enforces the rules.
-    """
-    passed = [v for v in decision.verdicts.values() if v.passed]
-    if not passed:
-        return []
-    best = max(v.score for v in passed)
-    top = [v for v in passed if v.score == best]
-    if len(top) == 1:
-        return [top[0].node]
-    pick = min(top, key=lambda v: zlib.crc32(f"{pod.uid}/{v.node}".encode("utf-8", "surrogatepass")))
-    if best < MAX_SCORE:
-        pick.score += 1
-    else:
-        for v in top:
-            if v is not pick:
-                v.score -= 1
-    return [pick.node]
 
 
 def _copy(v: Verdict) -> Verdict:

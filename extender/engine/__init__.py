@@ -1,15 +1,24 @@
 """The placement engine: pure functions over plain data, no I/O.
 
-`evaluate(spec, pod, snapshot, candidates)` is the whole interface; the HTTP server, the watch
-cache and the CLI are thin layers around it.
+`evaluate(spec, pod, snapshot, candidates)` decides; the few functions beside it read a decision
+(its broken rules, a node's zone, the domains some nodes share), break ties, and judge a
+preemption. This package's exports are the whole interface: nothing outside the engine imports
+its modules. The HTTP server, the watch cache and the CLI are thin layers around it.
 """
 
-from .evaluate import evaluate
-from .model import Decision, NodeInfo, Outcome, Placement, PlacementKind, PodRequest, Snapshot, Verdict
+from .evaluate import broken_rules, evaluate, shared_domains, zone_of
+from .preemption import zone_left_empty
+from .rules import Failure
+from .scoring import MAX_SCORE, break_tie
+from .model import Decision, GroupCounts, NodeInfo, Outcome, Placement, PlacementKind, PodRequest, Snapshot, Verdict
 from .topology import Topology
+from .zone_order import ZoneOrder, stable_zone_order
 
 __all__ = [
+    "MAX_SCORE",
     "Decision",
+    "Failure",
+    "GroupCounts",
     "NodeInfo",
     "Outcome",
     "Placement",
@@ -18,5 +27,12 @@ __all__ = [
     "Snapshot",
     "Topology",
     "Verdict",
+    "ZoneOrder",
+    "break_tie",
+    "broken_rules",
     "evaluate",
+    "shared_domains",
+    "stable_zone_order",
+    "zone_left_empty",
+    "zone_of",
 ]

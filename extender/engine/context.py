@@ -109,6 +109,18 @@ class Context:
             return None
         return self.domain(node, key)
 
+    def common_domains(self, names: list[str]) -> dict[str, str]:
+        """The domains every node of `names` shares (often their zone), by canonical key."""
+        index = self.snap.topology.values_index(tuple(self.keys), self.zone_key, self.node_key)
+        rows = [index.get(n) for n in names]
+        shared: dict[str, str] = {}
+        if rows and all(r is not None for r in rows):
+            for i, key in enumerate(self.keys):
+                first = rows[0][i]  # type: ignore[index]
+                if first is not None and all(r[i] == first for r in rows):  # type: ignore[index]
+                    shared[key] = first
+        return shared
+
     def eligible_domains(self, key: str) -> dict[str, int]:
         return self.snap.topology.eligible_domains(key, self.zone_key, self.permitted, self.node_key)
 

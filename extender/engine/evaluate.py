@@ -8,7 +8,7 @@ from ..policy import PlacementPolicySpec
 from .context import Context
 from .lookahead import Analysis, Certainty, dead_ends
 from .model import Decision, NodeInfo, Outcome, PodRequest, Snapshot, Verdict
-from .rules import first_failure
+from .rules import Failure, all_failures, first_failure
 from .scoring import score_nodes
 
 
@@ -124,3 +124,21 @@ def _describe(analysis: Analysis) -> str:
     found = f"{len(analysis.stranded)} candidate(s) would strand the rest" if analysis.stranded else "no candidate strands the rest"
     how = "exact" if analysis.certainty is Certainty.EXACT else f"a relaxation ({analysis.why})"
     return f"dead-end avoidance: {analysis.to_come} pod(s) still to come; {found} ({how})"
+
+
+# -- what the layers above read of a decision, without reaching into its context ------------------
+def broken_rules(decision: Decision, node: NodeInfo) -> list[Failure]:
+    """Every hard rule the node breaks for this decision's pod (explain lists them all)."""
+    return all_failures(decision.context, node) if decision.context is not None else []
+
+
+def zone_of(decision: Decision, node: NodeInfo) -> str | None:
+    """The node's zone under the decision's policy (its zone key, with the legacy fallback)."""
+    ctx = decision.context
+    return ctx.domain(node, ctx.zone_key) if ctx is not None else None
+
+
+def shared_domains(decision: Decision, names: list[str]) -> dict[str, str]:
+    """The domains every node of `names` shares: what a reservation records while the pod's node
+    is not known yet (kube-scheduler binds asynchronously)."""
+    return decision.context.common_domains(names) if decision.context is not None else {}

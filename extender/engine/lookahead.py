@@ -57,6 +57,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from ..limits import MAX_SPREAD_LEVELS
+from ..policy import AntiAffinityMode, WhenUnsatisfiable
 from .context import Context
 from .flow import INFINITE, DeadlineExceeded, Network
 from .model import NodeInfo
@@ -185,8 +186,8 @@ def build_model(ctx: Context) -> Model:
         if limit is None:
             raise _Unknown(f"cap '{cap.describe(None)}' needs the group size")
         cap_keys.append((level_of(key), limit))
-    spread_keys = [(level_of(s.topologyKey), s.maxSkew) for s in spec.spread if s.whenUnsatisfiable == "DoNotSchedule"]
-    anti_keys = [level_of(a.topologyKey) for a in spec.shardAntiAffinity if a.mode == "Required"]
+    spread_keys = [(level_of(s.topologyKey), s.maxSkew) for s in spec.spread if s.whenUnsatisfiable is WhenUnsatisfiable.DO_NOT_SCHEDULE]
+    anti_keys = [level_of(a.topologyKey) for a in spec.shardAntiAffinity if a.mode is AntiAffinityMode.REQUIRED]
 
     topology = snap.topology
     value_counts = topology.value_counts(tuple(keys), ctx.zone_key, ctx.permitted, node_key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..policy import AntiAffinityMode, WhenUnsatisfiable
 from .context import Context
 from .model import NodeInfo, Outcome
 
@@ -100,7 +101,7 @@ def min_count(ctx: Context, key: str) -> int:
 
 def spread_rule(ctx: Context, node: NodeInfo) -> Failure | None:
     for spread in ctx.spec.spread:
-        if spread.whenUnsatisfiable != "DoNotSchedule":
+        if spread.whenUnsatisfiable is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
             continue
         key = ctx.spec.canonical_key(spread.topologyKey)
         value = ctx.domain(node, key)
@@ -123,7 +124,7 @@ def anti_affinity_rule(ctx: Context, node: NodeInfo) -> Failure | None:
     if ctx.pod.shard is None:
         return None
     for rule in ctx.spec.shardAntiAffinity:
-        if rule.mode != "Required":
+        if rule.mode is not AntiAffinityMode.REQUIRED:
             continue
         key = ctx.spec.canonical_key(rule.topologyKey)
         value = ctx.domain(node, key)

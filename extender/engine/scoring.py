@@ -9,10 +9,12 @@ own scoring breaks the tie.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 
+from ..policy import AntiAffinityMode, WhenUnsatisfiable
 from .context import Context
-from .model import NodeInfo
+from .model import Decision, NodeInfo
 
 MAX_SCORE = 10
 
@@ -23,7 +25,7 @@ ZONE_WEIGHT = 2.0
 
 
 def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
-    soft = {ctx.spec.canonical_key(s.topologyKey) for s in ctx.spec.spread if s.whenUnsatisfiable == "ScheduleAnyway"}
+    soft = {ctx.spec.canonical_key(s.topologyKey) for s in ctx.spec.spread if s.whenUnsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY}
     loads = []
     for node in nodes:
         load = 0.0
@@ -36,7 +38,7 @@ def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
 
 
 def _anti_affinity_penalties(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
-    rules = [r for r in ctx.spec.shardAntiAffinity if r.mode == "Preferred"]
+    rules = [r for r in ctx.spec.shardAntiAffinity if r.mode is AntiAffinityMode.PREFERRED]
     if not rules or ctx.pod.shard is None:
         return None
     out = []
@@ -97,3 +99,30 @@ def _score_distinct(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
         return [0] * len(nodes)  # nothing tells them apart: neutral, kube-scheduler decides
     total = sum(w for w, _ in parts)
     return [round(MAX_SCORE * sum(w * values[i] for w, values in parts) / total) for i in range(len(nodes))]
+
+
+def break_tie(seed: str, decision: Decision) -> str | None:
+    """Among equally good passing nodes, prefer one (+1, or the others -1 at the top of the range)
+    and return it: the extender then knows where the pod is going before its binding shows, and
+    reserves that node for the next pod's filter.
+
+    Which node wins is a stable hash of (seed, node), the seed being the pod's uid, so a burst of
+    one group's pods fans out over the equals instead of piling onto one. With the extender's
+    weight above kube-scheduler's own score range (config/), the scheduler follows; if it does
+    not, bind still enforces the rules.
+    """
+    passed = [v for v in decision.verdicts.values() if v.passed]
+    if not passed:
+        return None
+    best = max(v.score for v in passed)
+    top = [v for v in passed if v.score == best]
+    if len(top) == 1:
+        return top[0].node
+    pick = min(top, key=lambda v: zlib.crc32(f"{seed}/{v.node}".encode("utf-8", "surrogatepass")))
+    if best < MAX_SCORE:
+        pick.score += 1
+    else:
+        for v in top:
+            if v is not pick:
+                v.score -= 1
+    return pick.node

@@ -53,12 +53,13 @@ class ServeOptions:
 
 def build(options: ServeOptions):
     """The app with a live cache and the real API client (called inside the gunicorn worker)."""
-    from ..kube import KubeBinder, KubeEventSink, NullEventSink, connect
+    from ..kubeapi import connect
+    from .effects import DiscardEvents, KubeBinder, KubeEventSink
     from ..state.watcher import Watcher
 
     api = connect(options.kubeconfig)
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
-    events = KubeEventSink(api) if options.events else NullEventSink()
+    events = KubeEventSink(api) if options.events else DiscardEvents()
     verbs = Verbs(store, KubeBinder(api), events, decision_deadline=options.decision_deadline)
     store_gauges(verbs.metrics, store, time.time)
     watcher = Watcher(api, store)

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..engine.model import GroupCounts, Placement
+from ..engine import GroupCounts, Placement
 from ..policy import LabelSelector, PlacementPolicySpec
 from .objects import PodRecord
 

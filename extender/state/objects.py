@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.model import NodeInfo
+from ..engine import NodeInfo
 from ..policy import INLINE_POLICY_ANNOTATION, LEGACY_ZONE_KEY, POLICY_REF_ANNOTATION, ZONE_KEY
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from ..engine.model import Placement, PlacementKind
+from ..engine import Placement, PlacementKind
 from .objects import PodRecord
 
 
@@ -54,6 +54,19 @@ class Reservations:
 
     def peek_all(self) -> list[Reservation]:
         return list(self._by_uid.values())
+
+    def hold(self, pod: PodRecord, names: list[str], shared: Callable[[list[str]], Mapping[str, str]]) -> None:
+        """Stand in for a pod its decision left `names` for: its node if one remains, else the
+        domains all remaining nodes share (often its zone). A committed bind is never undone."""
+        current = self._by_uid.get(pod.uid)
+        if current is not None and current.kind is PlacementKind.COMMITTED:
+            return
+        if not names:
+            self.release(pod.uid)
+        elif len(names) == 1:
+            self.tentative(pod, names[0], None)
+        else:
+            self.tentative(pod, None, shared(names))
 
     def tentative(self, pod: PodRecord, node: str | None, domains: Mapping[str, str] | None) -> None:
         current = self._by_uid.get(pod.uid)

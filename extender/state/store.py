@@ -13,8 +13,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Set
 from typing import Any
 
-from ..engine.model import NodeInfo, Placement, PlacementKind, PodRequest, Snapshot
-from ..engine.topology import Topology
+from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, Snapshot, Topology
 from ..limits import MAX_GROUP_SIZE
 from ..policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from .objects import (

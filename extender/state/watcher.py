@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..kube import KubeApiError, KubeHttp
+from ..kubeapi import KubeApiError, KubeHttp
 from ..policy import API_GROUP, API_VERSION, PLURAL
 from .objects import ObjectError
 from .store import PARSERS, ClusterStore

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from builders import HOST, ZONE, node, pod, statefulset
-from extender.kube import NullEventSink
+from fakes import RecordedEvents
 from extender.policy import INLINE_POLICY_ANNOTATION
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
@@ -56,7 +56,7 @@ def client():
     for kind in KINDS:
         store.replace(kind, [])
     store.apply("nodes", "ADDED", node("n1", "a"))
-    return create_app(Verbs(store, binder=None, events=NullEventSink())).test_client()  # type: ignore[arg-type]
+    return create_app(Verbs(store, binder=None, events=RecordedEvents())).test_client()  # type: ignore[arg-type]
 
 
 CLIENT = client()
@@ -135,7 +135,7 @@ def fixture_client():
     store.apply("statefulsets", "ADDED", statefulset("crdb", 3, claim_templates=("datadir",)))
     store.apply("statefulsets", "ADDED", statefulset("w", 3))
     store.apply("pods", "ADDED", pod("w-2", sts="w", node_name="node-a1", policy=CAPS))
-    return create_app(Verbs(store, binder=OkBinder(), events=NullEventSink())).test_client()  # type: ignore[arg-type]
+    return create_app(Verbs(store, binder=OkBinder(), events=RecordedEvents())).test_client()  # type: ignore[arg-type]
 
 
 CAPS = {"caps": [{"topologyKey": HOST, "max": 1}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import HOST, filter_args, node, pod, statefulset
-from extender.kube import NullEventSink
+from fakes import RecordedEvents
 from extender.limits import MAX_CANDIDATE_NODES, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH, MAX_REQUEST_DEPTH
 from extender.policy import PlacementPolicySpec, PolicyError, parse_annotation
 from extender.server.app import create_app
@@ -41,7 +41,7 @@ def client():
     for name, zone in zip(NAMES, "abc"):
         store.apply("nodes", "ADDED", node(name, zone))
     store.apply("statefulsets", "ADDED", statefulset("w", 3))
-    return create_app(Verbs(store, binder=OkBinder(), events=NullEventSink())).test_client()  # type: ignore[arg-type]
+    return create_app(Verbs(store, binder=OkBinder(), events=RecordedEvents())).test_client()  # type: ignore[arg-type]
 
 
 def post(client, path: str, body: Any) -> tuple[int, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from builders import HOST, filter_args, node, pod
-from extender.kube import NullEventSink
+from fakes import RecordedEvents
 from extender.metrics import Histogram, store_gauges
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
@@ -18,7 +18,7 @@ def make():
         store.replace(kind, [])
     for i in range(4):
         store.apply("nodes", "ADDED", node(f"n{i}", "a" if i < 2 else "b"))
-    events = NullEventSink()
+    events = RecordedEvents()
     verbs = Verbs(store, binder=None, events=events)  # type: ignore[arg-type]
     store_gauges(verbs.metrics, store, time.time)
     return store, events, verbs, create_app(verbs).test_client()

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from builders import HOST, filter_args, node, pod, statefulset
-from extender.kube import NullEventSink
+from fakes import RecordedEvents
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
@@ -27,12 +27,12 @@ def store() -> ClusterStore:
 
 
 @pytest.fixture
-def events() -> NullEventSink:
-    return NullEventSink()
+def events() -> RecordedEvents:
+    return RecordedEvents()
 
 
 @pytest.fixture
-def client(store: ClusterStore, events: NullEventSink):
+def client(store: ClusterStore, events: RecordedEvents):
     app = create_app(Verbs(store, binder=None, events=events), max_body=64 * 1024)  # type: ignore[arg-type]
     return app.test_client()
 
@@ -116,7 +116,7 @@ def test_named_policy_missing_is_unresolvable(client) -> None:
 
 def test_readyz_waits_for_the_first_sync() -> None:
     store = ClusterStore()
-    client = create_app(Verbs(store, binder=None, events=NullEventSink())).test_client()  # type: ignore[arg-type]
+    client = create_app(Verbs(store, binder=None, events=RecordedEvents())).test_client()  # type: ignore[arg-type]
     response = client.get("/readyz")
     assert response.status_code == 503 and "nodes" in response.get_json()["waiting_for"]
     for kind in KINDS:

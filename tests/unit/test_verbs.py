@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from builders import HOST, ZONE, claim, filter_args, node, pod, policy_object, statefulset, volume
-from extender.kube import NullEventSink
+from fakes import RecordedEvents
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import BindError, Verbs
@@ -45,7 +45,7 @@ def make(nodes, *, clock=None, fail=False):
     for n in nodes:
         store.apply("nodes", "ADDED", n)
     binder = RecordingBinder(fail)
-    return store, binder, Verbs(store, binder, NullEventSink())
+    return store, binder, Verbs(store, binder, RecordedEvents())
 
 
 def names(store):

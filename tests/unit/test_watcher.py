@@ -6,7 +6,7 @@ import json
 import threading
 
 from builders import node
-from extender.kube import KubeApiError
+from extender.kubeapi import KubeApiError
 from extender.state.store import ClusterStore
 from extender.state.watcher import RESOURCES, Resource, Watcher, list_once
 

@@ -16,7 +16,7 @@ import pytest
 
 from builders import statefulset
 from extender import wire
-from extender.kube import NullEventSink
+from fakes import RecordedEvents
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
@@ -70,7 +70,7 @@ def client():
     for item in json.loads(raw("filter_args_nodelist"))["Nodes"]["items"]:
         store.apply("nodes", "ADDED", item)
     store.apply("statefulsets", "ADDED", statefulset("crdb", 3, claim_templates=("datadir",)))
-    return create_app(Verbs(store, binder=None, events=NullEventSink())).test_client()  # type: ignore[arg-type]
+    return create_app(Verbs(store, binder=None, events=RecordedEvents())).test_client()  # type: ignore[arg-type]
 
 
 def check_golden(name: str, body: str) -> None:

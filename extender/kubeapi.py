@@ -1,0 +1,79 @@
+"""The Kubernetes API as raw JSON over requests, with the official client's configuration.
+
+The kubernetes package loads credentials (kubeconfig, in-cluster service account, exec
+plugins, token refresh); requests carries the calls. Its generated model classes are not used:
+they are slow for large lists, its Binding model fails to decode the API's answer, and its
+low-level call signature changed between releases. It sits below the watch cache (state/watcher.py) and
+the server's effects (server/effects.py); it imports nothing of the extender.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import requests
+from kubernetes import client, config
+
+
+log = logging.getLogger(__name__)
+
+class KubeApiError(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+
+
+class KubeHttp:
+    """Authenticated JSON calls to the API server."""
+
+    def __init__(self, cfg: client.Configuration) -> None:
+        self.cfg = cfg
+        self.session = requests.Session()
+        self.session.trust_env = False  # the kubeconfig decides TLS and proxies, not the environment
+        self.session.verify = (cfg.ssl_ca_cert or True) if cfg.verify_ssl else False
+        if cfg.cert_file and cfg.key_file:
+            self.session.cert = (cfg.cert_file, cfg.key_file)
+        if cfg.proxy:
+            self.session.proxies = {"https": cfg.proxy, "http": cfg.proxy}
+
+    def _headers(self) -> dict[str, str]:
+        if self.cfg.refresh_api_key_hook is not None:
+            self.cfg.refresh_api_key_hook(self.cfg)  # rotating service-account tokens, exec plugins
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        token = (self.cfg.api_key or {}).get("authorization") or (self.cfg.api_key or {}).get("BearerToken")
+        if token:
+            prefix = (self.cfg.api_key_prefix or {}).get("authorization", "")
+            headers["Authorization"] = f"{prefix} {token}".strip() if prefix else token
+        return headers
+
+    def call(self, method: str, path: str, *, body: Any = None, query: list[tuple[str, str]] | None = None,
+             timeout: float | tuple[float, float] = 30, stream: bool = False) -> Any:
+        """One call; `stream=True` returns the open requests.Response (for watches)."""
+        response = self.session.request(method, self.cfg.host.rstrip("/") + path, params=query, json=body,
+                                        headers=self._headers(), timeout=timeout, stream=stream)
+        if response.status_code >= 400:
+            try:
+                status = response.json()
+                reason, message = status.get("reason", response.reason), status.get("message", "")
+            except ValueError:
+                reason, message = response.reason, response.text[:200]
+            response.close()
+            raise KubeApiError(response.status_code, reason, message)
+        if stream:
+            return response
+        return response.json() if response.content else None
+
+
+def connect(kubeconfig: str | None = None) -> KubeHttp:
+    """In-cluster credentials when running in a pod, else the kubeconfig (flag, $KUBECONFIG, ~/.kube/config)."""
+    cfg = client.Configuration()
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config(client_configuration=cfg)
+            return KubeHttp(cfg)
+        except config.ConfigException:
+            pass
+    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    return KubeHttp(cfg)
