@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test unit demo serve venv schema crd clean constraints
+.PHONY: test unit lint format demo serve venv schema crd clean constraints
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,9 +17,19 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-## make test: every test (unit, golden wire, property; e2e when its binaries are buildable)
-test: $(STAMP)
+## make test: lint and format check, then every test (unit, golden wire, property, e2e)
+test: lint
 	$(PY) -m pytest
+
+## make lint: ruff's checks and its formatter in check mode (configured in pyproject.toml)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check extender tests benchmarks
+	$(VENV)/bin/ruff format --check extender tests benchmarks
+
+## make format: apply ruff's fixes and formatting
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix extender tests benchmarks
+	$(VENV)/bin/ruff format extender tests benchmarks
 
 ## make unit: the fast tests only
 unit: $(STAMP)

@@ -103,16 +103,18 @@ def _child(nodes: int, pods: int, events: int, mode: str) -> dict[str, Any]:
 
     def node_pages():
         for start in range(0, nodes, PAGE):
-            chunk = [json.dumps(synthetic.node_obj(n, z, start + k), separators=(",", ":"))
-                     for k, (n, z) in enumerate(layout[start:start + PAGE])]
+            chunk = [
+                json.dumps(synthetic.node_obj(n, z, start + k), separators=(",", ":"))
+                for k, (n, z) in enumerate(layout[start : start + PAGE])
+            ]
             yield synthetic.list_page("NodeList", chunk, 100, "more" if start + PAGE < nodes else "")
 
     def pod_pages():
         for start in range(0, pods, PAGE):
-            chunk = [synthetic.background_pod_json(i, layout[i % nodes][0]) for i in range(start, min(start + PAGE, pods))]
+            chunk = [
+                synthetic.background_pod_json(i, layout[i % nodes][0]) for i in range(start, min(start + PAGE, pods))
+            ]
             yield synthetic.list_page("PodList", chunk, 100, "more" if start + PAGE < pods else "")
-
-    from extender.state.watcher import Resource, Watcher
 
     for kind, path, pages in (("nodes", "/api/v1/nodes", node_pages()), ("pods", "/api/v1/pods", pod_pages())):
         generating[0] = 0.0
@@ -142,9 +144,15 @@ def _child(nodes: int, pods: int, events: int, mode: str) -> dict[str, Any]:
 
     # -- watch events: MODIFIED pods (a container restarted: restartCount and resourceVersion change)
     lines = [
-        json.dumps({"type": "MODIFIED", "object": None}, separators=(",", ":")).replace(
-            "null", synthetic.background_pod_json((k * 7919) % pods, layout[((k * 7919) % pods) % nodes][0],
-                                                  rv=200 + k, restarts=1 + k % 5)).encode() + b"\n"
+        json.dumps({"type": "MODIFIED", "object": None}, separators=(",", ":"))
+        .replace(
+            "null",
+            synthetic.background_pod_json(
+                (k * 7919) % pods, layout[((k * 7919) % pods) % nodes][0], rv=200 + k, restarts=1 + k % 5
+            ),
+        )
+        .encode()
+        + b"\n"
         for k in range(events)
     ]
 
@@ -169,7 +177,7 @@ def _child(nodes: int, pods: int, events: int, mode: str) -> dict[str, Any]:
     stream = b"".join(lines)
     variants = {
         "one_event_per_chunk": lines,
-        "64KiB_chunks": [stream[i:i + 65536] for i in range(0, len(stream), 65536)],
+        "64KiB_chunks": [stream[i : i + 65536] for i in range(0, len(stream), 65536)],
     }
     rates: dict[str, Any] = {}
     for name, chunks in variants.items():
@@ -189,7 +197,10 @@ def _child(nodes: int, pods: int, events: int, mode: str) -> dict[str, Any]:
         store.apply("pods", event["type"], event["object"])
         decode_s += t1 - t0
         apply_s += time.perf_counter() - t1
-    rates["breakdown_us_per_event"] = {"json_loads": round(decode_s / events * 1e6, 1), "store_apply": round(apply_s / events * 1e6, 1)}
+    rates["breakdown_us_per_event"] = {
+        "json_loads": round(decode_s / events * 1e6, 1),
+        "store_apply": round(apply_s / events * 1e6, 1),
+    }
     out["watch"] = rates
     out["event_bytes_mean"] = round(len(stream) / events)
     assert len(store.pods) == pods
@@ -199,8 +210,19 @@ def _child(nodes: int, pods: int, events: int, mode: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------ parent
 def run_child(nodes: int, pods: int, events: int, mode: str) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    argv = [sys.executable, "-m", "benchmarks.cache_sync", "--child", mode, "--nodes", str(nodes), "--pods", str(pods),
-            "--events", str(events)]
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmarks.cache_sync",
+        "--child",
+        mode,
+        "--nodes",
+        str(nodes),
+        "--pods",
+        str(pods),
+        "--events",
+        str(events),
+    ]
     result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"cache_sync child failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -225,15 +247,26 @@ def summarise(runs: list[dict[str, Any]], streamed: dict[str, Any] | None) -> di
         out["json_loads_us_per_event"] = med(lambda r: r["watch"]["breakdown_us_per_event"]["json_loads"])
         out["store_apply_us_per_event"] = med(lambda r: r["watch"]["breakdown_us_per_event"]["store_apply"])
     if streamed is not None:
-        out["streamed"] = {"rss_delta_mb": streamed["rss_delta_mb"], "peak_delta_mb": streamed["peak_delta_mb"],
-                           "sync_s": streamed["sync_s"], "sync_gc_s": streamed["sync_gc_s"]}
+        out["streamed"] = {
+            "rss_delta_mb": streamed["rss_delta_mb"],
+            "peak_delta_mb": streamed["peak_delta_mb"],
+            "sync_s": streamed["sync_s"],
+            "sync_gc_s": streamed["sync_gc_s"],
+        }
     out["targets"] = {
         "sync_s": {"target": TARGET_SYNC_S, "value": out["sync_s"], "verdict": verdict(out["sync_s"], TARGET_SYNC_S)},
-        "rss_delta_mb": {"target": TARGET_RSS_MB, "value": out["rss_delta_mb"], "verdict": verdict(out["rss_delta_mb"], TARGET_RSS_MB)},
+        "rss_delta_mb": {
+            "target": TARGET_RSS_MB,
+            "value": out["rss_delta_mb"],
+            "verdict": verdict(out["rss_delta_mb"], TARGET_RSS_MB),
+        },
     }
     if "events_per_second" in out:
-        out["targets"]["events_per_second"] = {"target": TARGET_EVENTS_PER_S, "value": out["events_per_second"],
-                                               "verdict": verdict(out["events_per_second"], TARGET_EVENTS_PER_S, higher_is_better=True)}
+        out["targets"]["events_per_second"] = {
+            "target": TARGET_EVENTS_PER_S,
+            "value": out["events_per_second"],
+            "verdict": verdict(out["events_per_second"], TARGET_EVENTS_PER_S, higher_is_better=True),
+        }
     return out
 
 
@@ -242,19 +275,48 @@ def report(nodes: int, pods: int, runs: list[dict[str, Any]], summary: dict[str,
     for i, r in enumerate(runs, 1):
         t = r["timings_s"]
         w = r.get("watch", {})
-        rows.append([i, t.get("nodes_list", "-"), t.get("pods_list", "-"), r["sync_s"], r["sync_gc_s"],
-                     r["rss_delta_mb"], r["peak_delta_mb"],
-                     w.get("one_event_per_chunk", {}).get("per_second", "-"), w.get("64KiB_chunks", {}).get("per_second", "-")])
+        rows.append(
+            [
+                i,
+                t.get("nodes_list", "-"),
+                t.get("pods_list", "-"),
+                r["sync_s"],
+                r["sync_gc_s"],
+                r["rss_delta_mb"],
+                r["peak_delta_mb"],
+                w.get("one_event_per_chunk", {}).get("per_second", "-"),
+                w.get("64KiB_chunks", {}).get("per_second", "-"),
+            ]
+        )
     lines = [
         f"Cache: {nodes:,} nodes + {pods:,} pods ({runs[0]['pod_list_bytes'] / 1e6:.0f} MB of pod list JSON)",
-        table(["run", "nodes list s", "pods list s", "sync s", "of which GC s", "RSS +MB",
-               "peak +MB", "events/s", "events/s 64KiB"], rows),
+        table(
+            [
+                "run",
+                "nodes list s",
+                "pods list s",
+                "sync s",
+                "of which GC s",
+                "RSS +MB",
+                "peak +MB",
+                "events/s",
+                "events/s 64KiB",
+            ],
+            rows,
+        ),
     ]
     if "json_loads_us_per_event" in summary:
-        lines.append(f"per event: json.loads {summary['json_loads_us_per_event']} us + store.apply {summary['store_apply_us_per_event']} us")
+        lines.append(
+            f"per event: json.loads {summary['json_loads_us_per_event']} us + store.apply "
+            f"{summary['store_apply_us_per_event']} us"
+        )
     lines.append("")
-    lines.append(table(["target", "value (median of runs)", "target", "verdict"],
-                       [[k, v["value"], v["target"], v["verdict"]] for k, v in summary["targets"].items()]))
+    lines.append(
+        table(
+            ["target", "value (median of runs)", "target", "verdict"],
+            [[k, v["value"], v["target"], v["verdict"]] for k, v in summary["targets"].items()],
+        )
+    )
     return "\n".join(lines)
 
 
@@ -264,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--events", type=int, default=20_000, help="watch events per variant")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--streamed", action="store_true", help="also the old comparison run: pages applied as ADDED events")
+    parser.add_argument(
+        "--streamed", action="store_true", help="also the old comparison run: pages applied as ADDED events"
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", choices=("watcher", "streamed"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -273,15 +337,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     info = machine()
-    print(f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}")
+    print(
+        f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}"
+    )
     runs = []
     for i in range(args.runs):
         load = loadavg()
         result = run_child(args.nodes, args.pods, args.events, "watcher")
         result["loadavg_before"] = [round(x, 2) for x in load]
         runs.append(result)
-        print(f"run {i + 1}/{args.runs}: sync {result['sync_s']} s, RSS +{result['rss_delta_mb']} MB, "
-              f"{result.get('watch', {}).get('one_event_per_chunk', {}).get('per_second', '-')} events/s (load {load[0]:.2f})")
+        print(
+            f"run {i + 1}/{args.runs}: sync {result['sync_s']} s, RSS +{result['rss_delta_mb']} MB, "
+            f"{result.get('watch', {}).get('one_event_per_chunk', {}).get('per_second', '-')} events/s (load "
+            f"{load[0]:.2f})"
+        )
     streamed = run_child(args.nodes, args.pods, 0, "streamed") if args.streamed else None
     summary = summarise(runs, streamed)
     info["loadavg_at_end"] = [round(x, 2) for x in loadavg()]
@@ -290,8 +359,19 @@ def main(argv: list[str] | None = None) -> int:
         print("WARNING: extender/ changed on disk during the run; the figures mix two versions of the code")
     print()
     print(report(args.nodes, args.pods, runs, summary))
-    path = write_result("cache_sync", {"benchmark": "cache_sync", "machine": info, "nodes": args.nodes, "pods": args.pods,
-                                       "runs": runs, "streamed": streamed, "summary": summary}, args.out)
+    path = write_result(
+        "cache_sync",
+        {
+            "benchmark": "cache_sync",
+            "machine": info,
+            "nodes": args.nodes,
+            "pods": args.pods,
+            "runs": runs,
+            "streamed": streamed,
+            "summary": summary,
+        },
+        args.out,
+    )
     print(f"\nJSON: {path}")
     return 0
 

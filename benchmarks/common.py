@@ -71,10 +71,12 @@ def code_version() -> dict[str, Any]:
         digest.update(path.read_bytes())
     out: dict[str, Any] = {"extender_sha256": digest.hexdigest()[:16]}
     try:
-        out["git_head"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                         text=True, check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--", "extender"], cwd=REPO, capture_output=True,
-                                text=True, check=True).stdout
+        out["git_head"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--", "extender"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout
         out["extender_uncommitted"] = sorted(line[3:] for line in status.splitlines() if line.strip())
     except (OSError, subprocess.CalledProcessError):
         out["git_head"] = None
@@ -107,9 +109,9 @@ def vm_status(pid: int | str = "self") -> dict[str, int]:
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     rows = [[_fmt(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    body = ["  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths, strict=False)) for r in rows]
     return "\n".join([line, sep, *body])
 
 

@@ -102,10 +102,16 @@ def statefulset(name: str, replicas: int, side: str, spec: PlacementPolicySpec) 
     else:
         pod_spec.update(translate(spec, match_labels={"app": name}, group_size=replicas).fragment)
     return {
-        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
-        "spec": {"serviceName": name, "replicas": replicas, "podManagementPolicy": "Parallel",
-                 "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec}},
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "serviceName": name,
+            "replicas": replicas,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+        },
     }
 
 
@@ -177,8 +183,16 @@ def _violations(pods: list[dict[str, Any]], zone_of: dict[str, str | None]) -> i
     return count
 
 
-def run_round(cluster: BenchCluster, side: str, index: int, sets: int, replicas: int, zone_of: dict[str, str | None],
-              timeout: float, log=print) -> dict[str, Any]:
+def run_round(
+    cluster: BenchCluster,
+    side: str,
+    index: int,
+    sets: int,
+    replicas: int,
+    zone_of: dict[str, str | None],
+    timeout: float,
+    log=print,
+) -> dict[str, Any]:
     api = cluster.admin
     assert api is not None
     spec = PlacementPolicySpec.model_validate(POLICY)
@@ -218,7 +232,9 @@ def run_round(cluster: BenchCluster, side: str, index: int, sets: int, replicas:
         "complete": complete,
         "seconds_to_all_bound": round(elapsed, 2),
         "pods_per_second": round(expected / elapsed, 1) if complete else 0.0,
-        "steady_pods_per_second_10_90": round(0.8 * expected / (at(0.9) - at(0.1)), 1) if complete and at(0.9) > at(0.1) else None,
+        "steady_pods_per_second_10_90": round(0.8 * expected / (at(0.9) - at(0.1)), 1)
+        if complete and at(0.9) > at(0.1)
+        else None,
         "seconds_first_bound": round(bound_times[0], 2) if bound_times else None,
         "seconds_all_created": round(seen_times[-1], 2) if len(seen_times) >= expected else None,
         "create_calls_seconds": round(created_calls, 2),
@@ -227,9 +243,11 @@ def run_round(cluster: BenchCluster, side: str, index: int, sets: int, replicas:
         "cpu_seconds": {k: round(cpu_after.get(k, 0) - v, 1) for k, v in cpu_before.items()},
         "loadavg_before": [round(x, 2) for x in load],
     }
-    log(f"{side:>8} round {index}: {result['bound']}/{expected} bound in {result['seconds_to_all_bound']} s "
+    log(
+        f"{side:>8} round {index}: {result['bound']}/{expected} bound in {result['seconds_to_all_bound']} s "
         f"({result['pods_per_second']} pods/s; all created at {result['seconds_all_created']} s; "
-        f"{failed_scheduling} FailedScheduling; {result['rule_violations']} violations; load {load[0]:.2f})")
+        f"{failed_scheduling} FailedScheduling; {result['rule_violations']} violations; load {load[0]:.2f})"
+    )
     # Clean up before the next round, so rounds never overlap.
     api.delete(f"/api/v1/namespaces/{ns}")
     try:
@@ -260,7 +278,7 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     pairs = []
     natives = [r for r in rounds if r["side"] == "native"]
     extenders = [r for r in rounds if r["side"] == "extender"]
-    for n, e in zip(natives, extenders):
+    for n, e in zip(natives, extenders, strict=False):  # rounds alternate; a cut run may end on one side
         if n["complete"] and e["complete"]:
             pairs.append(round(e["pods_per_second"] / n["pods_per_second"], 2))
     ratio = None
@@ -268,25 +286,56 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         ratio = round(out["extender"]["median_pods_per_second"] / out["native"]["median_pods_per_second"], 2)
     out["ratio_extender_over_native"] = ratio
     out["ratio_per_round_pair"] = pairs
-    out["target"] = {"target": TARGET_RATIO, "value": ratio,
-                     "verdict": verdict(ratio, TARGET_RATIO, higher_is_better=True) if ratio is not None else "not measured"}
+    out["target"] = {
+        "target": TARGET_RATIO,
+        "value": ratio,
+        "verdict": verdict(ratio, TARGET_RATIO, higher_is_better=True) if ratio is not None else "not measured",
+    }
     return out
 
 
 def report(rounds: list[dict[str, Any]], summary: dict[str, Any]) -> str:
-    rows = [[r["side"], r["round"], f"{r['bound']}/{r['pods']}", r["seconds_to_all_bound"], r["pods_per_second"],
-             r["steady_pods_per_second_10_90"] or "-", r["seconds_all_created"] or "-", r["failed_scheduling_events"],
-             r["rule_violations"], r["cpu_seconds"].get("extender", "-"),
-             r["cpu_seconds"].get("placement-scheduler" if r["side"] == "extender" else "kube-scheduler", "-"),
-             r["cpu_seconds"].get("kube-apiserver", "-")]
-            for r in rounds]
+    rows = [
+        [
+            r["side"],
+            r["round"],
+            f"{r['bound']}/{r['pods']}",
+            r["seconds_to_all_bound"],
+            r["pods_per_second"],
+            r["steady_pods_per_second_10_90"] or "-",
+            r["seconds_all_created"] or "-",
+            r["failed_scheduling_events"],
+            r["rule_violations"],
+            r["cpu_seconds"].get("extender", "-"),
+            r["cpu_seconds"].get("placement-scheduler" if r["side"] == "extender" else "kube-scheduler", "-"),
+            r["cpu_seconds"].get("kube-apiserver", "-"),
+        ]
+        for r in rounds
+    ]
     lines = [
         "End to end: time from the first StatefulSet create until every pod is bound (watch on the API server)",
-        table(["side", "round", "bound", "seconds", "pods/s", "pods/s 10-90%", "all created s", "FailedScheduling",
-               "violations", "extender cpu s", "scheduler cpu s", "apiserver cpu s"], rows),
+        table(
+            [
+                "side",
+                "round",
+                "bound",
+                "seconds",
+                "pods/s",
+                "pods/s 10-90%",
+                "all created s",
+                "FailedScheduling",
+                "violations",
+                "extender cpu s",
+                "scheduler cpu s",
+                "apiserver cpu s",
+            ],
+            rows,
+        ),
         "",
-        f"median pods/s: native {summary['native']['median_pods_per_second']}, extender {summary['extender']['median_pods_per_second']}; "
-        f"ratio extender/native {summary['ratio_extender_over_native']} (per round pair: {summary['ratio_per_round_pair']}); "
+        f"median pods/s: native {summary['native']['median_pods_per_second']}, extender "
+        f"{summary['extender']['median_pods_per_second']}; "
+        f"ratio extender/native {summary['ratio_extender_over_native']} (per round pair: "
+        f"{summary['ratio_per_round_pair']}); "
         f"target >= {TARGET_RATIO}: {summary['target']['verdict']}",
     ]
     return "\n".join(lines)
@@ -298,13 +347,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", type=int, default=10)
     parser.add_argument("--replicas", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2, help="rounds per side (sides alternate)")
-    parser.add_argument("--kcm-qps", type=int, default=500, help="kube-controller-manager --kube-api-qps (0: its default)")
+    parser.add_argument(
+        "--kcm-qps", type=int, default=500, help="kube-controller-manager --kube-api-qps (0: its default)"
+    )
     parser.add_argument("--timeout", type=float, default=240, help="seconds a round may take")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
 
     info = machine()
-    print(f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}")
+    print(
+        f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}"
+    )
     layout = {z: args.nodes // 3 + (1 if i < args.nodes % 3 else 0) for i, z in enumerate(ZONES)}
     rounds: list[dict[str, Any]] = []
     started = time.monotonic()
@@ -315,10 +368,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nodes Ready in {time.monotonic() - t:.1f}s")
         api = cluster.admin
         assert api is not None
-        zone_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")}
+        zone_of = {
+            n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")
+        }
         port = cluster.ports["extender"]
-        wait_for("the extender's cache to hold every node",
-                 lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()["cache"]["nodes"] >= args.nodes, 60)
+        wait_for(
+            "the extender's cache to hold every node",
+            lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()["cache"]["nodes"] >= args.nodes,
+            60,
+        )
         for index in range(args.rounds):
             for side in ("native", "extender"):
                 rounds.append(run_round(cluster, side, index, args.sets, args.replicas, zone_of, args.timeout))
@@ -329,12 +387,26 @@ def main(argv: list[str] | None = None) -> int:
         print("WARNING: extender/ changed on disk during the run; the figures mix two versions of the code")
     print()
     print(report(rounds, summary))
-    path = write_result("e2e_throughput", {
-        "benchmark": "e2e_throughput", "machine": info, "nodes": args.nodes, "zones": layout, "sets": args.sets,
-        "replicas": args.replicas, "policy": POLICY, "native_fragment": translate(PlacementPolicySpec.model_validate(POLICY),
-                                                                                   match_labels={"app": "set-0"}, group_size=args.replicas).fragment,
-        "kcm_qps": args.kcm_qps, "rounds": rounds, "summary": summary, "total_seconds": round(time.monotonic() - started, 1),
-    }, args.out)
+    path = write_result(
+        "e2e_throughput",
+        {
+            "benchmark": "e2e_throughput",
+            "machine": info,
+            "nodes": args.nodes,
+            "zones": layout,
+            "sets": args.sets,
+            "replicas": args.replicas,
+            "policy": POLICY,
+            "native_fragment": translate(
+                PlacementPolicySpec.model_validate(POLICY), match_labels={"app": "set-0"}, group_size=args.replicas
+            ).fragment,
+            "kcm_qps": args.kcm_qps,
+            "rounds": rounds,
+            "summary": summary,
+            "total_seconds": round(time.monotonic() - started, 1),
+        },
+        args.out,
+    )
     print(f"\nJSON: {path}")
     return 0
 

@@ -42,18 +42,17 @@ if __package__ in (None, ""):  # `python benchmarks/extender_app.py`
 
 from flask import Flask, Response, request  # noqa: E402
 
-from extender.server.effects import DiscardEvents  # noqa: E402
+from benchmarks import synthetic  # noqa: E402
 from extender.logs import setup_logging  # noqa: E402
-from extender.server.app import create_app  # noqa: E402
 from extender.metrics import store_gauges  # noqa: E402
+from extender.server.app import create_app  # noqa: E402
+from extender.server.effects import DiscardEvents  # noqa: E402
 from extender.server.serve import ExtenderApplication, ServeOptions  # noqa: E402
 from extender.state.reservations import Reservations
-from extender.state.watcher import freeze_heap  # noqa: E402
 from extender.state.store import ClusterStore  # noqa: E402
+from extender.state.watcher import freeze_heap  # noqa: E402
 from extender.verbs import Verbs  # noqa: E402
 from extender.wire import ExtenderArgs  # noqa: E402
-
-from benchmarks import synthetic  # noqa: E402
 
 log = logging.getLogger("benchmarks.extender_app")
 
@@ -98,8 +97,12 @@ class GcStats:
             self._start = 0.0
 
     def snapshot(self) -> dict:
-        return {"collections": list(self.count), "seconds": [round(s, 4) for s in self.seconds],
-                "tracked_objects": len(gc.get_objects()), "frozen": gc.get_freeze_count()}
+        return {
+            "collections": list(self.count),
+            "seconds": [round(s, 4) for s in self.seconds],
+            "tracked_objects": len(gc.get_objects()),
+            "frozen": gc.get_freeze_count(),
+        }
 
 
 def add_bench_routes(app: Flask, stats: GcStats, store: ClusterStore | None = None, info: dict | None = None) -> None:
@@ -136,8 +139,15 @@ def build_store(nodes: int, pods: int, options: ServeOptions, policy: str = "ful
 class BenchApplication(ExtenderApplication):
     """ExtenderApplication's gunicorn configuration, with a synthetic store instead of a watcher."""
 
-    def __init__(self, options: ServeOptions, nodes: int, pods: int, *, gc_freeze: bool = False,
-                 store_builder: Callable[[ServeOptions], Any] | None = None) -> None:
+    def __init__(
+        self,
+        options: ServeOptions,
+        nodes: int,
+        pods: int,
+        *,
+        gc_freeze: bool = False,
+        store_builder: Callable[[ServeOptions], Any] | None = None,
+    ) -> None:
         self.nodes = nodes
         self.pods = pods
         self.gc_freeze = gc_freeze
@@ -169,18 +179,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen", default="127.0.0.1:18888")
     parser.add_argument("--threads", type=int, default=ServeOptions.threads)
     parser.add_argument("--decision-deadline", type=float, default=ServeOptions.decision_deadline)
-    parser.add_argument("--timeout", type=int, default=ServeOptions.timeout,
-                        help="gunicorn worker timeout (default: as deployed)")
+    parser.add_argument(
+        "--timeout", type=int, default=ServeOptions.timeout, help="gunicorn worker timeout (default: as deployed)"
+    )
     parser.add_argument("--log-level", default="info")
-    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
-                        help="skip freeze_heap() after loading (the extender's watcher freezes after every list)")
-    parser.add_argument("--store-builder", metavar="MODULE:FUNCTION",
-                        help="build the store with FUNCTION(options, **STORE_ARGS) instead of the synthetic cluster")
+    parser.add_argument(
+        "--no-gc-freeze",
+        dest="gc_freeze",
+        action="store_false",
+        help="skip freeze_heap() after loading (the extender's watcher freezes after every list)",
+    )
+    parser.add_argument(
+        "--store-builder",
+        metavar="MODULE:FUNCTION",
+        help="build the store with FUNCTION(options, **STORE_ARGS) instead of the synthetic cluster",
+    )
     parser.add_argument("--store-args", default="{}", help="JSON object of keyword arguments for --store-builder")
     args = parser.parse_args(argv)
     setup_logging(args.log_level)  # what `python -m extender serve` does
-    options = ServeOptions(listen=args.listen, threads=args.threads, decision_deadline=args.decision_deadline,
-                           events=False, timeout=args.timeout)
+    options = ServeOptions(
+        listen=args.listen,
+        threads=args.threads,
+        decision_deadline=args.decision_deadline,
+        events=False,
+        timeout=args.timeout,
+    )
     builder = load_builder(args.store_builder, json.loads(args.store_args)) if args.store_builder else None
     BenchApplication(options, args.nodes, args.pods, gc_freeze=args.gc_freeze, store_builder=builder).run()
     return 0

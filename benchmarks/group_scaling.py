@@ -68,8 +68,6 @@ import json
 import logging
 import math
 import re
-import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -121,7 +119,9 @@ class Shape:
     @property
     def group(self) -> synthetic.Group:
         # synthetic's group: the pod under test is (placed_shards, placed_in_next) = set 0, ordinal P
-        return synthetic.Group(shards=self.sets, replicas=self.replicas, placed_shards=0, placed_in_next=self.placed_per_set)
+        return synthetic.Group(
+            shards=self.sets, replicas=self.replicas, placed_shards=0, placed_in_next=self.placed_per_set
+        )
 
 
 def zone_nodes(nodes: int) -> dict[str, list[str]]:
@@ -129,8 +129,14 @@ def zone_nodes(nodes: int) -> dict[str, list[str]]:
     return {z: [n for n, zz in layout if zz == z] for z in synthetic.ZONES}
 
 
-def shape(size: int, nodes: int, *, placed_fraction: float = 0.6, max_placed: int = MAX_PLACED,
-          override: tuple[int, int] | None = None) -> Shape:
+def shape(
+    size: int,
+    nodes: int,
+    *,
+    placed_fraction: float = 0.6,
+    max_placed: int = MAX_PLACED,
+    override: tuple[int, int] | None = None,
+) -> Shape:
     """S sets x R replicas for a group of `size` pods (the rule in the module docstring)."""
     if override is not None:
         sets, replicas = override
@@ -155,8 +161,13 @@ def policy(variant: str, sh: Shape) -> dict[str, Any]:
             {"topologyKey": synthetic.HOST, "max": sh.node_cap},
             {"topologyKey": synthetic.ZONE, "fraction": "1/2", "comparison": "LessThan"},
         ],
-        "spread": [{"topologyKey": synthetic.ZONE, "maxSkew": 1,
-                    "whenUnsatisfiable": "DoNotSchedule" if variant == "hard-spread" else "ScheduleAnyway"}],
+        "spread": [
+            {
+                "topologyKey": synthetic.ZONE,
+                "maxSkew": 1,
+                "whenUnsatisfiable": "DoNotSchedule" if variant == "hard-spread" else "ScheduleAnyway",
+            }
+        ],
         "shardAntiAffinity": [{"topologyKey": synthetic.HOST, "mode": "Required"}],
     }
 
@@ -226,12 +237,28 @@ def build_records(sh: Shape, variant: str, *, background_pods: int = 0) -> dict[
     for s, o, node in plan(sh):
         sts = group.sts_name(s)
         name = f"{sts}-{o}"
-        pods.append(cls(**base, uid=uid("grp", s * 1000 + o), name=name, node=node, shard=sts, ordinal=o,
-                        labels={"app": sts, "cluster": cluster_label, "controller-revision-hash": f"{sts}-7d9f",
-                                "apps.kubernetes.io/pod-index": str(o), "statefulset.kubernetes.io/pod-name": name},
-                        claims=(f"data-{name}",)))
+        pods.append(
+            cls(
+                **base,
+                uid=uid("grp", s * 1000 + o),
+                name=name,
+                node=node,
+                shard=sts,
+                ordinal=o,
+                labels={
+                    "app": sts,
+                    "cluster": cluster_label,
+                    "controller-revision-hash": f"{sts}-7d9f",
+                    "apps.kubernetes.io/pod-index": str(o),
+                    "statefulset.kubernetes.io/pod-name": name,
+                },
+                claims=(f"data-{name}",),
+            )
+        )
     layout = synthetic.node_layout(sh.nodes)
-    pods.extend(parse_pod(synthetic.background_pod(i, layout[i % sh.nodes][0], rich=False)) for i in range(background_pods))
+    pods.extend(
+        parse_pod(synthetic.background_pod(i, layout[i % sh.nodes][0], rich=False)) for i in range(background_pods)
+    )
     pods.append(parse_pod(synthetic.pending_pod(group)))
     return {
         "nodes": [parse_node(n) for n in synthetic.nodes(sh.nodes, not_ready_every=0)],
@@ -256,24 +283,43 @@ def same_as_parser(sh: Shape, records: dict[str, list[Any]], sample: int = 5) ->
     return True
 
 
-def build_store(options: Any, *, size: int, variant: str, nodes: int, placed_fraction: float = 0.6,
-                max_placed: int = MAX_PLACED, shape_override: list[int] | None = None, background_pods: int = 0):
+def build_store(
+    options: Any,
+    *,
+    size: int,
+    variant: str,
+    nodes: int,
+    placed_fraction: float = 0.6,
+    max_placed: int = MAX_PLACED,
+    shape_override: list[int] | None = None,
+    background_pods: int = 0,
+):
     """The store of one row, built inside the gunicorn worker (benchmarks/extender_app.py
     --store-builder benchmarks.group_scaling:build_store --store-args JSON). Returns (store, info)."""
     from extender.state.reservations import Reservations
     from extender.state.store import ClusterStore
 
     started = time.perf_counter()
-    sh = shape(size, nodes, placed_fraction=placed_fraction, max_placed=max_placed,
-               override=tuple(shape_override) if shape_override else None)  # type: ignore[arg-type]
+    sh = shape(
+        size,
+        nodes,
+        placed_fraction=placed_fraction,
+        max_placed=max_placed,
+        override=tuple(shape_override) if shape_override else None,
+    )  # type: ignore[arg-type]
     records = build_records(sh, variant, background_pods=background_pods)
     built = time.perf_counter()
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
     for kind in ("nodes", "pods", "statefulsets", "claims", "volumes", "policies"):
         store.replace_records(kind, records[kind])
     loaded = time.perf_counter()
-    info = {"records_seconds": round(built - started, 2), "store_seconds": round(loaded - built, 2),
-            "stats": store.stats(), "shape": dataclasses.asdict(sh), "policy": policy(variant, sh)}
+    info = {
+        "records_seconds": round(built - started, 2),
+        "store_seconds": round(loaded - built, 2),
+        "stats": store.stats(),
+        "shape": dataclasses.asdict(sh),
+        "policy": policy(variant, sh),
+    }
     log.info("group_scaling store: %s", json.dumps(info))
     return store, info
 
@@ -295,7 +341,7 @@ class Client:
             response = self.conn.getresponse()
             data = response.read()
             status = response.status
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             self.timed_out = True
             self.reconnect()
             return time.perf_counter() - started, 0, b"client timeout"
@@ -320,8 +366,15 @@ class Client:
 SAMPLES = ("pair", "filter", "prioritize", "floor_pair", "error_pair")
 
 
-def run_iterations(client: Client, filter_body: bytes, prioritize_body: bytes, iterations: int,
-                   errors: dict[str, int], *, verbs: bool = True) -> dict[str, list[float]]:
+def run_iterations(
+    client: Client,
+    filter_body: bytes,
+    prioritize_body: bytes,
+    iterations: int,
+    errors: dict[str, int],
+    *,
+    verbs: bool = True,
+) -> dict[str, list[float]]:
     """`iterations` of: filter + prioritize, and the floor (/noop with both payloads), order
     alternating. A pair with a non-200 answer is counted in `errors` (by path and status) and
     timed apart, in "error_pair"."""
@@ -369,7 +422,7 @@ def run_iterations(client: Client, filter_body: bytes, prioritize_body: bytes, i
 
 
 # ------------------------------------------------------------------------------------ /metrics
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -397,8 +450,11 @@ def fallbacks(metrics: dict[str, list[tuple[dict[str, str], float]]]) -> dict[st
     series = metrics.get(FALLBACK_METRIC)
     if series is None:
         return {"exported": False, "total": 0, "by_labels": {}}
-    return {"exported": True, "total": int(sum(v for _, v in series)),
-            "by_labels": {",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-": v for labels, v in series}}
+    return {
+        "exported": True,
+        "total": int(sum(v for _, v in series)),
+        "by_labels": {",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-": v for labels, v in series},
+    }
 
 
 def histogram_summary(metrics: dict[str, list[tuple[dict[str, str], float]]], name: str) -> dict[str, Any] | None:
@@ -420,23 +476,51 @@ def histogram_summary(metrics: dict[str, list[tuple[dict[str, str], float]]], na
     p99 = next(b for b in bounds if cumulative[b] >= 0.99 * count)
     top = next(b for b in bounds if cumulative[b] >= count)
     as_ms = lambda b: None if math.isinf(b) else round(b * 1000, 3)  # noqa: E731
-    return {"count": int(count), "mean_ms": round(total / count * 1000, 3), "p99_bucket_le_ms": as_ms(p99),
-            "max_bucket_le_ms": as_ms(top), "beyond_last_bucket": math.isinf(top)}
+    return {
+        "count": int(count),
+        "mean_ms": round(total / count * 1000, 3),
+        "p99_bucket_le_ms": as_ms(p99),
+        "max_bucket_le_ms": as_ms(top),
+        "beyond_last_bucket": math.isinf(top),
+    }
 
 
 # ------------------------------------------------------------------------------------ one row
-def measure_row(variant: str, sh: Shape, *, iterations: int, warmup: int, workdir: Path, row_budget: float,
-                placed_fraction: float, max_placed: int, background_pods: int = 0, request_timeout: float = 120.0,
-                log_line=print) -> dict[str, Any]:
+def measure_row(
+    variant: str,
+    sh: Shape,
+    *,
+    iterations: int,
+    warmup: int,
+    workdir: Path,
+    row_budget: float,
+    placed_fraction: float,
+    max_placed: int,
+    background_pods: int = 0,
+    request_timeout: float = 120.0,
+    log_line=print,
+) -> dict[str, Any]:
     from benchmarks.http_latency import Server, free_port  # the same server harness as http_latency
 
-    store_args = {"size": sh.size, "variant": variant, "nodes": sh.nodes, "placed_fraction": placed_fraction,
-                  "max_placed": max_placed, "shape_override": [sh.sets, sh.replicas], "background_pods": background_pods}
+    store_args = {
+        "size": sh.size,
+        "variant": variant,
+        "nodes": sh.nodes,
+        "placed_fraction": placed_fraction,
+        "max_placed": max_placed,
+        "shape_override": [sh.sets, sh.replicas],
+        "background_pods": background_pods,
+    }
     name = f"{variant}-{sh.size}"
     port = free_port()
     filter_body = synthetic.filter_args(sh.nodes, group=sh.group)
-    server = Server(sh.nodes, 0, port, workdir / f"server-{name}.log",
-                    ["--store-builder", "benchmarks.group_scaling:build_store", "--store-args", json.dumps(store_args)])
+    server = Server(
+        sh.nodes,
+        0,
+        port,
+        workdir / f"server-{name}.log",
+        ["--store-builder", "benchmarks.group_scaling:build_store", "--store-args", json.dumps(store_args)],
+    )
     errors: dict[str, int] = {}
     notes: list[str] = []
     try:
@@ -451,8 +535,11 @@ def measure_row(variant: str, sh: Shape, *, iterations: int, warmup: int, workdi
         if fs == 200:
             answer = json.loads(filter_answer)
             passed = answer.get("NodeNames") or []
-            decision.update(passed=len(passed), failed=len(answer.get("FailedNodes") or {}),
-                            unresolvable=len(answer.get("FailedAndUnresolvableNodes") or {}))
+            decision.update(
+                passed=len(passed),
+                failed=len(answer.get("FailedNodes") or {}),
+                unresolvable=len(answer.get("FailedAndUnresolvableNodes") or {}),
+            )
             if answer.get("Error"):
                 decision["error"] = answer["Error"][:300]
             prioritize_body = synthetic.prioritize_args(filter_body, filter_answer)
@@ -473,8 +560,10 @@ def measure_row(variant: str, sh: Shape, *, iterations: int, warmup: int, workdi
         elif probe_s * (warmup + iterations) > row_budget:
             warmup = 0  # the probe warmed the server up
             iterations = min(iterations, int(row_budget / probe_s))
-            notes.append(f"iterations cut from {planned} to {iterations or 'the first pair alone'}, no warm-up: the first pair "
-                         f"took {probe_s * 1000:.0f} ms (--row-budget {row_budget:g} s)")
+            notes.append(
+                f"iterations cut from {planned} to {iterations or 'the first pair alone'}, no warm-up: the first pair "
+                f"took {probe_s * 1000:.0f} ms (--row-budget {row_budget:g} s)"
+            )
         run_iterations(client, filter_body, prioritize_body, warmup, {})
         load = loadavg()
         started = time.perf_counter()
@@ -511,7 +600,9 @@ def measure_row(variant: str, sh: Shape, *, iterations: int, warmup: int, workdi
         memory = server.worker_memory()
     finally:
         server.stop()
-    server_errors = sorted(set(re.findall(r"^(\w+(?:Error|Exception)): (.{0,200})$", server.log_path.read_text(errors="replace"), re.M)))
+    server_errors = sorted(
+        set(re.findall(r"^(\w+(?:Error|Exception)): (.{0,200})$", server.log_path.read_text(errors="replace"), re.M))
+    )
     stats = {k: summary_ms(v) for k, v in samples.items() if v}
     fb = fallbacks(metrics)
     if not metrics_read:
@@ -559,12 +650,14 @@ def measure_row(variant: str, sh: Shape, *, iterations: int, warmup: int, workdi
     row["ratio_p99"] = _ratio(stats, "p99")
     row["verdict"] = judge(row)
     pair = stats.get("pair", {})
-    log_line(f"[{name}] {sh.sets}x{sh.replicas}, placed {sh.placed:,}, to come {sh.to_come:,}: ready in {ready_s:.1f}s "
-             f"(store {info.get('records_seconds')}+{info.get('store_seconds')}s), "
-             f"pair median {pair.get('median', float('nan')):.2f} ms p99 {pair.get('p99', float('nan')):.2f} ms, "
-             f"floor median {stats.get('floor_pair', {}).get('median', float('nan')):.2f} ms, {iterations} iterations, "
-             f"{row['error_count']} errors, fallbacks {fb['total'] if fb['exported'] else 'n/a'}, "
-             f"RSS {memory.get('VmRSS', 0) // 1024} MB; {row['verdict']}")
+    log_line(
+        f"[{name}] {sh.sets}x{sh.replicas}, placed {sh.placed:,}, to come {sh.to_come:,}: ready in {ready_s:.1f}s "
+        f"(store {info.get('records_seconds')}+{info.get('store_seconds')}s), "
+        f"pair median {pair.get('median', float('nan')):.2f} ms p99 {pair.get('p99', float('nan')):.2f} ms, "
+        f"floor median {stats.get('floor_pair', {}).get('median', float('nan')):.2f} ms, {iterations} iterations, "
+        f"{row['error_count']} errors, fallbacks {fb['total'] if fb['exported'] else 'n/a'}, "
+        f"RSS {memory.get('VmRSS', 0) // 1024} MB; {row['verdict']}"
+    )
     for note in notes:
         if not note.startswith("metric not exported"):
             log_line(f"[{name}]   note: {note}")
@@ -608,27 +701,87 @@ def report(rows: list[dict[str, Any]]) -> str:
         return row["stats_ms"].get(metric, {}).get(field, float("nan"))
 
     main = table(
-        ["variant", "size", "sets x replicas", "placed", "to come", "iters", "errors", "pair median", "pair p99",
-         "floor median", "floor p99", "ratio", "fallbacks", "verdict"],
-        [[r["variant"], f"{r['size']:,}", f"{r['sets']:,} x {r['replicas']:,}", f"{r['placed']:,}", f"{r['to_come']:,}",
-          r["iterations"], r["error_count"], ms(r, "pair", "median"), ms(r, "pair", "p99"), ms(r, "floor_pair", "median"),
-          ms(r, "floor_pair", "p99"), _x(r["ratio_median"]), r["fallbacks"]["total"] if r["fallbacks"]["exported"] else "n/a",
-          r["verdict"]] for r in rows],
+        [
+            "variant",
+            "size",
+            "sets x replicas",
+            "placed",
+            "to come",
+            "iters",
+            "errors",
+            "pair median",
+            "pair p99",
+            "floor median",
+            "floor p99",
+            "ratio",
+            "fallbacks",
+            "verdict",
+        ],
+        [
+            [
+                r["variant"],
+                f"{r['size']:,}",
+                f"{r['sets']:,} x {r['replicas']:,}",
+                f"{r['placed']:,}",
+                f"{r['to_come']:,}",
+                r["iterations"],
+                r["error_count"],
+                ms(r, "pair", "median"),
+                ms(r, "pair", "p99"),
+                ms(r, "floor_pair", "median"),
+                ms(r, "floor_pair", "p99"),
+                _x(r["ratio_median"]),
+                r["fallbacks"]["total"] if r["fallbacks"]["exported"] else "n/a",
+                r["verdict"],
+            ]
+            for r in rows
+        ],
     )
     setup = table(
-        ["variant", "size", "node cap", "passed", "first pair ms", "ready s", "records s", "store s", "RSS ready MB", "RSS MB", "peak MB",
-         "lock hold p99 ms", "lock hold max ms"],
-        [[r["variant"], f"{r['size']:,}", r["node_cap"], r["decision"].get("passed", "-"), r["decision"]["first_pair_ms"],
-          r["server_ready_seconds"], r["store_build"].get("records_seconds"), r["store_build"].get("store_seconds"),
-          r["worker_memory_ready_kib"].get("VmRSS", 0) // 1024, r["worker_memory_kib"].get("VmRSS", 0) // 1024, r["worker_memory_kib"].get("VmHWM", 0) // 1024,
-          (r["lock_hold"] or {}).get("p99_bucket_le_ms", "-"), (r["lock_hold"] or {}).get("max_bucket_le_ms", "-")]
-         for r in rows],
+        [
+            "variant",
+            "size",
+            "node cap",
+            "passed",
+            "first pair ms",
+            "ready s",
+            "records s",
+            "store s",
+            "RSS ready MB",
+            "RSS MB",
+            "peak MB",
+            "lock hold p99 ms",
+            "lock hold max ms",
+        ],
+        [
+            [
+                r["variant"],
+                f"{r['size']:,}",
+                r["node_cap"],
+                r["decision"].get("passed", "-"),
+                r["decision"]["first_pair_ms"],
+                r["server_ready_seconds"],
+                r["store_build"].get("records_seconds"),
+                r["store_build"].get("store_seconds"),
+                r["worker_memory_ready_kib"].get("VmRSS", 0) // 1024,
+                r["worker_memory_kib"].get("VmRSS", 0) // 1024,
+                r["worker_memory_kib"].get("VmHWM", 0) // 1024,
+                (r["lock_hold"] or {}).get("p99_bucket_le_ms", "-"),
+                (r["lock_hold"] or {}).get("max_bucket_le_ms", "-"),
+            ]
+            for r in rows
+        ],
     )
-    return "\n".join([
-        "filter + prioritize pair over HTTP, ms (floor: /noop with the same two payloads, same run); "
-        f"target: pair p99 <= {TARGET_P99_MS:g} ms up to {TARGET_MAX_SIZE:,} pods, no fallback without hard spread",
-        main, "", "setup (store built inside the gunicorn worker) and the store lock, from /metrics when exported:", setup,
-    ])
+    return "\n".join(
+        [
+            "filter + prioritize pair over HTTP, ms (floor: /noop with the same two payloads, same run); "
+            f"target: pair p99 <= {TARGET_P99_MS:g} ms up to {TARGET_MAX_SIZE:,} pods, no fallback without hard spread",
+            main,
+            "",
+            "setup (store built inside the gunicorn worker) and the store lock, from /metrics when exported:",
+            setup,
+        ]
+    )
 
 
 def _x(ratio: float) -> str:
@@ -643,27 +796,54 @@ def parse_shape(text: str) -> tuple[int, tuple[int, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help=f"sizes {', '.join(f'{s:,}' for s in QUICK_SIZES)}, 30 iterations, 3 warm-up, 6 s row budget")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"sizes {', '.join(f'{s:,}' for s in QUICK_SIZES)}, 30 iterations, 3 warm-up, 6 s row budget",
+    )
     parser.add_argument("--sizes", help=f"comma-separated group sizes (default {','.join(map(str, SIZES))})")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--iterations", type=int, help="measured filter+prioritize pairs per row (default 200; quick 30)")
+    parser.add_argument(
+        "--iterations", type=int, help="measured filter+prioritize pairs per row (default 200; quick 30)"
+    )
     parser.add_argument("--warmup", type=int, help="warm-up iterations per row (default 10; quick 3)")
-    parser.add_argument("--row-budget", type=float, help="seconds of iterations per row at most, judged from its first "
-                        "pair (default 60; quick 6); a slower row runs fewer iterations and says so")
-    parser.add_argument("--placed-fraction", type=float, default=0.6, help="of each StatefulSet's ordinals, bound (default 0.6)")
-    parser.add_argument("--max-placed", type=int, default=MAX_PLACED,
-                        help="bound pods of the group at most (default 150,000: Kubernetes' documented pods per cluster)")
+    parser.add_argument(
+        "--row-budget",
+        type=float,
+        help="seconds of iterations per row at most, judged from its first "
+        "pair (default 60; quick 6); a slower row runs fewer iterations and says so",
+    )
+    parser.add_argument(
+        "--placed-fraction", type=float, default=0.6, help="of each StatefulSet's ordinals, bound (default 0.6)"
+    )
+    parser.add_argument(
+        "--max-placed",
+        type=int,
+        default=MAX_PLACED,
+        help="bound pods of the group at most (default 150,000: Kubernetes' documented pods per cluster)",
+    )
     parser.add_argument("--background-pods", type=int, default=0, help="other pods in the store (default 0)")
-    parser.add_argument("--shape", action="append", default=[], metavar="N=SxR",
-                        help="override the shape rule for size N: S StatefulSets of R replicas (repeatable)")
-    parser.add_argument("--request-timeout", type=float, help="client timeout per request, seconds (default 120; quick 20); "
-                        "a row whose request times out stops there")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="N=SxR",
+        help="override the shape rule for size N: S StatefulSets of R replicas (repeatable)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        help="client timeout per request, seconds (default 120; quick 20); a row whose request times out stops there",
+    )
     parser.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/group_scaling.json)")
     args = parser.parse_args(argv)
 
-    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")] if args.sizes else list(QUICK_SIZES if args.quick else SIZES)
+    sizes = (
+        [int(s.replace("_", "")) for s in args.sizes.split(",")]
+        if args.sizes
+        else list(QUICK_SIZES if args.quick else SIZES)
+    )
     variants = [v for v in args.variants.split(",") if v]
     for v in variants:
         if v not in VARIANTS:
@@ -673,26 +853,46 @@ def main(argv: list[str] | None = None) -> int:
     row_budget = args.row_budget or (6.0 if args.quick else 60.0)
     request_timeout = args.request_timeout or (20.0 if args.quick else 120.0)
     overrides = dict(parse_shape(s) for s in args.shape)
-    shapes = [shape(n, args.nodes, placed_fraction=args.placed_fraction, max_placed=args.max_placed, override=overrides.get(n))
-              for n in sizes]
+    shapes = [
+        shape(
+            n, args.nodes, placed_fraction=args.placed_fraction, max_placed=args.max_placed, override=overrides.get(n)
+        )
+        for n in sizes
+    ]
 
     wall = time.perf_counter()
     info = machine()
     code = info["code"]
-    print(f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}")
-    print(f"code: git {code.get('git_head')}, extender/ sha256 {code['extender_sha256']}"
-          + (f", uncommitted: {', '.join(code['extender_uncommitted'])}" if code.get("extender_uncommitted") else ""))
-    print(f"cluster: {args.nodes} nodes in 3 zones, all Ready, {args.background_pods} background pods; placed: "
-          f"{args.placed_fraction:g} of each set's ordinals, at most {args.max_placed:,} in all; "
-          f"{iterations} iterations per row ({warmup} warm-up, row budget {row_budget:g} s)")
+    print(
+        f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}"
+    )
+    print(
+        f"code: git {code.get('git_head')}, extender/ sha256 {code['extender_sha256']}"
+        + (f", uncommitted: {', '.join(code['extender_uncommitted'])}" if code.get("extender_uncommitted") else "")
+    )
+    print(
+        f"cluster: {args.nodes} nodes in 3 zones, all Ready, {args.background_pods} background pods; placed: "
+        f"{args.placed_fraction:g} of each set's ordinals, at most {args.max_placed:,} in all; "
+        f"{iterations} iterations per row ({warmup} warm-up, row budget {row_budget:g} s)"
+    )
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-groups-") as tmp:
         for sh in shapes:
             for variant in variants:
-                rows.append(measure_row(variant, sh, iterations=iterations, warmup=warmup, workdir=Path(tmp),
-                                        row_budget=row_budget, placed_fraction=args.placed_fraction,
-                                        max_placed=args.max_placed, background_pods=args.background_pods,
-                                        request_timeout=request_timeout))
+                rows.append(
+                    measure_row(
+                        variant,
+                        sh,
+                        iterations=iterations,
+                        warmup=warmup,
+                        workdir=Path(tmp),
+                        row_budget=row_budget,
+                        placed_fraction=args.placed_fraction,
+                        max_placed=args.max_placed,
+                        background_pods=args.background_pods,
+                        request_timeout=request_timeout,
+                    )
+                )
     wall_s = time.perf_counter() - wall
     info["loadavg_at_end"] = [round(x, 2) for x in loadavg()]
     info["code_at_end"] = code_version()
@@ -705,25 +905,49 @@ def main(argv: list[str] | None = None) -> int:
     errored = [r for r in rows if r["error_count"]]
     for r in errored:
         e = r["stats_ms"].get("error_pair", {})
-        print(f"errors in {r['variant']}/{r['size']:,}: {r['errors']}; a failing pair took {e.get('median', float('nan')):.0f} ms "
-              f"(median); server: {'; '.join(r['server_errors']) or r['decision'].get('answer', '')[:160]!r}")
+        print(
+            f"errors in {r['variant']}/{r['size']:,}: {r['errors']}; a failing pair took "
+            f"{e.get('median', float('nan')):.0f} ms "
+            f"(median); server: {'; '.join(r['server_errors']) or r['decision'].get('answer', '')[:160]!r}"
+        )
     judged = [r for r in rows if "met" in r["verdict"] or "MISSED" in r["verdict"]]
     met = [r for r in judged if "MISSED" not in r["verdict"]]
-    print(f"\n{len(met)} of {len(judged)} rows with a target meet it ({len(rows) - len(judged)} without a target); "
-          f"wall time {wall_s:.0f} s")
+    print(
+        f"\n{len(met)} of {len(judged)} rows with a target meet it ({len(rows) - len(judged)} without a target); "
+        f"wall time {wall_s:.0f} s"
+    )
     data = {
         "benchmark": "group_scaling",
         "machine": info,
-        "settings": {"nodes": args.nodes, "sizes": sizes, "variants": variants, "iterations": iterations, "warmup": warmup,
-                     "row_budget_seconds": row_budget, "placed_fraction": args.placed_fraction, "max_placed": args.max_placed,
-                     "background_pods": args.background_pods, "quick": args.quick, "request_timeout_seconds": request_timeout,
-                     "target": {"pair_p99_ms": TARGET_P99_MS, "up_to_size": TARGET_MAX_SIZE,
-                                "no_fallback_for": "no-hard-spread"}},
+        "settings": {
+            "nodes": args.nodes,
+            "sizes": sizes,
+            "variants": variants,
+            "iterations": iterations,
+            "warmup": warmup,
+            "row_budget_seconds": row_budget,
+            "placed_fraction": args.placed_fraction,
+            "max_placed": args.max_placed,
+            "background_pods": args.background_pods,
+            "quick": args.quick,
+            "request_timeout_seconds": request_timeout,
+            "target": {
+                "pair_p99_ms": TARGET_P99_MS,
+                "up_to_size": TARGET_MAX_SIZE,
+                "no_fallback_for": "no-hard-spread",
+            },
+        },
         "wall_seconds": round(wall_s, 1),
         "rows": rows,
-        "summary": {"rows_meeting_target": len(met), "rows_with_target": len(judged), "rows": len(rows),
-                    "pair_p99_ms": {f"{r['variant']}/{r['size']}": r["stats_ms"].get("pair", {}).get("p99") for r in rows},
-                    "floor_p99_ms": {f"{r['variant']}/{r['size']}": r["stats_ms"].get("floor_pair", {}).get("p99") for r in rows}},
+        "summary": {
+            "rows_meeting_target": len(met),
+            "rows_with_target": len(judged),
+            "rows": len(rows),
+            "pair_p99_ms": {f"{r['variant']}/{r['size']}": r["stats_ms"].get("pair", {}).get("p99") for r in rows},
+            "floor_p99_ms": {
+                f"{r['variant']}/{r['size']}": r["stats_ms"].get("floor_pair", {}).get("p99") for r in rows
+            },
+        },
     }
     path = write_result("group_scaling", data, args.out)
     print(f"JSON: {path}")

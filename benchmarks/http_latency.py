@@ -78,12 +78,29 @@ class Server:
     def __init__(self, nodes: int, pods: int, port: int, log_path: Path, extra: list[str] | None = None) -> None:
         self.port = port
         self.log_path = log_path
-        argv = [sys.executable, "-m", "benchmarks.extender_app", "--nodes", str(nodes), "--pods", str(pods),
-                "--listen", f"127.0.0.1:{port}", *(extra or [])]
+        argv = [
+            sys.executable,
+            "-m",
+            "benchmarks.extender_app",
+            "--nodes",
+            str(nodes),
+            "--pods",
+            str(pods),
+            "--listen",
+            f"127.0.0.1:{port}",
+            *(extra or []),
+        ]
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def wait_ready(self, timeout: float = 300) -> float:
         started = time.monotonic()
@@ -174,6 +191,7 @@ def run_once(client: Client, filter_body: bytes, prioritize_body: bytes, iterati
     gc.disable()  # the client's own collector must not land inside a timed request
     try:
         for i in range(iterations):
+
             def verbs() -> None:
                 f, _ = client.post("/filter", filter_body)
                 p, _ = client.post("/prioritize", prioritize_body)
@@ -222,20 +240,28 @@ def gc_delta(before: dict[str, Any], after: dict[str, Any], iterations: int) -> 
     }
 
 
-def measure(config: Config, *, requests: int, runs: int, warmup: int, workdir: Path, gc_freeze: bool = True,
-            log=print) -> dict[str, Any]:
+def measure(
+    config: Config, *, requests: int, runs: int, warmup: int, workdir: Path, gc_freeze: bool = True, log=print
+) -> dict[str, Any]:
     filter_body = synthetic.filter_args(config.nodes, node_list=config.node_list)
     port = free_port()
-    server = Server(config.nodes, config.pods, port, workdir / f"server-{config.name}.log",
-                    None if gc_freeze else ["--no-gc-freeze"])
+    server = Server(
+        config.nodes,
+        config.pods,
+        port,
+        workdir / f"server-{config.name}.log",
+        None if gc_freeze else ["--no-gc-freeze"],
+    )
     try:
         ready_s = server.wait_ready()
         client = Client(port)
         _, filter_answer = client.post("/filter", filter_body)
         prioritize_body = synthetic.prioritize_args(filter_body, filter_answer)
         _, prio_answer = client.post("/prioritize", prioritize_body)
-        log(f"[{config.name}] server ready in {ready_s:.1f}s (gunicorn, 1 gthread worker); filter request "
-            f"{len(filter_body):,} bytes, prioritize request {len(prioritize_body):,} bytes")
+        log(
+            f"[{config.name}] server ready in {ready_s:.1f}s (gunicorn, 1 gthread worker); filter request "
+            f"{len(filter_body):,} bytes, prioritize request {len(prioritize_body):,} bytes"
+        )
         answer = json.loads(filter_answer)
         passed = len(answer.get("NodeNames") or (answer.get("Nodes") or {}).get("items") or [])
         decision = {
@@ -255,13 +281,22 @@ def measure(config: Config, *, requests: int, runs: int, warmup: int, workdir: P
             samples = run_once(client, filter_body, prioritize_body, requests)
             gc_after = client.get_json("/bench/gc")
             stats = {k: summary_ms(v) for k, v in samples.items()}
-            entry = {"run": r + 1, "loadavg_before": [round(x, 2) for x in load], "stats": stats, "ratios": ratios(stats),
-                     "server_gc": gc_delta(gc_before, gc_after, requests)}
+            entry = {
+                "run": r + 1,
+                "loadavg_before": [round(x, 2) for x in load],
+                "stats": stats,
+                "ratios": ratios(stats),
+                "server_gc": gc_delta(gc_before, gc_after, requests),
+            }
             per_run.append(entry)
-            log(f"[{config.name}] run {r + 1}/{runs}: pair median {stats['pair']['median']:.2f} ms, p99 {stats['pair']['p99']:.2f} ms; "
-                f"2x noop median {stats['noop_pair']['median']:.2f} ms; ratio {entry['ratios']['pair_over_2noop_median']}x "
+            log(
+                f"[{config.name}] run {r + 1}/{runs}: pair median {stats['pair']['median']:.2f} ms, p99 "
+                f"{stats['pair']['p99']:.2f} ms; "
+                f"2x noop median {stats['noop_pair']['median']:.2f} ms; ratio "
+                f"{entry['ratios']['pair_over_2noop_median']}x "
                 f"(load {load[0]:.2f}); server: {entry['server_gc']['gen2_collections']} full GCs, "
-                f"{entry['server_gc']['gen2_ms_total']:.0f} ms")
+                f"{entry['server_gc']['gen2_ms_total']:.0f} ms"
+            )
         client.close()
         memory = server.worker_memory()
     finally:
@@ -288,9 +323,13 @@ def summarise(config: Config, runs: list[dict[str, Any]]) -> dict[str, Any]:
         return round(statistics.median(r["stats"][metric][field] for r in runs), 3)
 
     out: dict[str, Any] = {
-        metric: {"median_of_medians": mm(metric, "median"), "median_p90": mm(metric, "p90"), "median_p99": mm(metric, "p99"),
-                 "worst_p99": round(max(r["stats"][metric]["p99"] for r in runs), 3),
-                 "max": round(max(r["stats"][metric]["max"] for r in runs), 3)}
+        metric: {
+            "median_of_medians": mm(metric, "median"),
+            "median_p90": mm(metric, "p90"),
+            "median_p99": mm(metric, "p99"),
+            "worst_p99": round(max(r["stats"][metric]["p99"] for r in runs), 3),
+            "max": round(max(r["stats"][metric]["max"] for r in runs), 3),
+        }
         for metric in METRICS
     }
     out["ratios"] = {k: round(statistics.median(r["ratios"][k] for r in runs), 2) for k in runs[0]["ratios"]}
@@ -303,10 +342,18 @@ def summarise(config: Config, runs: list[dict[str, Any]]) -> dict[str, Any]:
     targets = {}
     if config.target_p99_ms is not None:
         p99 = out["pair"]["median_p99"]
-        targets["pair_p99_ms"] = {"target": config.target_p99_ms, "value": p99, "verdict": verdict(p99, config.target_p99_ms)}
+        targets["pair_p99_ms"] = {
+            "target": config.target_p99_ms,
+            "value": p99,
+            "verdict": verdict(p99, config.target_p99_ms),
+        }
     if config.target_ratio is not None:
         ratio = out["ratios"]["pair_over_2noop_median"]
-        targets["pair_over_2noop_median"] = {"target": config.target_ratio, "value": ratio, "verdict": verdict(ratio, config.target_ratio)}
+        targets["pair_over_2noop_median"] = {
+            "target": config.target_ratio,
+            "value": ratio,
+            "verdict": verdict(ratio, config.target_ratio),
+        }
     out["targets"] = targets
     return out
 
@@ -322,15 +369,50 @@ def report(results: list[dict[str, Any]]) -> str:
         "HTTP latency, ms (median of per-run medians; p90/p99: median over runs; max: over all runs)",
         table(["config", "request", "median", "p90", "p99", "max"], rows),
         "",
-        table(["config", "nodes", "pods", "mode", "pair/2noop", "filter/noop", "prio/noop", "pair p99 target", "ratio target"],
-              [[r["config"], r["nodes"], r["pods"], r["mode"].split()[0], f"{r['summary']['ratios']['pair_over_2noop_median']}x",
-                f"{r['summary']['ratios']['filter_over_noop_median']}x", f"{r['summary']['ratios']['prioritize_over_noop_median']}x",
-                _target(r, "pair_p99_ms"), _target(r, "pair_over_2noop_median")] for r in results]),
+        table(
+            [
+                "config",
+                "nodes",
+                "pods",
+                "mode",
+                "pair/2noop",
+                "filter/noop",
+                "prio/noop",
+                "pair p99 target",
+                "ratio target",
+            ],
+            [
+                [
+                    r["config"],
+                    r["nodes"],
+                    r["pods"],
+                    r["mode"].split()[0],
+                    f"{r['summary']['ratios']['pair_over_2noop_median']}x",
+                    f"{r['summary']['ratios']['filter_over_noop_median']}x",
+                    f"{r['summary']['ratios']['prioritize_over_noop_median']}x",
+                    _target(r, "pair_p99_ms"),
+                    _target(r, "pair_over_2noop_median"),
+                ]
+                for r in results
+            ],
+        ),
         "",
-        "server's full (gen 2) garbage collections during a run of " + str(results[0]["requests_per_run"]) + " iterations (median of runs):",
-        table(["config", "gen2 GCs", "ms in gen2 GC", "ms per iteration", "GC-tracked objects"],
-              [[r["config"], r["summary"]["server_gc"]["gen2_collections_per_run"], r["summary"]["server_gc"]["gen2_ms_per_run"],
-                r["summary"]["server_gc"]["gen2_ms_per_iteration"], r["summary"]["server_gc"]["tracked_objects"]] for r in results]),
+        "server's full (gen 2) garbage collections during a run of "
+        + str(results[0]["requests_per_run"])
+        + " iterations (median of runs):",
+        table(
+            ["config", "gen2 GCs", "ms in gen2 GC", "ms per iteration", "GC-tracked objects"],
+            [
+                [
+                    r["config"],
+                    r["summary"]["server_gc"]["gen2_collections_per_run"],
+                    r["summary"]["server_gc"]["gen2_ms_per_run"],
+                    r["summary"]["server_gc"]["gen2_ms_per_iteration"],
+                    r["summary"]["server_gc"]["tracked_objects"],
+                ]
+                for r in results
+            ],
+        ),
     ]
     return "\n".join(lines)
 
@@ -351,8 +433,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=200, help="iterations (filter+prioritize pairs) per run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
-                        help="skip freeze_heap() after the server loads its cache (the extender's watcher freezes after every list)")
+    parser.add_argument(
+        "--no-gc-freeze",
+        dest="gc_freeze",
+        action="store_false",
+        help="skip freeze_heap() after the server loads its cache (the extender's watcher freezes after every list)",
+    )
     parser.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/http_latency.json)")
     args = parser.parse_args(argv)
 
@@ -361,12 +447,22 @@ def main(argv: list[str] | None = None) -> int:
     else:
         configs = [CONFIGS[name] for name in args.configs.split(",") if name]
     info = machine()
-    print(f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}")
+    print(
+        f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}"
+    )
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         for config in configs:
-            results.append(measure(config, requests=args.requests, runs=args.runs, warmup=args.warmup, workdir=Path(tmp),
-                                   gc_freeze=args.gc_freeze))
+            results.append(
+                measure(
+                    config,
+                    requests=args.requests,
+                    runs=args.runs,
+                    warmup=args.warmup,
+                    workdir=Path(tmp),
+                    gc_freeze=args.gc_freeze,
+                )
+            )
     info["loadavg_at_end"] = [round(x, 2) for x in loadavg()]
     info["code_at_end"] = code_version()
     if info["code_at_end"]["extender_sha256"] != info["code"]["extender_sha256"]:

@@ -1,5 +1,6 @@
 """Where a filter + prioritize request spends its time: the same app, store and payloads as
-benchmarks/http_latency.py (prioritize carries the nodes filter passed), called in-process (Flask's WSGI app, no gunicorn, no socket) under
+benchmarks/http_latency.py (prioritize carries the nodes filter passed), called in-process (Flask's WSGI app,
+no gunicorn, no socket) under
 cProfile, or pyinstrument when --pyinstrument is given (pip install pyinstrument).
 
 The shares are of the time inside Flask's `wsgi_app` (parse, verbs, encode, Flask itself).
@@ -17,7 +18,6 @@ import argparse
 import cProfile
 import gc
 import io
-import json
 import pstats
 import sys
 import time
@@ -30,8 +30,8 @@ if __package__ in (None, ""):
 from benchmarks import synthetic  # noqa: E402
 from benchmarks.common import REPO, RESULTS, write_result  # noqa: E402
 from benchmarks.extender_app import NullBinder, add_floor_routes, build_store  # noqa: E402
-from extender.server.effects import DiscardEvents  # noqa: E402
 from extender.server.app import create_app  # noqa: E402
+from extender.server.effects import DiscardEvents  # noqa: E402
 from extender.server.serve import ServeOptions  # noqa: E402
 from extender.verbs import Verbs  # noqa: E402
 
@@ -39,7 +39,10 @@ from extender.verbs import Verbs  # noqa: E402
 def make_app(nodes: int, pods: int, policy: str = "full"):
     options = ServeOptions()
     store = build_store(nodes, pods, options, policy)
-    app = create_app(Verbs(store, NullBinder(), DiscardEvents(), decision_deadline=options.decision_deadline), max_body=options.max_body)
+    app = create_app(
+        Verbs(store, NullBinder(), DiscardEvents(), decision_deadline=options.decision_deadline),
+        max_body=options.max_body,
+    )
     add_floor_routes(app)
     return app
 
@@ -57,11 +60,26 @@ def _where(func: tuple[str, int, str]) -> str:
 
 def top(stats: pstats.Stats, total: float, key: str, limit: int) -> list[dict[str, Any]]:
     rows = []
-    for func, (cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        rows.append({"function": _where(func), "calls": nc, "self_s": tt, "cumulative_s": ct,
-                     "self_share": tt / total, "cumulative_share": ct / total})
+    for func, (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append(
+            {
+                "function": _where(func),
+                "calls": nc,
+                "self_s": tt,
+                "cumulative_s": ct,
+                "self_share": tt / total,
+                "cumulative_share": ct / total,
+            }
+        )
     rows.sort(key=lambda r: r[key], reverse=True)
     return rows[:limit]
+
+
+def _profile_name(args: argparse.Namespace) -> str:
+    """profile_<nodes>[_nodelist][_<policy>]: the name of this run's result files."""
+    mode = "_nodelist" if args.node_list else ""
+    policy = "" if args.policy == "full" else f"_{args.policy}"
+    return f"profile_{args.nodes}{mode}{policy}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,14 +87,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--node-list", action="store_true")
-    parser.add_argument("--policy", choices=tuple(synthetic.POLICIES), default="full",
-                        help="full: the HTTP benchmark's policy; caps-spread: the e2e benchmark's (one StatefulSet of 100)")
+    parser.add_argument(
+        "--policy",
+        choices=tuple(synthetic.POLICIES),
+        default="full",
+        help="full: the HTTP benchmark's policy; caps-spread: the e2e benchmark's (one StatefulSet of 100)",
+    )
     parser.add_argument("--requests", type=int, default=100, help="filter+prioritize pairs profiled")
     parser.add_argument("--verb", choices=("both", "filter", "prioritize"), default="both")
     parser.add_argument("--limit", type=int, default=25)
     parser.add_argument("--pyinstrument", action="store_true")
     parser.add_argument("--keep-gc", action="store_true", help="leave the garbage collector on while profiling")
-    parser.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/profile_<nodes>[_nodelist].json)")
+    parser.add_argument(
+        "--out", type=Path, help="JSON output (default benchmarks/results/profile_<nodes>[_nodelist].json)"
+    )
     args = parser.parse_args(argv)
 
     app = make_app(args.nodes, args.pods, args.policy)
@@ -84,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     client = app.test_client()
     filter_body = synthetic.filter_args(args.nodes, node_list=args.node_list, group=synthetic.Group(**shape))
     answer = client.post("/filter", data=filter_body, content_type="application/json").data
-    bodies = {"/filter": filter_body, "/prioritize": synthetic.prioritize_args(filter_body, answer)}  # as kube-scheduler
+    bodies = {
+        "/filter": filter_body,
+        "/prioritize": synthetic.prioritize_args(filter_body, answer),
+    }  # as kube-scheduler
     paths = ["/filter", "/prioritize"] if args.verb == "both" else [f"/{args.verb}"]
 
     def work() -> None:
@@ -113,10 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     plain = (time.perf_counter() - t) / args.requests
     gc.callbacks.remove(on_gc)
     gc_ms = sum(gc_seconds) * 1000 / args.requests
-    print(f"{args.nodes} nodes, {args.pods} pods, {'NodeList' if args.node_list else 'NodeNames'}: "
-          f"{plain * 1000:.2f} ms per {'+'.join(p[1:] for p in paths)} in-process (unprofiled, test client), "
-          f"of which {gc_ms:.2f} ms in the garbage collector ({gc_count[2]} full collections in {args.requests} iterations, "
-          f"{gc_seconds[2] * 1000 / max(gc_count[2], 1):.0f} ms each; {len(gc.get_objects()):,} tracked objects)")
+    print(
+        f"{args.nodes} nodes, {args.pods} pods, {'NodeList' if args.node_list else 'NodeNames'}: "
+        f"{plain * 1000:.2f} ms per {'+'.join(p[1:] for p in paths)} in-process (unprofiled, test client), "
+        f"of which {gc_ms:.2f} ms in the garbage collector ({gc_count[2]} full collections in {args.requests} "
+        "iterations, "
+        f"{gc_seconds[2] * 1000 / max(gc_count[2], 1):.0f} ms each; {len(gc.get_objects()):,} tracked objects)"
+    )
     if not args.keep_gc:
         gc.collect()
         gc.disable()
@@ -130,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         profiler.stop()
         text = profiler.output_text(unicode=False, color=False, show_all=False)
         print(text)
-        name = f"profile_{args.nodes}{'_nodelist' if args.node_list else ''}{'' if args.policy == 'full' else '_' + args.policy}.pyinstrument.txt"
+        name = f"{_profile_name(args)}.pyinstrument.txt"
         path = (args.out.parent if args.out else RESULTS) / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -146,28 +176,64 @@ def main(argv: list[str] | None = None) -> int:
     total = wsgi[0][3] if wsgi else sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
     by_self = top(stats, total, "self_s", args.limit)
     by_cum = top(stats, total, "cumulative_s", args.limit + 15)
-    print(f"\ncProfile, {args.requests} x {'+'.join(p[1:] for p in paths)}: {total / args.requests * 1000:.2f} ms per iteration "
-          f"inside wsgi_app (profiler overhead included)\n")
+    print(
+        f"\ncProfile, {args.requests} x {'+'.join(p[1:] for p in paths)}: {total / args.requests * 1000:.2f} ms "
+        "per iteration "
+        f"inside wsgi_app (profiler overhead included)\n"
+    )
     print("by self time:")
     print(f"  {'self %':>6} {'cum %':>6} {'calls/it':>9}  function")
     for r in by_self:
-        print(f"  {r['self_share'] * 100:6.1f} {r['cumulative_share'] * 100:6.1f} {r['calls'] / args.requests:9.0f}  {r['function']}")
+        print(
+            f"  {r['self_share'] * 100:6.1f} {r['cumulative_share'] * 100:6.1f} "
+            f"{r['calls'] / args.requests:9.0f}  {r['function']}"
+        )
     print("\nby cumulative time:")
     print(f"  {'cum %':>6} {'self %':>6} {'calls/it':>9}  function")
     for r in by_cum:
-        print(f"  {r['cumulative_share'] * 100:6.1f} {r['self_share'] * 100:6.1f} {r['calls'] / args.requests:9.0f}  {r['function']}")
-    name = f"profile_{args.nodes}{'_nodelist' if args.node_list else ''}{'' if args.policy == 'full' else '_' + args.policy}"
-    path = write_result(name, {
-        "benchmark": "profile_verbs", "nodes": args.nodes, "pods": args.pods, "node_list": args.node_list, "policy": args.policy,
-        "requests": args.requests, "verbs": paths, "ms_per_iteration_unprofiled": round(plain * 1000, 3),
-        "gc_ms_per_iteration_unprofiled": round(gc_ms, 3), "gc_full_collections": gc_count[2],
-        "gc_ms_per_full_collection": round(gc_seconds[2] * 1000 / max(gc_count[2], 1), 1),
-        "profiled_with_gc": args.keep_gc,
-        "by_self": [dict(r, self_s=round(r["self_s"], 4), cumulative_s=round(r["cumulative_s"], 4),
-                         self_share=round(r["self_share"], 4), cumulative_share=round(r["cumulative_share"], 4)) for r in by_self],
-        "by_cumulative": [dict(r, self_s=round(r["self_s"], 4), cumulative_s=round(r["cumulative_s"], 4),
-                               self_share=round(r["self_share"], 4), cumulative_share=round(r["cumulative_share"], 4)) for r in by_cum],
-    }, args.out)
+        print(
+            f"  {r['cumulative_share'] * 100:6.1f} {r['self_share'] * 100:6.1f} "
+            f"{r['calls'] / args.requests:9.0f}  {r['function']}"
+        )
+    name = _profile_name(args)
+    path = write_result(
+        name,
+        {
+            "benchmark": "profile_verbs",
+            "nodes": args.nodes,
+            "pods": args.pods,
+            "node_list": args.node_list,
+            "policy": args.policy,
+            "requests": args.requests,
+            "verbs": paths,
+            "ms_per_iteration_unprofiled": round(plain * 1000, 3),
+            "gc_ms_per_iteration_unprofiled": round(gc_ms, 3),
+            "gc_full_collections": gc_count[2],
+            "gc_ms_per_full_collection": round(gc_seconds[2] * 1000 / max(gc_count[2], 1), 1),
+            "profiled_with_gc": args.keep_gc,
+            "by_self": [
+                dict(
+                    r,
+                    self_s=round(r["self_s"], 4),
+                    cumulative_s=round(r["cumulative_s"], 4),
+                    self_share=round(r["self_share"], 4),
+                    cumulative_share=round(r["cumulative_share"], 4),
+                )
+                for r in by_self
+            ],
+            "by_cumulative": [
+                dict(
+                    r,
+                    self_s=round(r["self_s"], 4),
+                    cumulative_s=round(r["cumulative_s"], 4),
+                    self_share=round(r["self_share"], 4),
+                    cumulative_share=round(r["cumulative_share"], 4),
+                )
+                for r in by_cum
+            ],
+        },
+        args.out,
+    )
     print(f"\nJSON: {path}")
     return 0
 

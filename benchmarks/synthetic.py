@@ -81,32 +81,66 @@ def node_obj(name: str, zone: str, i: int, *, ready: bool = True, unschedulable:
             "resourceVersion": str(1000 + i),
             "creationTimestamp": "2024-01-01T00:00:00Z",
             "labels": labels,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
         },
         "spec": spec,
         "status": {
             "capacity": {"cpu": "8", "ephemeral-storage": "104845292Ki", "memory": "32386324Ki", "pods": "110"},
             "allocatable": {"cpu": "7910m", "ephemeral-storage": "96625420948", "memory": "31369492Ki", "pods": "110"},
             "conditions": [
-                {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": "2024-01-02T03:04:05Z",
-                 "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "KubeletHasSufficientMemory",
-                 "message": "kubelet has sufficient memory available"},
-                {"type": "DiskPressure", "status": "False", "lastHeartbeatTime": "2024-01-02T03:04:05Z",
-                 "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "KubeletHasNoDiskPressure",
-                 "message": "kubelet has no disk pressure"},
-                {"type": "PIDPressure", "status": "False", "lastHeartbeatTime": "2024-01-02T03:04:05Z",
-                 "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "KubeletHasSufficientPID",
-                 "message": "kubelet has sufficient PID available"},
-                {"type": "Ready", "status": "True" if ready else "False", "lastHeartbeatTime": "2024-01-02T03:04:05Z",
-                 "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "KubeletReady" if ready else "KubeletNotReady",
-                 "message": "kubelet is posting ready status"},
+                {
+                    "type": "MemoryPressure",
+                    "status": "False",
+                    "lastHeartbeatTime": "2024-01-02T03:04:05Z",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z",
+                    "reason": "KubeletHasSufficientMemory",
+                    "message": "kubelet has sufficient memory available",
+                },
+                {
+                    "type": "DiskPressure",
+                    "status": "False",
+                    "lastHeartbeatTime": "2024-01-02T03:04:05Z",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z",
+                    "reason": "KubeletHasNoDiskPressure",
+                    "message": "kubelet has no disk pressure",
+                },
+                {
+                    "type": "PIDPressure",
+                    "status": "False",
+                    "lastHeartbeatTime": "2024-01-02T03:04:05Z",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z",
+                    "reason": "KubeletHasSufficientPID",
+                    "message": "kubelet has sufficient PID available",
+                },
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "lastHeartbeatTime": "2024-01-02T03:04:05Z",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z",
+                    "reason": "KubeletReady" if ready else "KubeletNotReady",
+                    "message": "kubelet is posting ready status",
+                },
             ],
-            "addresses": [{"type": "InternalIP", "address": f"10.0.{(i >> 8) & 255}.{i & 255}"}, {"type": "Hostname", "address": name}],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.{(i >> 8) & 255}.{i & 255}"},
+                {"type": "Hostname", "address": name},
+            ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"machineID": f"{i:032x}", "systemUUID": _uid("sys", i), "bootID": _uid("boot", i),
-                         "kernelVersion": "6.1.0-13-cloud-amd64", "osImage": "Debian GNU/Linux 12 (bookworm)",
-                         "containerRuntimeVersion": "containerd://1.7.13", "kubeletVersion": "v1.36.3",
-                         "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+            "nodeInfo": {
+                "machineID": f"{i:032x}",
+                "systemUUID": _uid("sys", i),
+                "bootID": _uid("boot", i),
+                "kernelVersion": "6.1.0-13-cloud-amd64",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "containerRuntimeVersion": "containerd://1.7.13",
+                "kubeletVersion": "v1.36.3",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
         },
     }
 
@@ -131,9 +165,21 @@ def nodes(count: int, *, not_ready_every: int = 200) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------------------- pods
-def pod_obj(*, name: str, namespace: str, uid: str, labels: dict[str, str], owner: dict[str, Any],
-            node: str | None, annotations: dict[str, str] | None = None, scheduler: str = "default-scheduler",
-            claims: tuple[str, ...] = (), rv: Any = 1, rich: bool = True, generate_name: str | None = None) -> dict[str, Any]:
+def pod_obj(
+    *,
+    name: str,
+    namespace: str,
+    uid: str,
+    labels: dict[str, str],
+    owner: dict[str, Any],
+    node: str | None,
+    annotations: dict[str, str] | None = None,
+    scheduler: str = "default-scheduler",
+    claims: tuple[str, ...] = (),
+    rv: Any = 1,
+    rich: bool = True,
+    generate_name: str | None = None,
+) -> dict[str, Any]:
     """A pod as the API server lists it. rich=False drops what the extender never reads
     (managedFields, container details, status details) for faster synthetic setups."""
     meta: dict[str, Any] = {
@@ -156,62 +202,196 @@ def pod_obj(*, name: str, namespace: str, uid: str, labels: dict[str, str], owne
         if generate_name:
             meta["generateName"] = generate_name
         meta["managedFields"] = [
-            {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "time": "2024-01-02T03:00:00Z",
-             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:generateName": {}, "f:labels": {".": {}, **{f"f:{k}": {} for k in labels}},
-                                                                   "f:ownerReferences": {".": {}, f'k:{{"uid":"{owner["uid"]}"}}': {}}},
-                                                      "f:spec": {"f:containers": {'k:{"name":"main"}': {".": {}, "f:image": {}, "f:name": {}, "f:resources": {}}},
-                                                                 "f:dnsPolicy": {}, "f:restartPolicy": {}, "f:schedulerName": {}}}},
-            {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": "2024-01-02T03:00:05Z", "fieldsType": "FieldsV1",
-             "subresource": "status",
-             "fieldsV1": {"f:status": {"f:conditions": {'k:{"type":"Ready"}': {".": {}, "f:status": {}, "f:type": {}}},
-                                       "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {}, "f:startTime": {}}}},
+            {
+                "manager": "kube-controller-manager",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": "2024-01-02T03:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {
+                        "f:generateName": {},
+                        "f:labels": {".": {}, **{f"f:{k}": {} for k in labels}},
+                        "f:ownerReferences": {".": {}, f'k:{{"uid":"{owner["uid"]}"}}': {}},
+                    },
+                    "f:spec": {
+                        "f:containers": {
+                            'k:{"name":"main"}': {".": {}, "f:image": {}, "f:name": {}, "f:resources": {}}
+                        },
+                        "f:dnsPolicy": {},
+                        "f:restartPolicy": {},
+                        "f:schedulerName": {},
+                    },
+                },
+            },
+            {
+                "manager": "kubelet",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": "2024-01-02T03:00:05Z",
+                "fieldsType": "FieldsV1",
+                "subresource": "status",
+                "fieldsV1": {
+                    "f:status": {
+                        "f:conditions": {'k:{"type":"Ready"}': {".": {}, "f:status": {}, "f:type": {}}},
+                        "f:containerStatuses": {},
+                        "f:hostIP": {},
+                        "f:phase": {},
+                        "f:podIP": {},
+                        "f:startTime": {},
+                    }
+                },
+            },
         ]
-        volumes.append({"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
-            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}})
-        spec.update({
-            "containers": [{
-                "name": "main", "image": "registry.example.com/team/app:1.27.3",
-                "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-                "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
-                        {"name": "LOG_LEVEL", "value": "info"}],
-                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "250m", "memory": "512Mi"}},
-                "volumeMounts": [{"name": "kube-api-access", "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
-                "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"}, "timeoutSeconds": 1,
-                                   "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
-                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
-                "imagePullPolicy": "IfNotPresent"}],
-            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default", "serviceAccount": "default", "securityContext": {},
-            "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
-            "priority": 0, "enableServiceLinks": True, "preemptionPolicy": "PreemptLowerPriority",
-        })
+        volumes.append(
+            {
+                "name": "kube-api-access",
+                "projected": {
+                    "defaultMode": 420,
+                    "sources": [
+                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                        {
+                            "downwardAPI": {
+                                "items": [
+                                    {
+                                        "path": "namespace",
+                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                    }
+                                ]
+                            }
+                        },
+                    ],
+                },
+            }
+        )
+        spec.update(
+            {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.example.com/team/app:1.27.3",
+                        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                        "env": [
+                            {
+                                "name": "POD_NAME",
+                                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
+                            },
+                            {"name": "LOG_LEVEL", "value": "info"},
+                        ],
+                        "resources": {
+                            "limits": {"cpu": "1", "memory": "1Gi"},
+                            "requests": {"cpu": "250m", "memory": "512Mi"},
+                        },
+                        "volumeMounts": [
+                            {
+                                "name": "kube-api-access",
+                                "readOnly": True,
+                                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                            }
+                        ],
+                        "readinessProbe": {
+                            "httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
+                            "timeoutSeconds": 1,
+                            "periodSeconds": 10,
+                            "successThreshold": 1,
+                            "failureThreshold": 3,
+                        },
+                        "terminationMessagePath": "/dev/termination-log",
+                        "terminationMessagePolicy": "File",
+                        "imagePullPolicy": "IfNotPresent",
+                    }
+                ],
+                "restartPolicy": "Always",
+                "terminationGracePeriodSeconds": 30,
+                "dnsPolicy": "ClusterFirst",
+                "serviceAccountName": "default",
+                "serviceAccount": "default",
+                "securityContext": {},
+                "tolerations": [
+                    {
+                        "key": "node.kubernetes.io/not-ready",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 300,
+                    },
+                    {
+                        "key": "node.kubernetes.io/unreachable",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 300,
+                    },
+                ],
+                "priority": 0,
+                "enableServiceLinks": True,
+                "preemptionPolicy": "PreemptLowerPriority",
+            }
+        )
         if node:
-            status.update({
-                "conditions": [
-                    {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": "2024-01-02T03:00:02Z"},
-                    {"type": "Ready", "status": "True", "lastProbeTime": None, "lastTransitionTime": "2024-01-02T03:00:05Z"},
-                    {"type": "ContainersReady", "status": "True", "lastProbeTime": None, "lastTransitionTime": "2024-01-02T03:00:05Z"},
-                    {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": "2024-01-02T03:00:01Z"}],
-                "hostIP": "10.0.1.11", "podIP": "10.244.1.17", "podIPs": [{"ip": "10.244.1.17"}],
-                "startTime": "2024-01-02T03:00:02Z",
-                "containerStatuses": [{"name": "main", "state": {"running": {"startedAt": "2024-01-02T03:00:04Z"}},
-                                       "lastState": {}, "ready": True, "restartCount": 0,
-                                       "image": "registry.example.com/team/app:1.27.3",
-                                       "imageID": "registry.example.com/team/app@sha256:" + "ab" * 32,
-                                       "containerID": "containerd://" + "cd" * 32, "started": True}],
-                "qosClass": "Burstable",
-            })
+            status.update(
+                {
+                    "conditions": [
+                        {
+                            "type": "Initialized",
+                            "status": "True",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": "2024-01-02T03:00:02Z",
+                        },
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": "2024-01-02T03:00:05Z",
+                        },
+                        {
+                            "type": "ContainersReady",
+                            "status": "True",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": "2024-01-02T03:00:05Z",
+                        },
+                        {
+                            "type": "PodScheduled",
+                            "status": "True",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": "2024-01-02T03:00:01Z",
+                        },
+                    ],
+                    "hostIP": "10.0.1.11",
+                    "podIP": "10.244.1.17",
+                    "podIPs": [{"ip": "10.244.1.17"}],
+                    "startTime": "2024-01-02T03:00:02Z",
+                    "containerStatuses": [
+                        {
+                            "name": "main",
+                            "state": {"running": {"startedAt": "2024-01-02T03:00:04Z"}},
+                            "lastState": {},
+                            "ready": True,
+                            "restartCount": 0,
+                            "image": "registry.example.com/team/app:1.27.3",
+                            "imageID": "registry.example.com/team/app@sha256:" + "ab" * 32,
+                            "containerID": "containerd://" + "cd" * 32,
+                            "started": True,
+                        }
+                    ],
+                    "qosClass": "Burstable",
+                }
+            )
         else:
-            status.update({
-                "conditions": [{"type": "PodScheduled", "status": "False", "lastProbeTime": None,
-                                "lastTransitionTime": "2024-01-02T03:00:01Z", "reason": "Unschedulable",
-                                "message": "0/6 nodes are available: 4 ordinal zone mismatch."}],
-                "qosClass": "Burstable",
-            })
+            status.update(
+                {
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": "2024-01-02T03:00:01Z",
+                            "reason": "Unschedulable",
+                            "message": "0/6 nodes are available: 4 ordinal zone mismatch.",
+                        }
+                    ],
+                    "qosClass": "Burstable",
+                }
+            )
     return {"metadata": meta, "spec": spec, "status": status}
 
 
@@ -220,8 +400,15 @@ def _background_fields(i: int) -> dict[str, str]:
     app = f"app-{(i // 50) % 20:02d}"
     hash_ = f"{(i // 1000) % 997:x}{(i * 7) % 89:02x}"
     rs = f"{app}-{hash_}"
-    return {"name": f"{rs}-{i:06x}", "uid": _uid("pod", i), "ns": ns, "app": app, "hash": hash_, "rs": rs,
-            "rs_uid": _uid("rs", i % 1000)}
+    return {
+        "name": f"{rs}-{i:06x}",
+        "uid": _uid("pod", i),
+        "ns": ns,
+        "app": app,
+        "hash": hash_,
+        "rs": rs,
+        "rs_uid": _uid("rs", i % 1000),
+    }
 
 
 def _background(f: dict[str, str], node: str, rv: Any, rich: bool) -> dict[str, Any]:
@@ -230,8 +417,14 @@ def _background(f: dict[str, str], node: str, rv: Any, rich: bool) -> dict[str, 
         namespace=f["ns"],
         uid=f["uid"],
         labels={"app": f["app"], "pod-template-hash": f["hash"], "team": f["ns"]},
-        owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f["rs"], "uid": f["rs_uid"],
-               "controller": True, "blockOwnerDeletion": True},
+        owner={
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": f["rs"],
+            "uid": f["rs_uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        },
         node=node,
         rv=rv,
         rich=rich,
@@ -269,10 +462,21 @@ def group_pod(group: Group, s: int, o: int, node: str | None, *, rich: bool = Tr
         name=name,
         namespace=GROUP_NS,
         uid=_uid("grp", s * 1000 + o),
-        labels={"app": sts, "cluster": CLUSTER, "controller-revision-hash": f"{sts}-7d9f",
-                "apps.kubernetes.io/pod-index": str(o), "statefulset.kubernetes.io/pod-name": name},
-        owner={"apiVersion": "apps/v1", "kind": "StatefulSet", "name": sts, "uid": _uid("sts", s),
-               "controller": True, "blockOwnerDeletion": True},
+        labels={
+            "app": sts,
+            "cluster": CLUSTER,
+            "controller-revision-hash": f"{sts}-7d9f",
+            "apps.kubernetes.io/pod-index": str(o),
+            "statefulset.kubernetes.io/pod-name": name,
+        },
+        owner={
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "name": sts,
+            "uid": _uid("sts", s),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        },
         node=node,
         annotations={POLICY_REF_ANNOTATION: CLUSTER},
         scheduler=SCHEDULER,
@@ -284,25 +488,45 @@ def group_pod(group: Group, s: int, o: int, node: str | None, *, rich: bool = Tr
 def statefulset_obj(group: Group, s: int) -> dict[str, Any]:
     sts = group.sts_name(s)
     return {
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": sts, "namespace": GROUP_NS, "uid": _uid("sts", s), "resourceVersion": "500", "generation": 1},
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": sts,
+            "namespace": GROUP_NS,
+            "uid": _uid("sts", s),
+            "resourceVersion": "500",
+            "generation": 1,
+        },
         "spec": {
-            "replicas": group.replicas, "serviceName": sts, "podManagementPolicy": "Parallel",
+            "replicas": group.replicas,
+            "serviceName": sts,
+            "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": {"app": sts}},
-            "template": {"metadata": {"labels": {"app": sts, "cluster": CLUSTER},
-                                      "annotations": {POLICY_REF_ANNOTATION: CLUSTER}},
-                         "spec": {"schedulerName": SCHEDULER, "containers": [{"name": "redis", "image": "redis:7"}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
-                                                                            "resources": {"requests": {"storage": "10Gi"}}}}],
+            "template": {
+                "metadata": {
+                    "labels": {"app": sts, "cluster": CLUSTER},
+                    "annotations": {POLICY_REF_ANNOTATION: CLUSTER},
+                },
+                "spec": {"schedulerName": SCHEDULER, "containers": [{"name": "redis", "image": "redis:7"}]},
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+                }
+            ],
         },
         "status": {"replicas": group.replicas, "readyReplicas": group.replicas},
     }
 
 
 def policy_obj(spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "placement.extender.dev/v1alpha1", "kind": "PlacementPolicy",
-            "metadata": {"name": CLUSTER, "namespace": GROUP_NS, "uid": _uid("pol", 1), "resourceVersion": "10"},
-            "spec": spec if spec is not None else FULL_POLICY}
+    return {
+        "apiVersion": "placement.extender.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": CLUSTER, "namespace": GROUP_NS, "uid": _uid("pol", 1), "resourceVersion": "10"},
+        "spec": spec if spec is not None else FULL_POLICY,
+    }
 
 
 @dataclass
@@ -333,8 +557,14 @@ def pending_pod(group: Group) -> dict[str, Any]:
     return group_pod(group, s, o, None, rich=True)
 
 
-def cluster(node_count: int, pod_count: int, *, group: Group | None = None, rich: bool = True,
-            policy: dict[str, Any] | None = None) -> Cluster:
+def cluster(
+    node_count: int,
+    pod_count: int,
+    *,
+    group: Group | None = None,
+    rich: bool = True,
+    policy: dict[str, Any] | None = None,
+) -> Cluster:
     """`node_count` nodes over three zones and `pod_count` cached pods in total (the group's bound
     pods included, the pending pod under test included)."""
     group = group or Group()
@@ -421,6 +651,9 @@ def prioritize_args(filter_body: bytes, filter_answer: bytes) -> bytes:
     if request.get("NodeNames") is not None:
         body = {"Pod": request["Pod"], "Nodes": None, "NodeNames": answer.get("NodeNames") or []}
     else:
-        body = {"Pod": request["Pod"], "Nodes": {"metadata": {}, "items": (answer.get("Nodes") or {}).get("items") or []},
-                "NodeNames": None}
+        body = {
+            "Pod": request["Pod"],
+            "Nodes": {"metadata": {}, "items": (answer.get("Nodes") or {}).get("items") or []},
+            "NodeNames": None,
+        }
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()

@@ -73,10 +73,16 @@ def _report(store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec, key:
     nodes = store.topology.nodes
     members = [Member(r.key, r.node, r.shard, r.ordinal, _volume_zone(store, r)) for r in records if r.node]
     report = GroupReport(
-        namespace=pod.namespace, group=key[1], policy=key[2], size=snap.group_size,
+        namespace=pod.namespace,
+        group=key[1],
+        policy=key[2],
+        size=snap.group_size,
         placed={m.pod: m.node for m in members},
-        zones={m.node: Topology.domain(nodes[m.node], spec.topology.zone, spec.topology.zone) or "(no zone)"
-               for m in members if m.node in nodes},
+        zones={
+            m.node: Topology.domain(nodes[m.node], spec.topology.zone, spec.topology.zone) or "(no zone)"
+            for m in members
+            if m.node in nodes
+        },
     )
     report.violations = [f"{v.rule}: {v.message}" for v in violations(spec, members, nodes, snap.group_size)]
     report.pending = {r.key: r.unschedulable or "not scheduled yet" for r in records if not r.node}
@@ -88,8 +94,10 @@ def _report(store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec, key:
                 continue
             after = zones_of(spec, [m for m in members if m is not last], nodes)
             for zone in sorted(held - after):
-                report.next_scale_down_empties.append(f"scaling StatefulSet {sts.name} to {sts.replicas - 1} removes {last.pod}, "
-                                                      f"the group's last pod in zone {zone}")
+                report.next_scale_down_empties.append(
+                    f"scaling StatefulSet {sts.name} to {sts.replicas - 1} removes {last.pod}, "
+                    f"the group's last pod in zone {zone}"
+                )
     return report
 
 
@@ -107,7 +115,9 @@ def render(reports: list[GroupReport]) -> str:
     out = []
     for r in reports:
         status = "VIOLATED" if r.violations or r.error else "ok"
-        out.append(f"== {r.namespace}: {r.group} ({r.policy}, size {r.size if r.size is not None else 'unknown'}): {status}")
+        out.append(
+            f"== {r.namespace}: {r.group} ({r.policy}, size {r.size if r.size is not None else 'unknown'}): {status}"
+        )
         if r.error:
             out.append(f"   policy error: {r.error}")
         if r.placed:

@@ -36,8 +36,9 @@ def _domain(node: NodeInfo | None, key: str, spec: PlacementPolicySpec) -> str |
     return Topology.domain(node, spec.canonical_key(key), spec.topology.zone, spec.topology.node)
 
 
-def violations(spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo],
-               group_size: int | None) -> list[Violation]:
+def violations(
+    spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo], group_size: int | None
+) -> list[Violation]:
     """Every hard rule the placement breaks, each with the numbers."""
     out: list[Violation] = []
     zone_key = spec.topology.zone
@@ -54,7 +55,12 @@ def violations(spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapp
         counts = Counter(_domain(nodes.get(m.node), cap.topologyKey, spec) for m in members)
         for domain, count in sorted(counts.items(), key=lambda kv: str(kv[0])):
             if domain is not None and count > limit:
-                out.append(Violation("caps", f"{cap.topologyKey}={domain} holds {count} pods; {cap.describe(group_size)} allows {limit}"))
+                out.append(
+                    Violation(
+                        "caps",
+                        f"{cap.topologyKey}={domain} holds {count} pods; {cap.describe(group_size)} allows {limit}",
+                    )
+                )
     for s in spec.spread:
         if s.whenUnsatisfiable is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
             continue
@@ -71,13 +77,19 @@ def violations(spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapp
                 seen[(m.shard, domain)].append(m.pod)
         for (shard, domain), pods in sorted(seen.items()):
             if len(pods) > 1:
-                out.append(Violation("shardAntiAffinity", f"{', '.join(sorted(pods))} of {shard} share {rule.topologyKey}={domain}"))
+                out.append(
+                    Violation(
+                        "shardAntiAffinity", f"{', '.join(sorted(pods))} of {shard} share {rule.topologyKey}={domain}"
+                    )
+                )
     if spec.ordinalZones is not None:
         out.extend(_ordinal_violations(spec, members, nodes))
     return out
 
 
-def _ordinal_violations(spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo]) -> list[Violation]:
+def _ordinal_violations(
+    spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo]
+) -> list[Violation]:
     zone_key = spec.topology.zone
     permitted = spec.zones.permitted() if spec.zones else None
     zone_nodes: Counter = Counter()
@@ -90,7 +102,7 @@ def _ordinal_violations(spec: PlacementPolicySpec, members: Sequence[Member], no
     for m in members:
         if m.shard is not None and m.ordinal is not None:
             by_shard[m.shard].append(m)
-    for shard, shard_members in sorted(by_shard.items()):
+    for _shard, shard_members in sorted(by_shard.items()):
         # The order a fresh placement would use: node counts, pinned by volumes only (not by the
         # pods under test, which would make any placement look consistent).
         evidence = {m.ordinal: m.volume_zone for m in shard_members if m.volume_zone is not None}
@@ -100,7 +112,9 @@ def _ordinal_violations(spec: PlacementPolicySpec, members: Sequence[Member], no
             zone = _domain(nodes.get(m.node), zone_key, spec)
             ideal = order.zone_for(m.ordinal)  # type: ignore[arg-type]
             if zone != ideal and zone != m.volume_zone:
-                out.append(Violation("ordinalZones", f"{m.pod} (ordinal {m.ordinal}) is in zone {zone}; its zone is {ideal}"))
+                out.append(
+                    Violation("ordinalZones", f"{m.pod} (ordinal {m.ordinal}) is in zone {zone}; its zone is {ideal}")
+                )
     return out
 
 

@@ -26,7 +26,9 @@ def _positive_seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 < value <= 60:
-        raise argparse.ArgumentTypeError(f"{text} s is outside (0, 60]; kube-scheduler gives an extender 5 s by default")
+        raise argparse.ArgumentTypeError(
+            f"{text} s is outside (0, 60]; kube-scheduler gives an extender 5 s by default"
+        )
     return value
 
 
@@ -43,7 +45,9 @@ def _serve(args: argparse.Namespace) -> int:
     if host not in ("127.0.0.1", "localhost", "::1") and not args.tls_client_ca_file:
         logging.getLogger("extender").warning(
             "listening on %s without mutual TLS: anyone who reaches this port can bind pods; "
-            "keep the extender on loopback beside its scheduler, or set --tls-client-ca-file", args.listen)
+            "keep the extender on loopback beside its scheduler, or set --tls-client-ca-file",
+            args.listen,
+        )
 
     serve(
         ServeOptions(
@@ -137,14 +141,22 @@ def _translate(args: argparse.Namespace) -> int:
 
     try:
         spec, labels, size, name = _translate_source(args)
-        result = translate(spec, match_labels={**labels, **_labels(args.match_labels)},  # type: ignore[arg-type]
-                           group_size=args.size or size, shard_label=args.shard_label)
+        result = translate(
+            spec,
+            match_labels={**labels, **_labels(args.match_labels)},  # type: ignore[arg-type]
+            group_size=args.size or size,
+            shard_label=args.shard_label,
+        )
     except (PolicyError, ValueError, OSError) as err:
         print(f"translate: {err}", file=sys.stderr)
         return 2
     gaps = [{"rule": g.rule, "limitation": g.limitation, "cost": g.cost} for g in result.gaps]
     if args.json:
-        print(json.dumps({"source": name, "groupSize": result.group_size, "fragment": result.fragment, "gaps": gaps}, indent=2))
+        print(
+            json.dumps(
+                {"source": name, "groupSize": result.group_size, "fragment": result.fragment, "gaps": gaps}, indent=2
+            )
+        )
         return 0
     print(f"# Native constraints closest to {name} (group size {result.group_size or 'unknown'}).")
     print("# Merge under spec.template.spec of every StatefulSet of the group, and set schedulerName back.")
@@ -168,8 +180,12 @@ def _ab(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out or ".")
     out.mkdir(parents=True, exist_ok=True)
-    run(scenario, repetitions=args.repetitions, json_path=out / f"ab-{scenario.name}.json",
-        png_path=None if args.no_png else out / f"ab-{scenario.name}.png")
+    run(
+        scenario,
+        repetitions=args.repetitions,
+        json_path=out / f"ab-{scenario.name}.json",
+        png_path=None if args.no_png else out / f"ab-{scenario.name}.png",
+    )
     return 0
 
 
@@ -206,29 +222,50 @@ def _audit(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
-    top.add_argument("--log-level", default=_env("EXTENDER_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"])
-    top.add_argument("--log-json", action="store_true", default=_env("EXTENDER_LOG_JSON") == "1", help="structured JSON logs")
+    top.add_argument(
+        "--log-level", default=_env("EXTENDER_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"]
+    )
+    top.add_argument(
+        "--log-json", action="store_true", default=_env("EXTENDER_LOG_JSON") == "1", help="structured JSON logs"
+    )
     sub = top.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve filter/prioritize/bind/preempt to kube-scheduler")
-    serve.add_argument("--listen", default=_env("EXTENDER_LISTEN", "127.0.0.1:8888"),
-                       help="address:port (default 127.0.0.1:8888: a sidecar of its scheduler; see README before widening)")
-    serve.add_argument("--kubeconfig", default=_env("EXTENDER_KUBECONFIG", _env("KUBECONFIG")),
-                       help="kubeconfig path (default: in-cluster credentials, else ~/.kube/config)")
-    serve.add_argument("--threads", type=int, default=int(_env("EXTENDER_THREADS", str(DEFAULT_THREADS)) or DEFAULT_THREADS))
+    serve.add_argument(
+        "--listen",
+        default=_env("EXTENDER_LISTEN", "127.0.0.1:8888"),
+        help="address:port (default 127.0.0.1:8888: a sidecar of its scheduler; see README before widening)",
+    )
+    serve.add_argument(
+        "--kubeconfig",
+        default=_env("EXTENDER_KUBECONFIG", _env("KUBECONFIG")),
+        help="kubeconfig path (default: in-cluster credentials, else ~/.kube/config)",
+    )
+    serve.add_argument(
+        "--threads", type=int, default=int(_env("EXTENDER_THREADS", str(DEFAULT_THREADS)) or DEFAULT_THREADS)
+    )
     serve.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes")
     serve.add_argument(
-        "--decision-deadline", type=_positive_seconds,
+        "--decision-deadline",
+        type=_positive_seconds,
         default=float(_env("EXTENDER_DECISION_DEADLINE", str(DEFAULT_DECISION_DEADLINE)) or DEFAULT_DECISION_DEADLINE),
         help="seconds of dead-end analysis one decision may take before the hard rules alone decide "
-             f"(default {DEFAULT_DECISION_DEADLINE}; kube-scheduler's extender timeout is 5 s)")
-    serve.add_argument("--reservation-ttl", type=float, default=DEFAULT_TENTATIVE_TTL, help="seconds a tentative placement is held")
+        f"(default {DEFAULT_DECISION_DEADLINE}; kube-scheduler's extender timeout is 5 s)",
+    )
+    serve.add_argument(
+        "--reservation-ttl", type=float, default=DEFAULT_TENTATIVE_TTL, help="seconds a tentative placement is held"
+    )
     serve.add_argument("--no-events", action="store_true", help="do not record Events on pods")
     serve.add_argument("--access-log", action="store_true")
-    serve.add_argument("--tls-cert-file", default=_env("EXTENDER_TLS_CERT_FILE"), help="serve HTTPS with this certificate")
+    serve.add_argument(
+        "--tls-cert-file", default=_env("EXTENDER_TLS_CERT_FILE"), help="serve HTTPS with this certificate"
+    )
     serve.add_argument("--tls-key-file", default=_env("EXTENDER_TLS_KEY_FILE"))
-    serve.add_argument("--tls-client-ca-file", default=_env("EXTENDER_TLS_CLIENT_CA_FILE"),
-                       help="require client certificates signed by this CA (mutual TLS with kube-scheduler)")
+    serve.add_argument(
+        "--tls-client-ca-file",
+        default=_env("EXTENDER_TLS_CLIENT_CA_FILE"),
+        help="require client certificates signed by this CA (mutual TLS with kube-scheduler)",
+    )
     serve.set_defaults(func=_serve)
 
     schema = sub.add_parser("schema", help="print the JSON schema of a placement policy spec")
@@ -246,15 +283,25 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--no-wait", action="store_true", help="tear down right after printing (smoke test)")
     up.set_defaults(func=_dev_up)
 
-    tr = sub.add_parser("translate", help="the closest native topologySpreadConstraints/affinity for a policy (the retire path)")
-    tr.add_argument("source", help="a file (PlacementPolicy, StatefulSet with an inline policy, or a bare spec; '-' for stdin), "
-                                   "or statefulset/NAME or placementpolicy/NAME in the live cluster")
+    tr = sub.add_parser(
+        "translate", help="the closest native topologySpreadConstraints/affinity for a policy (the retire path)"
+    )
+    tr.add_argument(
+        "source",
+        help="a file (PlacementPolicy, StatefulSet with an inline policy, or a bare spec; '-' for stdin), "
+        "or statefulset/NAME or placementpolicy/NAME in the live cluster",
+    )
     tr.add_argument("-n", "--namespace", default="default")
     tr.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
     tr.add_argument("--size", type=int, help="group size (default: group.size, else the StatefulSets' replicas)")
-    tr.add_argument("--match-labels", help="labels of the group's pods, k=v[,k=v] (default: the StatefulSet's selector)")
-    tr.add_argument("--shard-label", default="controller-revision-hash",
-                    help="pod label that differs per shard, for anti-affinity's matchLabelKeys")
+    tr.add_argument(
+        "--match-labels", help="labels of the group's pods, k=v[,k=v] (default: the StatefulSet's selector)"
+    )
+    tr.add_argument(
+        "--shard-label",
+        default="controller-revision-hash",
+        help="pod label that differs per shard, for anti-affinity's matchLabelKeys",
+    )
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=_translate)
 
@@ -271,8 +318,11 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--json", action="store_true")
     ex.set_defaults(func=_explain)
 
-    au = sub.add_parser("audit", help="every policy group: placement table, broken hard rules, scale-down risks, "
-                                      "pending pods; exit 1 on a violation")
+    au = sub.add_parser(
+        "audit",
+        help="every policy group: placement table, broken hard rules, scale-down risks, "
+        "pending pods; exit 1 on a violation",
+    )
     au.add_argument("-n", "--namespace", help="only this namespace")
     au.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
     au.add_argument("--json", action="store_true")

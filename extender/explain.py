@@ -42,16 +42,26 @@ def explain(store: ClusterStore, namespace: str, name: str) -> Explanation:
     pod = store.pod_by_name(namespace, name)
     if pod is None:
         raise LookupError(f"pod {namespace}/{name} not found")
-    source = (f"PlacementPolicy {namespace}/{pod.policy_ref}" if pod.policy_ref
-              else "inline annotation" if pod.policy_annotation else "none")
+    source = (
+        f"PlacementPolicy {namespace}/{pod.policy_ref}"
+        if pod.policy_ref
+        else "inline annotation"
+        if pod.policy_annotation
+        else "none"
+    )
     try:
         spec = store.resolve_policy(pod)
     except PolicyError as err:
         return Explanation(pod.key, pod.node, f"invalid: {err}", [], [])
     names = sorted(store.topology.nodes)
     if spec is None:
-        return Explanation(pod.key, pod.node, "none: the extender passes every node with a neutral score", [], [
-            NodeExplanation(n, None, "pass", "", "", 0) for n in names])
+        return Explanation(
+            pod.key,
+            pod.node,
+            "none: the extender passes every node with a neutral score",
+            [],
+            [NodeExplanation(n, None, "pass", "", "", 0) for n in names],
+        )
     request, snap = store.decision_inputs(pod, spec)
     decision = evaluate(spec, request, snap, names)
     out = []
@@ -59,8 +69,11 @@ def explain(store: ClusterStore, namespace: str, name: str) -> Explanation:
         v = decision.verdicts[n]
         node = store.topology.nodes[n]
         others = [f"{f.rule}: {f.reason}" for f in broken_rules(decision, node) if f.reason != v.reason]
-        out.append(NodeExplanation(n, zone_of(decision, node), v.outcome.value, v.rule, v.reason, v.score,
-                                   others if not v.passed else []))
+        out.append(
+            NodeExplanation(
+                n, zone_of(decision, node), v.outcome.value, v.rule, v.reason, v.score, others if not v.passed else []
+            )
+        )
     notes = list(decision.notes)
     if pod.node:
         notes.insert(0, f"the pod is bound to {pod.node}; verdicts show where it could go if scheduled now")
@@ -81,6 +94,9 @@ def render(e: Explanation) -> str:
     lines.append(f"{'NODE':<{width}}  {'ZONE':<{zone_width}}  {'RESULT':<12}  {'SCORE':>5}  RULE: REASON")
     for n in sorted(e.nodes, key=lambda n: (n.result != "pass", -n.score, n.node)):
         detail = f"{n.rule}: {n.reason}" if n.rule else ""
-        lines.append(f"{n.node:<{width}}  {(n.zone or '-'):<{zone_width}}  {n.result:<12}  {n.score if n.result == 'pass' else '':>5}  {detail}")
+        lines.append(
+            f"{n.node:<{width}}  {(n.zone or '-'):<{zone_width}}  {n.result:<12}  "
+            f"{n.score if n.result == 'pass' else '':>5}  {detail}"
+        )
         lines += [f"{'':<{width + zone_width + 28}}also {a}" for a in n.also]
     return "\n".join(lines)

@@ -15,8 +15,8 @@ from typing import Any
 import requests
 from kubernetes import client, config
 
-
 log = logging.getLogger(__name__)
+
 
 class KubeApiError(Exception):
     def __init__(self, status: int, reason: str, message: str) -> None:
@@ -48,11 +48,26 @@ class KubeHttp:
             headers["Authorization"] = f"{prefix} {token}".strip() if prefix else token
         return headers
 
-    def call(self, method: str, path: str, *, body: Any = None, query: list[tuple[str, str]] | None = None,
-             timeout: float | tuple[float, float] = 30, stream: bool = False) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        timeout: float | tuple[float, float] = 30,
+        stream: bool = False,
+    ) -> Any:
         """One call; `stream=True` returns the open requests.Response (for watches)."""
-        response = self.session.request(method, self.cfg.host.rstrip("/") + path, params=query, json=body,
-                                        headers=self._headers(), timeout=timeout, stream=stream)
+        response = self.session.request(
+            method,
+            self.cfg.host.rstrip("/") + path,
+            params=query,
+            json=body,
+            headers=self._headers(),
+            timeout=timeout,
+            stream=stream,
+        )
         if response.status_code >= 400:
             try:
                 status = response.json()

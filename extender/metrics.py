@@ -76,7 +76,7 @@ class Histogram:
         with self._lock:
             for key, counts in sorted(self._counts.items()):
                 running = 0
-                for bound, count in zip(self.buckets, counts):
+                for bound, count in zip(self.buckets, counts, strict=False):  # counts has one more: +Inf
                     running += count
                     yield _fmt(f"{self.name}_bucket", key, running, (("le", repr(bound)),))
                 running += counts[-1]
@@ -104,25 +104,48 @@ class Metrics:
     def __init__(self) -> None:
         self.requests = Counter("extender_requests_total", "HTTP requests by verb and status code.")
         self.latency = Histogram("extender_request_duration_seconds", "Time to answer a request, by verb.")
-        self.node_verdicts = Counter("extender_filter_node_verdicts_total",
-                                     "Nodes judged by filter, by outcome (pass, fail, unresolvable) and the rule that removed them.")
-        self.pod_decisions = Counter("extender_filter_decisions_total",
-                                     "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy.")
-        self.binds = Counter("extender_binds_total", "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod.")
+        self.node_verdicts = Counter(
+            "extender_filter_node_verdicts_total",
+            "Nodes judged by filter, by outcome (pass, fail, unresolvable) and the rule that removed them.",
+        )
+        self.pod_decisions = Counter(
+            "extender_filter_decisions_total",
+            "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy.",
+        )
+        self.binds = Counter(
+            "extender_binds_total",
+            "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod.",
+        )
         self.preemptions = Counter("extender_preempt_nodes_total", "Preemption candidates by result: kept, refused.")
-        self.fallbacks = Counter("extender_decision_fallbacks_total",
-                                 "Decisions whose dead-end analysis passed the deadline, so the hard rules alone decided, by reason.")
-        self.lock_hold = Histogram("extender_store_lock_hold_seconds",
-                                   "How long one holder kept the cache's lock (every other decision waits meanwhile), by holder.")
-        self.events_dropped = Counter("extender_events_dropped_total", "Pod events not recorded because the queue was full.")
+        self.fallbacks = Counter(
+            "extender_decision_fallbacks_total",
+            "Decisions whose dead-end analysis passed the deadline, so the hard rules alone decided, by reason.",
+        )
+        self.lock_hold = Histogram(
+            "extender_store_lock_hold_seconds",
+            "How long one holder kept the cache's lock (every other decision waits meanwhile), by holder.",
+        )
+        self.events_dropped = Counter(
+            "extender_events_dropped_total", "Pod events not recorded because the queue was full."
+        )
         self.gauges: list[Gauge] = []
 
     def add_gauge(self, name: str, help_text: str, read: Callable[[], dict[Labels, float]]) -> None:
         self.gauges.append(Gauge(name, help_text, read))
 
     def render(self) -> str:
-        families = [self.requests, self.latency, self.node_verdicts, self.pod_decisions, self.fallbacks, self.binds,
-                    self.preemptions, self.lock_hold, self.events_dropped, *self.gauges]
+        families = [
+            self.requests,
+            self.latency,
+            self.node_verdicts,
+            self.pod_decisions,
+            self.fallbacks,
+            self.binds,
+            self.preemptions,
+            self.lock_hold,
+            self.events_dropped,
+            *self.gauges,
+        ]
         return "\n".join(line for family in families for line in family.render()) + "\n"
 
 
@@ -131,7 +154,9 @@ def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  
 
     def objects() -> dict[Labels, float]:
         stats = store.stats()
-        return {(("kind", k),): float(stats[k]) for k in ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")}
+        return {
+            (("kind", k),): float(stats[k]) for k in ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")
+        }
 
     def synced() -> dict[Labels, float]:
         return {(("kind", k),): 1.0 if done else 0.0 for k, done in store.synced.items()}
@@ -147,5 +172,9 @@ def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  
 
     metrics.add_gauge("extender_cache_objects", "Objects in the watch cache, by kind.", objects)
     metrics.add_gauge("extender_cache_synced", "1 once the kind's first list completed.", synced)
-    metrics.add_gauge("extender_cache_last_event_age_seconds", "Seconds since the last list or watch event, by kind.", age)
-    metrics.add_gauge("extender_reservations", "Placements chosen but not yet visible in the watch, by kind.", reservations)
+    metrics.add_gauge(
+        "extender_cache_last_event_age_seconds", "Seconds since the last list or watch event, by kind.", age
+    )
+    metrics.add_gauge(
+        "extender_reservations", "Placements chosen but not yet visible in the watch, by kind.", reservations
+    )

@@ -237,7 +237,9 @@ class TopologyKeys(_Model):
         default=ZONE_KEY,
         description=f"Node label naming the zone. Nodes without it fall back to {LEGACY_ZONE_KEY}.",
     )
-    node: LabelKey = Field(default=HOSTNAME_KEY, description="Node label naming the node (falls back to the node's name).")
+    node: LabelKey = Field(
+        default=HOSTNAME_KEY, description="Node label naming the node (falls back to the node's name)."
+    )
 
 
 class PlacementPolicySpec(_Model):
@@ -360,6 +362,8 @@ _POLICY_DEPTH_NEEDED = 6
 # libyaml's parser when PyYAML has it (7x faster on large annotations), else PyYAML's own; both safe.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _HARMLESS_TAGS = frozenset({"!", "tag:yaml.org,2002:str"})
+
+
 # The longest validation message: kube-scheduler repeats it for every candidate node, and
 # events.k8s.io caps an event's note at 1 KB. One error per list entry made a 30 KB annotation
 # say 650 KB: a 3 GB filter answer over 5,000 nodes.
@@ -395,8 +399,10 @@ def _check_yaml_events(text: str, source: str, max_depth: int) -> None:
             tag = getattr(event, "tag", None)
             if tag is not None and tag not in _HARMLESS_TAGS:
                 shown = tag.replace("tag:yaml.org,2002:", "!!")[:40]
-                raise PolicyError(f"invalid placement policy in {source}: YAML tags are not allowed (found {shown}); "
-                                  "write the value without one, quoted if it is a string")
+                raise PolicyError(
+                    f"invalid placement policy in {source}: YAML tags are not allowed (found {shown}); "
+                    "write the value without one, quoted if it is a string"
+                )
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > max_depth:

@@ -16,19 +16,30 @@ from .policy import API_GROUP, API_VERSION, KIND, PLURAL, PlacementPolicySpec
 _CEL_RULES: dict[str, list[dict[str, str]]] = {
     "Cap": [
         {"rule": "has(self.max) != has(self.fraction)", "message": "a cap takes exactly one of max or fraction"},
-        {"rule": "!has(self.fraction) || has(self.comparison)",
-         "message": 'a fractional cap must spell out its comparison: "LessThan" or "AtMost"'},
-        {"rule": "!has(self.max) || !has(self.comparison)", "message": "comparison goes with fraction; max is always 'at most'"},
+        {
+            "rule": "!has(self.fraction) || has(self.comparison)",
+            "message": 'a fractional cap must spell out its comparison: "LessThan" or "AtMost"',
+        },
+        {
+            "rule": "!has(self.max) || !has(self.comparison)",
+            "message": "comparison goes with fraction; max is always 'at most'",
+        },
     ],
     "PlacementPolicySpec": [
-        {"rule": "!has(self.ordinalZones) || !has(self.zones) || !has(self.zones.fallbackGroups)",
-         "message": "ordinalZones and zones.fallbackGroups cannot be combined"},
+        {
+            "rule": "!has(self.ordinalZones) || !has(self.zones) || !has(self.zones.fallbackGroups)",
+            "message": "ordinalZones and zones.fallbackGroups cannot be combined",
+        },
     ],
     "LabelSelectorRequirement": [
-        {"rule": "!(self.operator in ['In', 'NotIn']) || size(self.values) > 0",
-         "message": "operators In and NotIn need at least one value"},
-        {"rule": "!(self.operator in ['Exists', 'DoesNotExist']) || size(self.values) == 0",
-         "message": "operators Exists and DoesNotExist take no values"},
+        {
+            "rule": "!(self.operator in ['In', 'NotIn']) || size(self.values) > 0",
+            "message": "operators In and NotIn need at least one value",
+        },
+        {
+            "rule": "!(self.operator in ['Exists', 'DoesNotExist']) || size(self.values) == 0",
+            "message": "operators Exists and DoesNotExist take no values",
+        },
     ],
 }
 
@@ -99,7 +110,13 @@ def crd() -> dict[str, Any]:
         "spec": {
             "group": API_GROUP,
             "scope": "Namespaced",
-            "names": {"kind": KIND, "plural": PLURAL, "singular": KIND.lower(), "shortNames": ["pp", "placement"], "listKind": f"{KIND}List"},
+            "names": {
+                "kind": KIND,
+                "plural": PLURAL,
+                "singular": KIND.lower(),
+                "shortNames": ["pp", "placement"],
+                "listKind": f"{KIND}List",
+            },
             "versions": [
                 {
                     "name": API_VERSION,
@@ -108,7 +125,8 @@ def crd() -> dict[str, Any]:
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
-                            "description": "Placement rules for a group of pods scheduled through the placement extender.",
+                            "description": "Placement rules for a group of pods scheduled through the "
+                            "placement extender.",
                             "required": ["spec"],
                             "properties": {
                                 "apiVersion": {"type": "string"},

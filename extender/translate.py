@@ -44,14 +44,21 @@ def _selector(spec: PlacementPolicySpec, match_labels: dict[str, str]) -> dict[s
     return selector
 
 
-def translate(spec: PlacementPolicySpec, *, match_labels: dict[str, str] | None = None, group_size: int | None = None,
-              shard_label: str = SHARD_LABEL) -> Translation:
+def translate(
+    spec: PlacementPolicySpec,
+    *,
+    match_labels: dict[str, str] | None = None,
+    group_size: int | None = None,
+    shard_label: str = SHARD_LABEL,
+) -> Translation:
     """Native constraints for one policy. `match_labels` names the group's pods when the policy
     has no selector (e.g. a StatefulSet's selector labels); `group_size` fills in a derived size."""
     size = spec.group.size or group_size
     labels = match_labels or {}
     if spec.group.selector is None and not labels:
-        raise ValueError("the policy has no group.selector: give the labels of the group's pods (--match-labels app=...)")
+        raise ValueError(
+            "the policy has no group.selector: give the labels of the group's pods (--match-labels app=...)"
+        )
     selector = _selector(spec, labels)
     zone, node = spec.topology.zone, spec.topology.node
     gaps: list[Gap] = []
@@ -68,21 +75,33 @@ def translate(spec: PlacementPolicySpec, *, match_labels: dict[str, str] | None 
         key = spec.canonical_key(cap.topologyKey)
         limit = cap.limit(size)
         if limit is None:
-            gaps.append(Gap("caps", f"'{cap.describe(None)}' needs the group size, which is unknown",
-                            "no constraint emitted for it: pass --size or set group.size"))
+            gaps.append(
+                Gap(
+                    "caps",
+                    f"'{cap.describe(None)}' needs the group size, which is unknown",
+                    "no constraint emitted for it: pass --size or set group.size",
+                )
+            )
             continue
         constraint(key, limit, "DoNotSchedule")
-        gaps.append(Gap(
-            "caps",
-            f"'{cap.describe(size)}' becomes maxSkew {limit}, which bounds a domain's pods minus the emptiest "
-            "domain's, not the count itself",
-            "once every domain holds a pod, a domain can exceed the cap (seed 002, conclusion 2); with fewer "
-            f"domains than needed the cap is not kept at all",
-        ))
+        gaps.append(
+            Gap(
+                "caps",
+                f"'{cap.describe(size)}' becomes maxSkew {limit}, which bounds a domain's pods minus the emptiest "
+                "domain's, not the count itself",
+                "once every domain holds a pod, a domain can exceed the cap (seed 002, conclusion 2); with fewer "
+                "domains than needed the cap is not kept at all",
+            )
+        )
     if any(c.fraction is not None for c in spec.caps) and size is not None:
-        gaps.append(Gap("caps", f"fractional caps become fixed maxSkew values for a group of {size}",
-                        "when the group grows or shrinks, every StatefulSet of the group must be updated with the "
-                        "recomputed maxSkew (seed 002's operator does this on scaling)"))
+        gaps.append(
+            Gap(
+                "caps",
+                f"fractional caps become fixed maxSkew values for a group of {size}",
+                "when the group grows or shrinks, every StatefulSet of the group must be updated with the "
+                "recomputed maxSkew (seed 002's operator does this on scaling)",
+            )
+        )
     for s in spec.spread:
         constraint(spec.canonical_key(s.topologyKey), s.maxSkew, s.whenUnsatisfiable)
     uses_zones = spec.uses_zones
@@ -97,28 +116,49 @@ def translate(spec: PlacementPolicySpec, *, match_labels: dict[str, str] | None 
 
     if spec.ordinalZones is not None:
         constraint(zone, 1, "DoNotSchedule")
-        gaps.append(Gap("ordinalZones", "no native rule ties a StatefulSet ordinal to a zone (crl-scheduler, seed 003)",
-                        "approximated by zone maxSkew 1: creation is balanced, but a scale-down removes the highest "
-                        "ordinals wherever they are and can empty a zone; a rescheduled pod is not steered back"))
+        gaps.append(
+            Gap(
+                "ordinalZones",
+                "no native rule ties a StatefulSet ordinal to a zone (crl-scheduler, seed 003)",
+                "approximated by zone maxSkew 1: creation is balanced, but a scale-down removes the highest "
+                "ordinals wherever they are and can empty a zone; a rescheduled pod is not steered back",
+            )
+        )
 
     affinity: dict[str, Any] = {}
     node_affinity: dict[str, Any] = {}
     if permitted is not None:
         node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": zone, "operator": "In", "values": sorted(permitted)}]}]}
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": zone, "operator": "In", "values": sorted(permitted)}]}]
+        }
     preferred = []
     groups = spec.zones.fallbackGroups if spec.zones else None
     if groups:
         step = max(1, 100 // len(groups))
         for i, group in enumerate(groups):
             weight = max(1, 100 - i * step)
-            preferred.append({"weight": weight, "preference": {"matchExpressions": [{"key": zone, "operator": "In", "values": list(group)}]}})
-        gaps.append(Gap("zones.fallbackGroups", "native node affinity can only prefer earlier groups by score",
-                        "a pod may land in a later group while the first still has room, whenever other scores outweigh "
-                        "the preference (seed 001's ordered groups are strict)"))
+            preferred.append(
+                {
+                    "weight": weight,
+                    "preference": {"matchExpressions": [{"key": zone, "operator": "In", "values": list(group)}]},
+                }
+            )
+        gaps.append(
+            Gap(
+                "zones.fallbackGroups",
+                "native node affinity can only prefer earlier groups by score",
+                "a pod may land in a later group while the first still has room, whenever other scores outweigh "
+                "the preference (seed 001's ordered groups are strict)",
+            )
+        )
     for zone_name, weight in sorted((spec.zones.weights or {}).items() if spec.zones else ()):
         if weight > 0:
-            preferred.append({"weight": weight, "preference": {"matchExpressions": [{"key": zone, "operator": "In", "values": [zone_name]}]}})
+            preferred.append(
+                {
+                    "weight": weight,
+                    "preference": {"matchExpressions": [{"key": zone, "operator": "In", "values": [zone_name]}]},
+                }
+            )
     if preferred:
         node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
     if node_affinity:
@@ -134,8 +174,13 @@ def translate(spec: PlacementPolicySpec, *, match_labels: dict[str, str] | None 
         else:
             preferred_pods.append({"weight": 100, "podAffinityTerm": term})
     if spec.group.selector is not None and spec.shardAntiAffinity:
-        gaps.append(Gap("shardAntiAffinity", f"shards are told apart by the {shard_label} label (matchLabelKeys)",
-                        "during a rolling update a shard's old- and new-revision pods do not repel each other"))
+        gaps.append(
+            Gap(
+                "shardAntiAffinity",
+                f"shards are told apart by the {shard_label} label (matchLabelKeys)",
+                "during a rolling update a shard's old- and new-revision pods do not repel each other",
+            )
+        )
     if required or preferred_pods:
         anti: dict[str, Any] = {}
         if required:
@@ -145,9 +190,14 @@ def translate(spec: PlacementPolicySpec, *, match_labels: dict[str, str] | None 
         affinity["podAntiAffinity"] = anti
 
     if spec.deadEndAvoidance and (spec.caps or required) and (hard or required):
-        gaps.append(Gap("deadEndAvoidance", "the native scheduler places each pod greedily and never looks ahead",
-                        "a legal sequence of placements can leave the last pods no node (seed 002, appendix 2: a 3-shard "
-                        "cluster on 3 zones x 2 nodes); loosening LessThan to AtMost is NetEase's workaround"))
+        gaps.append(
+            Gap(
+                "deadEndAvoidance",
+                "the native scheduler places each pod greedily and never looks ahead",
+                "a legal sequence of placements can leave the last pods no node (seed 002, appendix 2: a 3-shard "
+                "cluster on 3 zones x 2 nodes); loosening LessThan to AtMost is NetEase's workaround",
+            )
+        )
 
     fragment: dict[str, Any] = {"topologySpreadConstraints": [*hard.values(), *soft.values()]}
     if affinity:

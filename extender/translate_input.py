@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .policy import INLINE_POLICY_ANNOTATION, KIND, POLICY_REF_ANNOTATION, PlacementPolicySpec, parse_annotation, parse_spec
+from .policy import (
+    INLINE_POLICY_ANNOTATION,
+    KIND,
+    POLICY_REF_ANNOTATION,
+    PlacementPolicySpec,
+    parse_annotation,
+    parse_spec,
+)
 
 
 def _statefulset_policy(sts: dict[str, Any], policies: dict[str, PlacementPolicySpec]) -> PlacementPolicySpec:
@@ -25,20 +32,33 @@ def _size(spec: PlacementPolicySpec, statefulsets: list[dict[str, Any]], own: di
         return spec.group.size
     if spec.group.selector is None:
         return int((own or {}).get("spec", {}).get("replicas", 1)) if own else None
-    chosen = [s for s in statefulsets
-              if spec.group.selector.matches(((s.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {})]
+    chosen = [
+        s
+        for s in statefulsets
+        if spec.group.selector.matches(
+            ((s.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
+        )
+    ]
     return sum(int(s["spec"].get("replicas", 1)) for s in chosen) or None
 
 
 def from_documents(docs: list[Any], source: str) -> tuple[PlacementPolicySpec, dict[str, str], int | None, str]:
-    policies = {d["metadata"]["name"]: parse_spec(d.get("spec") or {}, f"{KIND} {d['metadata']['name']}")
-                for d in docs if isinstance(d, dict) and d.get("kind") == KIND}
+    policies = {
+        d["metadata"]["name"]: parse_spec(d.get("spec") or {}, f"{KIND} {d['metadata']['name']}")
+        for d in docs
+        if isinstance(d, dict) and d.get("kind") == KIND
+    }
     statefulsets = [d for d in docs if isinstance(d, dict) and d.get("kind") == "StatefulSet"]
     if statefulsets:
         sts = statefulsets[0]
         spec = _statefulset_policy(sts, policies)
         labels = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        return spec, dict(labels) if spec.group.selector is None else {}, _size(spec, statefulsets, sts), f"StatefulSet {sts['metadata']['name']}"
+        return (
+            spec,
+            dict(labels) if spec.group.selector is None else {},
+            _size(spec, statefulsets, sts),
+            f"StatefulSet {sts['metadata']['name']}",
+        )
     if policies:
         name, spec = next(iter(policies.items()))
         return spec, {}, _size(spec, statefulsets, None), f"{KIND} {name}"
@@ -47,14 +67,18 @@ def from_documents(docs: list[Any], source: str) -> tuple[PlacementPolicySpec, d
     raise ValueError(f"{source}: expected a PlacementPolicy, a StatefulSet with a policy, or a bare policy spec")
 
 
-def from_cluster(ref: str, namespace: str, kubeconfig: str | None) -> tuple[PlacementPolicySpec, dict[str, str], int | None, str]:
+def from_cluster(
+    ref: str, namespace: str, kubeconfig: str | None
+) -> tuple[PlacementPolicySpec, dict[str, str], int | None, str]:
     from .kubeapi import connect
     from .policy import API_GROUP, API_VERSION, PLURAL
 
     kind, name = ref.split("/", 1)
     api = connect(kubeconfig)
     statefulsets = api.call("GET", f"/apis/apps/v1/namespaces/{namespace}/statefulsets").get("items") or []
-    policies_list = api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}").get("items") or []
+    policies_list = (
+        api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}").get("items") or []
+    )
     docs = [*policies_list, *({"kind": "StatefulSet", **s} for s in statefulsets)]
     if kind.lower() in ("statefulset", "statefulsets", "sts"):
         target = [d for d in docs if d.get("kind") == "StatefulSet" and d["metadata"]["name"] == name]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -100,7 +100,9 @@ class Verbs:
             tally[(outcome, v.rule)] += 1
         for (outcome, rule), count in tally.items():
             self.metrics.node_verdicts.inc(count, outcome=outcome.value, rule=rule or "-")
-        self.metrics.pod_decisions.inc(result="no_policy" if spec is None else ("feasible" if passed else "no_feasible_node"))
+        self.metrics.pod_decisions.inc(
+            result="no_policy" if spec is None else ("feasible" if passed else "no_feasible_node")
+        )
         if spec is not None and not passed and names:
             self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
         return _filter_result(args, passed, failed, unresolvable)
@@ -131,8 +133,11 @@ class Verbs:
         if any(n not in verdicts for n in names):
             return None
         # Copies of the passing verdicts only: the tie-break below changes their scores.
-        return Decision({n: _copy(verdicts[n]) if verdicts[n].passed else verdicts[n] for n in names},
-                        list(last[2].notes), last[2].context)
+        return Decision(
+            {n: _copy(verdicts[n]) if verdicts[n].passed else verdicts[n] for n in names},
+            list(last[2].notes),
+            last[2].context,
+        )
 
     # ---------------------------------------------------------------- bind
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
@@ -196,8 +201,12 @@ class Verbs:
             for node, uids in victims.items():
                 if time.monotonic() > deadline:  # refusing a victim set only forgoes that preemption
                     self.metrics.fallbacks.inc(reason="preempt_deadline")
-                    log.warning("preemption check for %s passed its %.3fs deadline; %d node(s) not judged were refused",
-                                pod.key, self.decision_deadline, len(victims) - len(kept))
+                    log.warning(
+                        "preemption check for %s passed its %.3fs deadline; %d node(s) not judged were refused",
+                        pod.key,
+                        self.decision_deadline,
+                        len(victims) - len(kept),
+                    )
                     break
                 if self._preemption_ok(pod, spec, node, set(uids)):
                     kept[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in uids], NumPDBViolations=pdb[node])
@@ -246,7 +255,9 @@ class Verbs:
         except ObjectError as err:
             raise BadRequest(f"Nodes.items: {err}") from None
 
-    def _decide(self, pod: PodRecord, spec: PlacementPolicySpec | None, candidates: Sequence[str | NodeInfo]) -> Decision:
+    def _decide(
+        self, pod: PodRecord, spec: PlacementPolicySpec | None, candidates: Sequence[str | NodeInfo]
+    ) -> Decision:
         if spec is None:
             return Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
         deadline = time.monotonic() + self.decision_deadline
@@ -254,8 +265,12 @@ class Verbs:
         decision = evaluate(spec, request, snap, candidates, deadline=deadline)
         if decision.fell_back:
             self.metrics.fallbacks.inc(reason="deadline")
-            log.warning("decision for %s passed its %.3fs deadline in the dead-end analysis; the hard rules alone "
-                        "decided (raise --decision-deadline, or check the policy's group size)", pod.key, self.decision_deadline)
+            log.warning(
+                "decision for %s passed its %.3fs deadline in the dead-end analysis; the hard rules alone "
+                "decided (raise --decision-deadline, or check the policy's group size)",
+                pod.key,
+                self.decision_deadline,
+            )
         return decision
 
     def _known_pod(self, args: ExtenderBindingArgs) -> PodRecord | None:
@@ -276,7 +291,10 @@ def rejection_summary(decision: Decision) -> str:
         if not v.passed:
             by_rule.setdefault(v.rule or "other", []).append(v.reason)
     total = len(decision.verdicts)
-    parts = [f"{len(reasons)} by {rule} (e.g. {reasons[0]})" for rule, reasons in sorted(by_rule.items(), key=lambda kv: -len(kv[1]))]
+    parts = [
+        f"{len(reasons)} by {rule} (e.g. {reasons[0]})"
+        for rule, reasons in sorted(by_rule.items(), key=lambda kv: -len(kv[1]))
+    ]
     return f"0/{total} nodes can take this pod under its placement policy: " + "; ".join(parts)
 
 
@@ -291,7 +309,9 @@ def _pod(obj: object) -> PodRecord:
         raise BadRequest(f"Pod: {err}") from None
 
 
-def _filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str], unresolvable: dict[str, str]) -> ExtenderFilterResult:
+def _filter_result(
+    args: ExtenderArgs, passed: list[str], failed: dict[str, str], unresolvable: dict[str, str]
+) -> ExtenderFilterResult:
     """Answer in the mode kube-scheduler asked in: names for names, full Nodes for Nodes."""
     result = ExtenderFilterResult(FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable)
     if args.NodeNames is not None:
@@ -302,5 +322,3 @@ def _filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str]
         items = [n for n in args.Nodes.items if (n.get("metadata") or {}).get("name") in keep]
         result.Nodes = {"metadata": {}, "items": items}
     return result
-
-

@@ -155,8 +155,10 @@ _MAP_FIELDS = {"FailedNodes", "FailedAndUnresolvableNodes", "NodeNameToMetaVicti
 
 def _go_order(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: (dict(sorted(v.items())) if k in _MAP_FIELDS and isinstance(v, dict) else _go_order(v))
-                for k, v in value.items()}
+        return {
+            k: (dict(sorted(v.items())) if k in _MAP_FIELDS and isinstance(v, dict) else _go_order(v))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_go_order(v) for v in value]
     return value
@@ -286,6 +288,7 @@ def _replace_surrogates(value: Any) -> Any:
     Only called when the body holds a surrogate escape (rare: Go writes UTF-8), and iterative, as
     the value may nest up to MAX_REQUEST_DEPTH.
     """
+
     def fix(s: str) -> str:
         return s if s.isascii() or not _SURROGATE.search(s) else _SURROGATE.sub("\ufffd", s)
 

@@ -11,8 +11,15 @@ ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 
 
-def node(name: str, zone: str | None = None, *, ready: bool = True, unschedulable: bool = False,
-         labels: dict[str, str] | None = None, legacy_zone: bool = False) -> dict[str, Any]:
+def node(
+    name: str,
+    zone: str | None = None,
+    *,
+    ready: bool = True,
+    unschedulable: bool = False,
+    labels: dict[str, str] | None = None,
+    legacy_zone: bool = False,
+) -> dict[str, Any]:
     all_labels = {HOST: name}
     if zone is not None:
         all_labels["failure-domain.beta.kubernetes.io/zone" if legacy_zone else ZONE] = zone
@@ -24,15 +31,33 @@ def node(name: str, zone: str | None = None, *, ready: bool = True, unschedulabl
     }
 
 
-def pod(name: str, namespace: str = "db", *, sts: str | None = None, node_name: str | None = None,
-        labels: dict[str, str] | None = None, policy: dict[str, Any] | str | None = None, policy_name: str | None = None,
-        claims: tuple[str, ...] = (), terminating: bool = False, phase: str = "Pending", uid: str | None = None,
-        scheduler: str = "placement-scheduler") -> dict[str, Any]:
+def pod(
+    name: str,
+    namespace: str = "db",
+    *,
+    sts: str | None = None,
+    node_name: str | None = None,
+    labels: dict[str, str] | None = None,
+    policy: dict[str, Any] | str | None = None,
+    policy_name: str | None = None,
+    claims: tuple[str, ...] = (),
+    terminating: bool = False,
+    phase: str = "Pending",
+    uid: str | None = None,
+    scheduler: str = "placement-scheduler",
+) -> dict[str, Any]:
     all_labels = dict(labels or {})
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}", "labels": all_labels}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"uid-{namespace}-{name}",
+        "labels": all_labels,
+    }
     if sts is not None:
         all_labels["statefulset.kubernetes.io/pod-name"] = name
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": sts, "uid": f"uid-sts-{sts}", "controller": True}]
+        meta["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": sts, "uid": f"uid-sts-{sts}", "controller": True}
+        ]
     annotations = {}
     if policy is not None:
         annotations[INLINE_POLICY_ANNOTATION] = policy if isinstance(policy, str) else json.dumps(policy)
@@ -49,11 +74,21 @@ def pod(name: str, namespace: str = "db", *, sts: str | None = None, node_name: 
     }
     if node_name is not None:
         spec["nodeName"] = node_name
-    return {"metadata": meta, "spec": spec, "status": {"phase": "Running" if node_name and phase == "Pending" else phase}}
+    return {
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": "Running" if node_name and phase == "Pending" else phase},
+    }
 
 
-def statefulset(name: str, replicas: int, namespace: str = "db", *, labels: dict[str, str] | None = None,
-                claim_templates: tuple[str, ...] = ()) -> dict[str, Any]:
+def statefulset(
+    name: str,
+    replicas: int,
+    namespace: str = "db",
+    *,
+    labels: dict[str, str] | None = None,
+    claim_templates: tuple[str, ...] = (),
+) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
@@ -70,14 +105,26 @@ def claim(name: str, volume: str | None, namespace: str = "db") -> dict[str, Any
 
 def volume(name: str, zone: str, *, as_affinity: bool = True) -> dict[str, Any]:
     if as_affinity:
-        return {"metadata": {"name": name}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}}}}
+        return {
+            "metadata": {"name": name},
+            "spec": {
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]
+                    }
+                }
+            },
+        }
     return {"metadata": {"name": name, "labels": {ZONE: zone}}, "spec": {}}
 
 
 def policy_object(name: str, spec: dict[str, Any], namespace: str = "db") -> dict[str, Any]:
-    return {"apiVersion": "placement.extender.dev/v1alpha1", "kind": "PlacementPolicy",
-            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return {
+        "apiVersion": "placement.extender.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
 
 
 def filter_args(pod_obj: dict[str, Any], node_names: list[str]) -> dict[str, Any]:

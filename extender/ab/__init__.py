@@ -10,17 +10,24 @@ from .scenario import Scenario, load
 __all__ = ["Scenario", "load", "run"]
 
 
-def run(scenario: Scenario, *, repetitions: int | None = None, json_path: Path | None = None,
-        png_path: Path | None = None) -> dict[str, Any]:
+def run(
+    scenario: Scenario, *, repetitions: int | None = None, json_path: Path | None = None, png_path: Path | None = None
+) -> dict[str, Any]:
     from ..devcluster.cluster import LocalCluster, zoned_nodes
     from . import report
     from .runner import Runner
 
     if repetitions is not None:
         scenario = scenario.model_copy(update={"repetitions": repetitions})
-    most = max([scenario.workload.shards * scenario.workload.replicas]
-               + [(s.shards or scenario.workload.shards) * (s.replicas if s.replicas is not None else scenario.workload.replicas)
-                  for s in scenario.steps if s.action == "scale"])
+    most = max(
+        [scenario.workload.shards * scenario.workload.replicas]
+        + [
+            (s.shards or scenario.workload.shards)
+            * (s.replicas if s.replicas is not None else scenario.workload.replicas)
+            for s in scenario.steps
+            if s.action == "scale"
+        ]
+    )
     with LocalCluster() as cluster:
         nodes = zoned_nodes(scenario.nodes)
         cluster.add_nodes(nodes)

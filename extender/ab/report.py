@@ -48,7 +48,7 @@ def write_png(result: dict[str, Any], nodes: dict[str, str], path: Path) -> None
     width = max(len(v) for v in by_zone.values())
     sides = list(result["sides"].items())
     fig, axes = plt.subplots(1, len(sides), figsize=(5.5 * len(sides), 1.4 + 0.9 * len(zones)), squeeze=False)
-    for ax, (side, data) in zip(axes[0], sides):
+    for ax, (side, data) in zip(axes[0], sides, strict=True):
         last = data["runs"][-1]
         on_node: dict[str, list[str]] = {}
         for pod, node in sorted(last["final"].items()):
@@ -56,7 +56,9 @@ def write_png(result: dict[str, Any], nodes: dict[str, str], path: Path) -> None
                 on_node.setdefault(node, []).append(pod.split("/", 1)[-1])
         counts = Counter({n: len(p) for n, p in on_node.items()})
         top = max(1, max(counts.values(), default=1))
-        grid = [[counts.get(by_zone[z][i], 0) if i < len(by_zone[z]) else float("nan") for i in range(width)] for z in zones]
+        grid = [
+            [counts.get(by_zone[z][i], 0) if i < len(by_zone[z]) else float("nan") for i in range(width)] for z in zones
+        ]
         ax.imshow(grid, cmap="Blues", vmin=0, vmax=top * 1.6, aspect="auto")
         for r, z in enumerate(zones):
             for c, node in enumerate(by_zone[z]):
@@ -64,9 +66,12 @@ def write_png(result: dict[str, Any], nodes: dict[str, str], path: Path) -> None
         ax.set_yticks(range(len(zones)), zones)
         ax.set_xticks(range(width), [f"node {i + 1}" for i in range(width)])
         s = data["summary"]
-        ax.set_title(f"{side}: {s['violations']} violations, {s['pending']} pending,\n"
-                     f"{s['emptiedZones']} zones emptied, median {s['medianSecondsToPlace']}s "
-                     f"({s['runs']} runs)", fontsize=10)
+        ax.set_title(
+            f"{side}: {s['violations']} violations, {s['pending']} pending,\n"
+            f"{s['emptiedZones']} zones emptied, median {s['medianSecondsToPlace']}s "
+            f"({s['runs']} runs)",
+            fontsize=10,
+        )
     fig.suptitle(f"A/B: {result['scenario']} (last repetition's placement, pods per node)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

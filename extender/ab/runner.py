@@ -81,8 +81,10 @@ class Runner:
             "repetitions": self.scenario.repetitions,
             "nodes": self.scenario.nodes,
             "policy": self.scenario.policy_spec(),
-            "sides": {side: {"summary": summarise(runs), "runs": [dict(asdict(r), **r.summary()) for r in runs]}
-                      for side, runs in results.items()},
+            "sides": {
+                side: {"summary": summarise(runs), "runs": [dict(asdict(r), **r.summary()) for r in runs]}
+                for side, runs in results.items()
+            },
         }
 
     def run_once(self, side: str, rep: int) -> RunResult:
@@ -91,9 +93,15 @@ class Runner:
         result = RunResult(side, rep)
         shards, replicas = 0, 0
         if side == "extender":
-            self.api.create(f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{ns}/{PLURAL}", {
-                "apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
-                "metadata": {"name": self.scenario.workload.name}, "spec": self.scenario.policy_spec()})
+            self.api.create(
+                f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{ns}/{PLURAL}",
+                {
+                    "apiVersion": f"{API_GROUP}/{API_VERSION}",
+                    "kind": KIND,
+                    "metadata": {"name": self.scenario.workload.name},
+                    "spec": self.scenario.policy_spec(),
+                },
+            )
         for step in self.scenario.steps:
             before = self._members(ns)
             started = time.monotonic()
@@ -127,15 +135,25 @@ class Runner:
         else:
             pod_spec.update(self._native_fragment(size))
         spec: dict[str, Any] = {
-            "serviceName": name, "replicas": replicas, "podManagementPolicy": "Parallel",
+            "serviceName": name,
+            "replicas": replicas,
+            "podManagementPolicy": "Parallel",
             # OnDelete: re-translated constraints reach new pods only, as in seed 002's operator.
             "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": self._pod_labels(name), "annotations": annotations}, "spec": pod_spec},
         }
         if w.volumes:
-            spec["volumeClaimTemplates"] = [{"metadata": {"name": "data"}, "spec": {
-                "accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS, "resources": {"requests": {"storage": "1Gi"}}}}]
+            spec["volumeClaimTemplates"] = [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": STORAGE_CLASS,
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                }
+            ]
         return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name}, "spec": spec}
 
     def _pod_labels(self, name: str) -> dict[str, str]:
@@ -172,11 +190,17 @@ class Runner:
         return new_shards, new_replicas
 
     def _pods(self, ns: str) -> list[dict[str, Any]]:
-        return [p for p in self.api.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{GROUP_LABEL}={self.scenario.workload.name}")
-                if not p["metadata"].get("deletionTimestamp")]
+        return [
+            p
+            for p in self.api.list(
+                f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{GROUP_LABEL}={self.scenario.workload.name}"
+            )
+            if not p["metadata"].get("deletionTimestamp")
+        ]
 
     def _release(self, ns: str, rng: random.Random) -> list[str]:
         """Lift the gates in a random interleaving of shards, ordinal order within each."""
+
         def gated_all() -> list[dict[str, Any]] | None:
             items = self._pods(ns)
             expected = self._expected_pods(ns)
@@ -219,7 +243,9 @@ class Runner:
         """Until every expected pod is bound, or nothing moved for settleSeconds."""
         last, progress_at = -1, time.monotonic()
         while True:
-            items = self.api.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{GROUP_LABEL}={self.scenario.workload.name}")
+            items = self.api.list(
+                f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{GROUP_LABEL}={self.scenario.workload.name}"
+            )
             live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
             bound = sum(1 for p in live if p["spec"].get("nodeName"))
             if bound == expected and len(items) == expected:
@@ -253,7 +279,9 @@ class Runner:
             volume = (claim.get("spec") or {}).get("volumeName")
             if not volume:
                 return None
-            return (self.api.get(f"/api/v1/persistentvolumes/{volume}")["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone")
+            return (self.api.get(f"/api/v1/persistentvolumes/{volume}")["metadata"].get("labels") or {}).get(
+                "topology.kubernetes.io/zone"
+            )
         except ApiError:
             return None
 
@@ -267,8 +295,13 @@ class Runner:
             lost = sorted(held_before - held_after)
             forced = max(0, len(held_before) - expected)
             emptied = lost[: max(0, len(lost) - forced)]
-        keys = sorted({self.spec.canonical_key(k) for k in self.spec.topology_keys()} | ({self.spec.topology.zone} if self.spec.uses_zones else set()))
-        label = step.action + "".join(f" {k}={v}" for k, v in (("shards", step.shards), ("replicas", step.replicas)) if v is not None)
+        keys = sorted(
+            {self.spec.canonical_key(k) for k in self.spec.topology_keys()}
+            | ({self.spec.topology.zone} if self.spec.uses_zones else set())
+        )
+        label = step.action + "".join(
+            f" {k}={v}" for k, v in (("shards", step.shards), ("replicas", step.replicas)) if v is not None
+        )
         return StepResult(
             step=label,
             pods=expected,

@@ -17,7 +17,9 @@ class _Model(BaseModel):
 
 class Workload(_Model):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)
-    shards: int = Field(default=1, ge=1, description="StatefulSets, one per shard (a Redis cluster); 1 = one StatefulSet")
+    shards: int = Field(
+        default=1, ge=1, description="StatefulSets, one per shard (a Redis cluster); 1 = one StatefulSet"
+    )
     replicas: int = Field(ge=0, description="pods per StatefulSet")
     volumes: bool = Field(default=False, description="a zonal WaitForFirstConsumer volume per pod")
 

@@ -22,7 +22,9 @@ class ApiError(RuntimeError):
 
 
 class Api:
-    def __init__(self, server: str, ca: str, cert: str | None = None, key: str | None = None, token: str | None = None) -> None:
+    def __init__(
+        self, server: str, ca: str, cert: str | None = None, key: str | None = None, token: str | None = None
+    ) -> None:
         self.server = server.rstrip("/")
         self.session = requests.Session()
         self.session.trust_env = False  # loopback only: no proxy, and our CA, not $REQUESTS_CA_BUNDLE
@@ -32,10 +34,24 @@ class Api:
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
 
-    def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
-                content_type: str = "application/json", timeout: float = 30) -> Any:
-        response = self.session.request(method, self.server + path, json=body, params=params,
-                                        headers={"Content-Type": content_type}, timeout=timeout)
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30,
+    ) -> Any:
+        response = self.session.request(
+            method,
+            self.server + path,
+            json=body,
+            params=params,
+            headers={"Content-Type": content_type},
+            timeout=timeout,
+        )
         if response.status_code >= 400:
             try:
                 message = response.json().get("message", response.text)
@@ -86,4 +102,6 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, inte
         except (requests.RequestException, ApiError) as err:
             last_error = err
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+    raise TimeoutError(
+        f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else "")
+    )

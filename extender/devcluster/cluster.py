@@ -57,7 +57,12 @@ def kube_binaries() -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
-KWOK_STAGES = ("node/fast/node-initialize.yaml", "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
+KWOK_STAGES = (
+    "node/fast/node-initialize.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-complete.yaml",
+    "pod/fast/pod-delete.yaml",
+)
 
 
 def kwok_stages(bin_dir: Path) -> str:
@@ -71,7 +76,9 @@ def kwok_stages(bin_dir: Path) -> str:
     cache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
     root = Path(cache) / f"sigs.k8s.io/kwok@{version}" / "kustomize" / "stage"
     if not root.exists():
-        subprocess.run(["go", "mod", "download", f"sigs.k8s.io/kwok@{version}"], check=True, cwd=REPO / "hack" / "kube" / "kwok")
+        subprocess.run(
+            ["go", "mod", "download", f"sigs.k8s.io/kwok@{version}"], check=True, cwd=REPO / "hack" / "kube" / "kwok"
+        )
     return "\n---\n".join((root / stage).read_text() for stage in KWOK_STAGES)
 
 
@@ -108,8 +115,15 @@ def zoned_nodes(layout: dict[str, int], prefix: str = "node") -> list[NodeSpec]:
 
 
 class LocalCluster:
-    def __init__(self, workdir: Path | None = None, *, bin_dir: Path | None = None, extender: bool = True,
-                 extender_args: Iterable[str] = (), keep_workdir: bool = False) -> None:
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        *,
+        bin_dir: Path | None = None,
+        extender: bool = True,
+        extender_args: Iterable[str] = (),
+        keep_workdir: bool = False,
+    ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="placement-extender-"))
         self.bin_dir = bin_dir
@@ -138,7 +152,10 @@ class LocalCluster:
         self.bin_dir = self.bin_dir or kube_binaries()
         self.pki = PKI(self.workdir / "pki")
         self.pki.create()
-        self.ports = {name: free_port() for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "placement", "extender")}
+        self.ports = {
+            name: free_port()
+            for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "placement", "extender")
+        }
         self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
         admin = self.pki.client("admin", "placement-e2e-admin", "system:masters")
         self._write_kubeconfig(self.kubeconfig, admin)
@@ -146,14 +163,29 @@ class LocalCluster:
 
         self._start_etcd()
         self._start_apiserver()
-        kcm = self._write_kubeconfig(self.workdir / "kcm.kubeconfig", self.pki.client("kcm", "system:kube-controller-manager"))
-        sched = self._write_kubeconfig(self.workdir / "scheduler.kubeconfig", self.pki.client("scheduler", "system:kube-scheduler"))
+        kcm = self._write_kubeconfig(
+            self.workdir / "kcm.kubeconfig", self.pki.client("kcm", "system:kube-controller-manager")
+        )
+        sched = self._write_kubeconfig(
+            self.workdir / "scheduler.kubeconfig", self.pki.client("scheduler", "system:kube-scheduler")
+        )
         self._start_controller_manager(kcm)
-        self._spawn("kube-scheduler", [self._bin("kube-scheduler"), f"--kubeconfig={sched}", "--leader-elect=false",
-                                        f"--secure-port={self.ports['scheduler']}", "--bind-address=127.0.0.1"])
+        self._spawn(
+            "kube-scheduler",
+            [
+                self._bin("kube-scheduler"),
+                f"--kubeconfig={sched}",
+                "--leader-elect=false",
+                f"--secure-port={self.ports['scheduler']}",
+                "--bind-address=127.0.0.1",
+            ],
+        )
         stages = self.workdir / "kwok-stages.yaml"
         stages.write_text(kwok_stages(self.bin_dir))
-        self._spawn("kwok", [self._bin("kwok"), f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=true", f"--config={stages}"])
+        self._spawn(
+            "kwok",
+            [self._bin("kwok"), f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=true", f"--config={stages}"],
+        )
         self._bootstrap_objects()
         if self.with_extender:
             self.start_extender()
@@ -188,8 +220,12 @@ class LocalCluster:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {"server": self.server, "certificate-authority": str(self.pki.ca_cert)}}],
-            "users": [{"name": "user", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}],
+            "clusters": [
+                {"name": "local", "cluster": {"server": self.server, "certificate-authority": str(self.pki.ca_cert)}}
+            ],
+            "users": [
+                {"name": "user", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}
+            ],
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
             "current-context": "local",
         }
@@ -198,52 +234,102 @@ class LocalCluster:
 
     def _start_etcd(self) -> None:
         port, peer = self.ports["etcd"], self.ports["etcd-peer"]
-        proc = self._spawn("etcd", [
-            self._bin("etcd"), f"--data-dir={self.workdir / 'etcd'}", "--name=default",
-            f"--listen-client-urls=http://127.0.0.1:{port}", f"--advertise-client-urls=http://127.0.0.1:{port}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=default=http://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
-        ])
-        self._await(proc, "etcd health", lambda: requests.get(f"http://127.0.0.1:{port}/health", timeout=2).json().get("health") == "true")
+        proc = self._spawn(
+            "etcd",
+            [
+                self._bin("etcd"),
+                f"--data-dir={self.workdir / 'etcd'}",
+                "--name=default",
+                f"--listen-client-urls=http://127.0.0.1:{port}",
+                f"--advertise-client-urls=http://127.0.0.1:{port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self._await(
+            proc,
+            "etcd health",
+            lambda: requests.get(f"http://127.0.0.1:{port}/health", timeout=2).json().get("health") == "true",
+        )
 
     def _start_apiserver(self) -> None:
         pki = self.pki
-        proc = self._spawn("kube-apiserver", [
-            self._bin("kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-            f"--secure-port={self.ports['apiserver']}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
-            f"--client-ca-file={pki.ca_cert}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
-            "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=Node,RBAC",
-            "--enable-priority-and-fairness=false", "--endpoint-reconciler-type=none",
-            # kwok nodes are Ready from birth and no node-lifecycle controller runs to lift the
-            # not-ready taint this plugin would put on every new node.
-            "--disable-admission-plugins=TaintNodesByCondition",
-        ])
+        proc = self._spawn(
+            "kube-apiserver",
+            [
+                self._bin("kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+                f"--secure-port={self.ports['apiserver']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=Node,RBAC",
+                "--enable-priority-and-fairness=false",
+                "--endpoint-reconciler-type=none",
+                # kwok nodes are Ready from birth and no node-lifecycle controller runs to lift the
+                # not-ready taint this plugin would put on every new node.
+                "--disable-admission-plugins=TaintNodesByCondition",
+            ],
+        )
         assert self.admin is not None
-        self._await(proc, "kube-apiserver /readyz", lambda: self.admin.session.get(self.server + "/readyz", timeout=2).status_code == 200, 90)
+        self._await(
+            proc,
+            "kube-apiserver /readyz",
+            lambda: self.admin.session.get(self.server + "/readyz", timeout=2).status_code == 200,
+            90,
+        )
 
     def _start_controller_manager(self, kubeconfig: Path) -> None:
-        controllers = ",".join([
-            "statefulset-controller", "persistentvolume-binder-controller", "garbage-collector-controller",
-            "serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
-            "replicaset-controller", "deployment-controller", "pod-garbage-collector-controller",
-            "root-ca-certificate-publisher-controller", "persistentvolumeclaim-protection-controller",
-            "persistentvolume-protection-controller",
-        ])
-        self._spawn("kube-controller-manager", [
-            self._bin("kube-controller-manager"), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
-            f"--controllers={controllers}", f"--service-account-private-key-file={self.pki.sa_key}",
-            f"--root-ca-file={self.pki.ca_cert}", f"--secure-port={self.ports['kcm']}", "--bind-address=127.0.0.1",
-            "--concurrent-statefulset-syncs=10", "--use-service-account-credentials=true",
-        ])
+        controllers = ",".join(
+            [
+                "statefulset-controller",
+                "persistentvolume-binder-controller",
+                "garbage-collector-controller",
+                "serviceaccount-controller",
+                "serviceaccount-token-controller",
+                "namespace-controller",
+                "replicaset-controller",
+                "deployment-controller",
+                "pod-garbage-collector-controller",
+                "root-ca-certificate-publisher-controller",
+                "persistentvolumeclaim-protection-controller",
+                "persistentvolume-protection-controller",
+            ]
+        )
+        self._spawn(
+            "kube-controller-manager",
+            [
+                self._bin("kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                f"--controllers={controllers}",
+                f"--service-account-private-key-file={self.pki.sa_key}",
+                f"--root-ca-file={self.pki.ca_cert}",
+                f"--secure-port={self.ports['kcm']}",
+                "--bind-address=127.0.0.1",
+                "--concurrent-statefulset-syncs=10",
+                "--use-service-account-credentials=true",
+            ],
+        )
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         """The pinned kubectl against this control plane, as admin."""
-        return subprocess.run([self._bin("kubectl"), f"--kubeconfig={self.kubeconfig}", *args], input=input,
-                              capture_output=True, text=True, check=check)
+        return subprocess.run(
+            [self._bin("kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=check,
+        )
 
     def _bootstrap_objects(self) -> None:
         api = self.admin
@@ -251,23 +337,40 @@ class LocalCluster:
         # The shipped namespace, CRD and RBAC, exactly as `kubectl apply -k deploy/` would create them:
         # the extender and our scheduler then run under deploy/'s ServiceAccounts, proving the RBAC.
         base = REPO / "deploy" / "base"
-        self.kubectl("apply", "-f", str(base / "namespace.yaml"), "-f", str(base / "crd.yaml"), "-f", str(base / "rbac.yaml"))
-        api.ensure("/apis/storage.k8s.io/v1/storageclasses", {
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": STORAGE_CLASS},
-            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"})
-        wait_for("the PlacementPolicy CRD to be served",
-                 lambda: api.get("/apis/placement.extender.dev/v1alpha1/placementpolicies") is not None, 30)
+        self.kubectl(
+            "apply", "-f", str(base / "namespace.yaml"), "-f", str(base / "crd.yaml"), "-f", str(base / "rbac.yaml")
+        )
+        api.ensure(
+            "/apis/storage.k8s.io/v1/storageclasses",
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": STORAGE_CLASS},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            },
+        )
+        wait_for(
+            "the PlacementPolicy CRD to be served",
+            lambda: api.get("/apis/placement.extender.dev/v1alpha1/placementpolicies") is not None,
+            30,
+        )
 
     def service_account_kubeconfig(self, name: str, namespace: str = SYSTEM_NAMESPACE) -> Path:
         """A kubeconfig holding a fresh token (TokenRequest) of a ServiceAccount, and nothing else."""
         api = self.admin
         assert api is not None
-        review = api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-                            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 86400}})
+        review = api.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 86400}},
+        )
         path = self.workdir / f"{name}.kubeconfig"
         config = {
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {"server": self.server, "certificate-authority": str(self.pki.ca_cert)}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "local", "cluster": {"server": self.server, "certificate-authority": str(self.pki.ca_cert)}}
+            ],
             "users": [{"name": name, "user": {"token": review["status"]["token"]}}],
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": name}}],
             "current-context": "local",
@@ -277,12 +380,28 @@ class LocalCluster:
 
     def start_extender(self, extra_args: Iterable[str] = ()) -> Process:
         port = self.ports["extender"]
-        proc = self._spawn("extender", [
-            sys.executable, "-m", "extender", "--log-level", os.environ.get("EXTENDER_LOG_LEVEL", "info"), "serve",
-            f"--listen=127.0.0.1:{port}", f"--kubeconfig={self.service_account_kubeconfig('placement-extender')}",
-            *self.extender_args, *extra_args,
-        ], env={"PYTHONPATH": str(REPO)})
-        self._await(proc, "extender /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200, 60)
+        proc = self._spawn(
+            "extender",
+            [
+                sys.executable,
+                "-m",
+                "extender",
+                "--log-level",
+                os.environ.get("EXTENDER_LOG_LEVEL", "info"),
+                "serve",
+                f"--listen=127.0.0.1:{port}",
+                f"--kubeconfig={self.service_account_kubeconfig('placement-extender')}",
+                *self.extender_args,
+                *extra_args,
+            ],
+            env={"PYTHONPATH": str(REPO)},
+        )
+        self._await(
+            proc,
+            "extender /readyz",
+            lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200,
+            60,
+        )
         return proc
 
     def extender_process(self) -> Process | None:
@@ -294,8 +413,15 @@ class LocalCluster:
         config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{self.ports['extender']}"
         path = self.workdir / "placement-scheduler.yaml"
         path.write_text(yaml.safe_dump(config))
-        self._spawn("placement-scheduler", [self._bin("kube-scheduler"), f"--config={path}",
-                                            f"--secure-port={self.ports['placement']}", "--bind-address=127.0.0.1"])
+        self._spawn(
+            "placement-scheduler",
+            [
+                self._bin("kube-scheduler"),
+                f"--config={path}",
+                f"--secure-port={self.ports['placement']}",
+                "--bind-address=127.0.0.1",
+            ],
+        )
         assert self.admin is not None
         wait_for("the placement scheduler's leader lease", lambda: self._lease_held(), 60)
 
@@ -310,6 +436,7 @@ class LocalCluster:
         def checked():
             proc.check()
             return probe()
+
         wait_for(what, checked, timeout)
 
     # ------------------------------------------------------------------ fixtures of the cluster
@@ -321,9 +448,11 @@ class LocalCluster:
             api.ensure("/api/v1/nodes", node.manifest())
             names.append(node.name)
         if wait_ready:
+
             def ready() -> bool:
                 items = {n["metadata"]["name"]: n for n in api.list("/api/v1/nodes")}
                 return all(_node_ready(items.get(name)) for name in names)
+
             wait_for(f"{len(names)} nodes Ready (kwok)", ready, 60)
         return names
 
@@ -334,12 +463,28 @@ class LocalCluster:
         names = []
         for i in range(count):
             name = f"{prefix or 'pv-' + zone}-{i}"
-            api.ensure("/api/v1/persistentvolumes", {
-                "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": {ZONE: zone}},
-                "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS,
-                         "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{name}"},
-                         "nodeAffinity": {"required": {"nodeSelectorTerms": [
-                             {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}}}})
+            api.ensure(
+                "/api/v1/persistentvolumes",
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolume",
+                    "metadata": {"name": name, "labels": {ZONE: zone}},
+                    "spec": {
+                        "capacity": {"storage": size},
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": STORAGE_CLASS,
+                        "persistentVolumeReclaimPolicy": "Retain",
+                        "hostPath": {"path": f"/tmp/{name}"},
+                        "nodeAffinity": {
+                            "required": {
+                                "nodeSelectorTerms": [
+                                    {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+                                ]
+                            }
+                        },
+                    },
+                },
+            )
             names.append(name)
         return names
 
@@ -347,7 +492,11 @@ class LocalCluster:
         api = self.admin
         assert api is not None
         api.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        wait_for(f"default ServiceAccount in {name}", lambda: api.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30)
+        wait_for(
+            f"default ServiceAccount in {name}",
+            lambda: api.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+            30,
+        )
         return name
 
     def keep_logs(self, destination: Path) -> Path:
@@ -357,11 +506,21 @@ class LocalCluster:
         return destination
 
     def describe(self) -> str:
-        return json.dumps({"workdir": str(self.workdir), "kubeconfig": str(self.kubeconfig), "server": self.server,
-                           "extender": f"http://127.0.0.1:{self.ports.get('extender')}"}, indent=2)
+        return json.dumps(
+            {
+                "workdir": str(self.workdir),
+                "kubeconfig": str(self.kubeconfig),
+                "server": self.server,
+                "extender": f"http://127.0.0.1:{self.ports.get('extender')}",
+            },
+            indent=2,
+        )
 
 
 def _node_ready(node: dict[str, Any] | None) -> bool:
     if node is None:
         return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or ())
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or ()
+    )

@@ -38,18 +38,28 @@ def sample_statefulset(name: str = "crdb", replicas: int = 6) -> dict[str, Any]:
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}, "annotations": {"placement.extender.dev/policy": SAMPLE_POLICY}},
-                "spec": {"schedulerName": SCHEDULER_NAME, "containers": [{"name": "db", "image": "cockroachdb/cockroach:v23.1.0"}]},
+                "spec": {
+                    "schedulerName": SCHEDULER_NAME,
+                    "containers": [{"name": "db", "image": "cockroachdb/cockroach:v23.1.0"}],
+                },
             },
-            "volumeClaimTemplates": [{
-                "metadata": {"name": "datadir"},
-                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS,
-                         "resources": {"requests": {"storage": "10Gi"}}},
-            }],
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "datadir"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": STORAGE_CLASS,
+                        "resources": {"requests": {"storage": "10Gi"}},
+                    },
+                }
+            ],
         },
     }
 
 
-def run(zones: int = 3, nodes_per_zone: int = 2, replicas: int = 6, workdir: Path | None = None, wait: bool = True) -> int:
+def run(
+    zones: int = 3, nodes_per_zone: int = 2, replicas: int = 6, workdir: Path | None = None, wait: bool = True
+) -> int:
     names = [f"zone-{chr(ord('a') + i)}" for i in range(zones)]
     print(f"Starting a local control plane ({zones} zones x {nodes_per_zone} nodes)...", flush=True)
     with LocalCluster(workdir) as cluster:

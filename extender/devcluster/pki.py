@@ -34,8 +34,22 @@ class PKI:
 
     def create(self) -> None:
         r = self.root
-        _run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-keyout", "ca.key", "-out", "ca.crt",
-             "-subj", "/CN=placement-extender-local-ca", cwd=r)
+        _run(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "30",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=placement-extender-local-ca",
+            cwd=r,
+        )
         (r / "serving.ext").write_text(
             "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
             "extendedKeyUsage=serverAuth\n"
@@ -46,9 +60,34 @@ class PKI:
 
     def _sign(self, name: str, subject: str, extfile: str | None = None) -> None:
         r = self.root
-        _run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=r)
-        args = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                "-days", "30", "-out", f"{name}.crt"]
+        _run(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            subject,
+            cwd=r,
+        )
+        args = [
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-out",
+            f"{name}.crt",
+        ]
         if extfile:
             args += ["-extfile", extfile]
         _run(*args, cwd=r)

@@ -11,7 +11,6 @@ import subprocess
 import time
 from pathlib import Path
 
-
 _handed_out: set[int] = set()
 
 
@@ -61,8 +60,9 @@ class Process:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         env = dict(os.environ, **(self.env or {}))
-        self.popen = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True, env=env)
+        self.popen = subprocess.Popen(
+            self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env
+        )
         log.close()
 
     @property

@@ -15,9 +15,10 @@ def placements(api: Api, namespace: str, selector: str) -> dict[str, str | None]
 
 
 def node_zones(api: Api) -> dict[str, str]:
-    return {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE, "(no zone)") for n in api.list("/api/v1/nodes")}
-
-
+    return {
+        n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE, "(no zone)")
+        for n in api.list("/api/v1/nodes")
+    }
 
 
 __all__ = ["node_zones", "placements", "zone_table"]

@@ -7,10 +7,10 @@ its modules. The HTTP server, the watch cache and the CLI are thin layers around
 """
 
 from .evaluate import broken_rules, evaluate, shared_domains, zone_of
+from .model import Decision, GroupCounts, NodeInfo, Outcome, Placement, PlacementKind, PodRequest, Snapshot, Verdict
 from .preemption import zone_left_empty
 from .rules import Failure
 from .scoring import MAX_SCORE, break_tie
-from .model import Decision, GroupCounts, NodeInfo, Outcome, Placement, PlacementKind, PodRequest, Snapshot, Verdict
 from .topology import Topology
 from .zone_order import ZoneOrder, stable_zone_order
 

@@ -64,7 +64,7 @@ class Context:
                 values = index.get(node)
                 if values is None:  # the node is gone; its pods will be too
                     continue
-                for column, value in zip(columns, values):
+                for column, value in zip(columns, values, strict=True):
                     if value is not None:
                         column[value] += n
         for p in snap.placements:  # tentative placements known only by the domains they share
@@ -96,7 +96,7 @@ class Context:
         if at is None or values[at] is None:
             return values
         key, name = self.keys[at], values[at]
-        return values[:at] + ((self.counts[key].get(name, 0), self.shard_counts[key].get(name, 0)),) + values[at + 1:]
+        return values[:at] + ((self.counts[key].get(name, 0), self.shard_counts[key].get(name, 0)),) + values[at + 1 :]
 
     def domain(self, node: NodeInfo, key: str) -> str | None:
         return Topology.domain(node, key, self.zone_key, self.node_key)

@@ -47,14 +47,18 @@ def evaluate(
             name, node = candidate, nodes.get(candidate)
             values = index.get(candidate)
         if node is None:
-            verdicts[name] = Verdict(name, Outcome.FAIL, "cache", "node is not in the extender's cache yet; retry shortly")
+            verdicts[name] = Verdict(
+                name, Outcome.FAIL, "cache", "node is not in the extender's cache yet; retry shortly"
+            )
             continue
         sig = signatures[name] = ctx.signature(node, values)
         if sig in known:
             shared = known[sig]
         else:
             failure = first_failure(ctx, node)
-            shared = known[sig] = None if failure is None else Verdict(name, failure.outcome, failure.rule, failure.reason)
+            shared = known[sig] = (
+                None if failure is None else Verdict(name, failure.outcome, failure.rule, failure.reason)
+            )
         if shared is None:
             verdicts[name] = Verdict(name)
             passing.append(node)
@@ -64,7 +68,12 @@ def evaluate(
     # Dead ends first: a node that would strand the rest of the group is not feasible, so a
     # fallback zone group whose every node is a dead end hands over to the next group.
     analysis: Analysis | None = None
-    if dead_end_avoidance and spec.deadEndAvoidance and len(passing) > 1 and (snap.group_size is not None or snap.shard_replicas):
+    if (
+        dead_end_avoidance
+        and spec.deadEndAvoidance
+        and len(passing) > 1
+        and (snap.group_size is not None or snap.shard_replicas)
+    ):
         analysis = dead_ends(ctx, passing, deadline)
         stranded = analysis.stranded
         for name, left in stranded.items():
@@ -72,19 +81,21 @@ def evaluate(
                 name,
                 Outcome.FAIL,
                 "deadEndAvoidance",
-                f"placing this pod here leaves no valid placement for the group's {left} remaining pod(s); other nodes keep it feasible",
+                f"placing this pod here leaves no valid placement for the group's {left} remaining pod(s); "
+                "other nodes keep it feasible",
             )
         passing = [n for n in passing if n.name not in stranded]
 
     passing = _apply_fallback_groups(ctx, passing, verdicts)
 
-    for node, score in zip(passing, score_nodes(ctx, passing, signatures)):
+    for node, score in zip(passing, score_nodes(ctx, passing, signatures), strict=True):
         verdicts[node.name].score = score
 
     decision = Decision(verdicts, context=ctx, analysis=analysis)
     if ctx.zone_order is not None:
         decision.notes.append(
-            f"ordinal {pod.ordinal} -> zone {ctx.ideal_zone} (order [{', '.join(ctx.zone_order.order)}]: {ctx.zone_order.how})"
+            f"ordinal {pod.ordinal} -> zone {ctx.ideal_zone} (order [{', '.join(ctx.zone_order.order)}]: "
+            f"{ctx.zone_order.how})"
         )
     if snap.group_size is not None:
         decision.notes.append(f"group size {snap.group_size}, {snap.placed} placed or in flight")
@@ -109,7 +120,8 @@ def _apply_fallback_groups(ctx: Context, passing: list[NodeInfo], verdicts: dict
                         n.name,
                         Outcome.FAIL,
                         "fallbackGroups",
-                        f"zone group {index} ({', '.join(group)}) still has feasible nodes; later groups are used only when it has none",
+                        f"zone group {index} ({', '.join(group)}) still has feasible nodes; later groups are "
+                        "used only when it has none",
                     )
             return chosen
     return passing
@@ -121,7 +133,11 @@ def _describe(analysis: Analysis) -> str:
         return "dead-end avoidance skipped: the decision passed its deadline, the hard rules alone decided"
     if analysis.certainty is Certainty.UNKNOWN:
         return f"dead-end avoidance not applied: {analysis.why}"
-    found = f"{len(analysis.stranded)} candidate(s) would strand the rest" if analysis.stranded else "no candidate strands the rest"
+    found = (
+        f"{len(analysis.stranded)} candidate(s) would strand the rest"
+        if analysis.stranded
+        else "no candidate strands the rest"
+    )
     how = "exact" if analysis.certainty is Certainty.EXACT else f"a relaxation ({analysis.why})"
     return f"dead-end avoidance: {analysis.to_come} pod(s) still to come; {found} ({how})"
 

@@ -186,7 +186,11 @@ def build_model(ctx: Context) -> Model:
         if limit is None:
             raise _Unknown(f"cap '{cap.describe(None)}' needs the group size")
         cap_keys.append((level_of(key), limit))
-    spread_keys = [(level_of(s.topologyKey), s.maxSkew) for s in spec.spread if s.whenUnsatisfiable is WhenUnsatisfiable.DO_NOT_SCHEDULE]
+    spread_keys = [
+        (level_of(s.topologyKey), s.maxSkew)
+        for s in spec.spread
+        if s.whenUnsatisfiable is WhenUnsatisfiable.DO_NOT_SCHEDULE
+    ]
     anti_keys = [level_of(a.topologyKey) for a in spec.shardAntiAffinity if a.mode is AntiAffinityMode.REQUIRED]
 
     topology = snap.topology
@@ -205,9 +209,14 @@ def build_model(ctx: Context) -> Model:
     node_load = ctx.node_load
     index = topology.values_index(tuple(keys), ctx.zone_key, node_key)
     eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
-    classes: Counter[NodeClass] = Counter({NodeClass(tuple(v[i] for i in order), 0): n for v, n in value_counts.items()})
-    tracks_load = (any(k is None for k, _ in cap_keys) or any(k is None for k, _ in spread_keys)
-                   or (bool(anti_levels) and anti_level is None))
+    classes: Counter[NodeClass] = Counter(
+        {NodeClass(tuple(v[i] for i in order), 0): n for v, n in value_counts.items()}
+    )
+    tracks_load = (
+        any(k is None for k, _ in cap_keys)
+        or any(k is None for k, _ in spread_keys)
+        or (bool(anti_levels) and anti_level is None)
+    )
     if tracks_load:
         for name, load in node_load.items():
             values = index.get(name)
@@ -236,11 +245,36 @@ def build_model(ctx: Context) -> Model:
         relaxed.append("with several hard spreads, final counts are checked but not the order that reaches them")
 
     zone_level = at.get(ctx.zone_key)
-    model = Model(chain, zone_level, caps, spreads, anti_level, bool(anti_levels), classes, counts, parents, dead,
-                  Counter(), {}, Counter(), frozenset(), node_load, index, order, eligible, tracks_load, relaxed)
+    model = Model(
+        chain,
+        zone_level,
+        caps,
+        spreads,
+        anti_level,
+        bool(anti_levels),
+        classes,
+        counts,
+        parents,
+        dead,
+        Counter(),
+        {},
+        Counter(),
+        frozenset(),
+        node_load,
+        index,
+        order,
+        eligible,
+        tracks_load,
+        relaxed,
+    )
     _count_pods_to_come(ctx, model)
-    if (model.has_anti and anti_level is not None and zone_level is not None and anti_level > zone_level
-            and any(z is not None for _, z in model.kinds)):
+    if (
+        model.has_anti
+        and anti_level is not None
+        and zone_level is not None
+        and anti_level > zone_level
+        and any(z is not None for _, z in model.kinds)
+    ):
         relaxed.append("anti-affinity on a key coarser than the zone, with ordinal zones")
     return model
 
@@ -258,9 +292,16 @@ def _nest(keys: list[str], value_counts: dict[tuple, int]) -> tuple[list[str], l
     return [keys[i] for i in order], order
 
 
-def _dead_domains(ctx: Context, chain: list[str], spreads: list[Spread], counts: list[dict[str, int]],
-                  classes: Counter[NodeClass], node_load: Counter[str], eligible: frozenset[str],
-                  index: dict[str, tuple]) -> list[tuple[int | None, int]]:
+def _dead_domains(
+    ctx: Context,
+    chain: list[str],
+    spreads: list[Spread],
+    counts: list[dict[str, int]],
+    classes: Counter[NodeClass],
+    node_load: Counter[str],
+    eligible: frozenset[str],
+    index: dict[str, tuple],
+) -> list[tuple[int | None, int]]:
     """Eligible spread domains whose nodes cannot take group pods (a label another rule needs is
     missing): their counts never grow, so the final minimum can be no higher."""
     dead: list[tuple[int | None, int]] = []
@@ -350,8 +391,9 @@ def _count_pods_to_come(ctx: Context, model: Model) -> None:
     model.kinds = kinds
 
 
-def _node_anti_types(ctx: Context, model: Model, futures: dict[str, Counter[Zones]],
-                     kinds: Counter[tuple[str | None, Zones]]) -> None:
+def _node_anti_types(
+    ctx: Context, model: Model, futures: dict[str, Counter[Zones]], kinds: Counter[tuple[str | None, Zones]]
+) -> None:
     """Types under required anti-affinity on the node key: StatefulSets alike in their pods to
     come, with the nodes they hold summed per node class. A type's gate into a class then admits
     (StatefulSets x nodes of the class) - (their nodes there), exactly the sum of what each of
@@ -464,8 +506,10 @@ def _taken(ctx: Context, model: Model, shards: Set[str]) -> dict[str, frozenset]
     StatefulSets with pods to come, looking each node's domain up once."""
     snap = ctx.snap
     column = model.order[model.anti_level]  # type: ignore[index]  # where the key sits in the index's tuples
-    where = {node: (values[column] if values is not None else None)
-             for node, values in ((n, model.index.get(n)) for n in model.node_load)}
+    where = {
+        node: (values[column] if values is not None else None)
+        for node, values in ((n, model.index.get(n)) for n in model.node_load)
+    }
     key = model.chain[model.anti_level]  # type: ignore[index]
     held: dict[str, set] = {}
     if snap.counted is not None:
@@ -503,14 +547,20 @@ def _class_of(ctx: Context, model: Model, name: str) -> NodeClass | None:
 
 
 # ------------------------------------------------------------------------------------- the networks
-def feasible_classes(ctx: Context, model: Model, candidates: Sequence[NodeClass], deadline: float | None) -> set[NodeClass]:
+def feasible_classes(
+    ctx: Context, model: Model, candidates: Sequence[NodeClass], deadline: float | None
+) -> set[NodeClass]:
     """The candidate classes on which the pod keeps the rest of the group placeable."""
     levels = _spread_levels(model)
     # Under required anti-affinity above the node, the pod's own domain closes that domain to its
     # StatefulSet's other pods: one network per such domain among the candidates.
     groups: dict[str | None, list[NodeClass]] = defaultdict(list)
     for klass in candidates:
-        domain = klass.values[model.anti_level] if model.has_anti and model.anti_level is not None and ctx.pod.shard else None
+        domain = (
+            klass.values[model.anti_level]
+            if model.has_anti and model.anti_level is not None and ctx.pod.shard
+            else None
+        )
         groups[domain].append(klass)
     feasible: set[NodeClass] = set()
     for mins in levels:
@@ -528,7 +578,9 @@ def feasible_classes(ctx: Context, model: Model, candidates: Sequence[NodeClass]
 
 def _spread_levels(model: Model) -> list[tuple[int, ...]]:
     """Every combination of final minimums (one per hard spread) the counts allow."""
-    windows = [_level_window(model, spread, [c for lv, c in model.dead if lv == spread.level]) for spread in model.spreads]
+    windows = [
+        _level_window(model, spread, [c for lv, c in model.dead if lv == spread.level]) for spread in model.spreads
+    ]
     combos = 1
     for window in windows:
         combos *= len(window)
@@ -589,8 +641,9 @@ def _first_true(lo: int, hi: int | None, test) -> int | None:  # noqa: ANN001 - 
     return lo
 
 
-def _solve(model: Model, candidates: list[NodeClass], my_domain: str | None, mins: tuple[int, ...],
-           deadline: float | None) -> set[NodeClass]:
+def _solve(
+    model: Model, candidates: list[NodeClass], my_domain: str | None, mins: tuple[int, ...], deadline: float | None
+) -> set[NodeClass]:
     """One network: the rest of the group plus this pod on one of `candidates`. Returns the
     candidates that can take the pod in some complete placement (empty if there is none)."""
     net = Network()
@@ -653,7 +706,9 @@ def _solve(model: Model, candidates: list[NodeClass], my_domain: str | None, min
             if gate is None:
                 gate = gates[(type_id, target)] = net.vertex()
                 count, taken = types[type_id]
-                net.edge(gate, _down_vertex(model, target, down, root, class_in), _gate_room(model, target, count, taken))
+                net.edge(
+                    gate, _down_vertex(model, target, down, root, class_in), _gate_room(model, target, count, taken)
+                )
             net.edge(kind, gate, INFINITE)
 
     me = net.vertex()
@@ -689,8 +744,7 @@ def _entries(model: Model, zones: Zones, gated: bool) -> list[object]:
     if gated:
         if model.anti_level is None:
             return [k for k in model.classes if zones is None or _zone(model, k) in zones]
-        domains = {k.values[model.anti_level] for k in model.classes
-                   if zones is None or _zone(model, k) in zones}
+        domains = {k.values[model.anti_level] for k in model.classes if zones is None or _zone(model, k) in zones}
         return sorted(domains)
     if zones is None:
         return [None]
@@ -704,8 +758,9 @@ def _zone(model: Model, klass: NodeClass) -> str | None:
     return None if model.zone_level is None else klass.values[model.zone_level]
 
 
-def _down_vertex(model: Model, target: object, down: list[dict[str, int]], root: int,
-                 class_in: dict[NodeClass, int]) -> int:
+def _down_vertex(
+    model: Model, target: object, down: list[dict[str, int]], root: int, class_in: dict[NodeClass, int]
+) -> int:
     if target is None:
         return root
     if isinstance(target, NodeClass):

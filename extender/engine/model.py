@@ -6,7 +6,7 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
@@ -18,7 +18,7 @@ class NodeInfo:
     schedulable: bool = True
 
 
-class PlacementKind(str, Enum):
+class PlacementKind(StrEnum):
     BOUND = "bound"  # observed on a node through the watch
     TERMINATING = "terminating"  # still counts until it is gone
     COMMITTED = "committed"  # bound by us, not yet observed
@@ -129,7 +129,7 @@ class GroupCounts:
     def present(self, shard: str, start: int, stop: int) -> list[int]:
         """The shard's distinct ordinals in [start, stop), sorted (a slice, by bisection)."""
         order = self.ordinals.get(shard, [])
-        return order[bisect.bisect_left(order, start):bisect.bisect_left(order, stop)]
+        return order[bisect.bisect_left(order, start) : bisect.bisect_left(order, stop)]
 
 
 def _decrement(counter: Counter, key: object, parent: dict | None = None, parent_key: object = None) -> None:
@@ -144,7 +144,7 @@ def _decrement(counter: Counter, key: object, parent: dict | None = None, parent
 class Snapshot:
     """Everything one decision needs; the watch cache builds it, tests write it by hand."""
 
-    topology: "Topology"  # noqa: F821 - engine.topology.Topology, kept loose to avoid an import cycle
+    topology: Topology  # noqa: F821 - engine.topology.Topology, kept loose to avoid an import cycle
     placements: Sequence[Placement] = ()  # the group's pods, without the pod being scheduled
     group_size: int | None = None
     # StatefulSet -> replicas, for the group's StatefulSets: tells lookahead which pods are still to come.
@@ -187,7 +187,9 @@ class Snapshot:
     def ordinal_nodes(self, shard: str) -> dict[int, str | Placement]:
         """Ordinal -> where that ordinal of the StatefulSet is (a node, or an in-flight Placement
         known only by its domains)."""
-        out: dict[int, str | Placement] = dict(self.counted.ordinal_node.get(shard, {})) if self.counted is not None else {}
+        out: dict[int, str | Placement] = (
+            dict(self.counted.ordinal_node.get(shard, {})) if self.counted is not None else {}
+        )
         for p in self.placements:
             if p.shard == shard and p.ordinal is not None:
                 out[p.ordinal] = p.node if p.node is not None else p
@@ -209,7 +211,7 @@ class Snapshot:
         return sorted(set(counted) | {o for o in extra if start <= o < stop})
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     PASS = "pass"
     FAIL = "fail"  # preemption on this node might help
     UNRESOLVABLE = "unresolvable"  # nothing on this node can change the answer

@@ -9,8 +9,9 @@ from .context import Context
 from .model import PodRequest, Snapshot
 
 
-def zone_left_empty(spec: PlacementPolicySpec, victim: PodRequest, snap: Snapshot, node: str,
-                    evicted: Set[str]) -> str | None:
+def zone_left_empty(
+    spec: PlacementPolicySpec, victim: PodRequest, snap: Snapshot, node: str, evicted: Set[str]
+) -> str | None:
     """The zone of `node` if the victim's group would have no pod left there once `evicted` (pod
     keys) are gone, else None. `snap` is the victim's group, listed (not counted)."""
     ctx = Context.build(spec, victim, snap)

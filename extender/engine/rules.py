@@ -29,10 +29,14 @@ def zones_rule(ctx: Context, node: NodeInfo) -> Failure | None:
         return None
     zone = ctx.domain(node, ctx.zone_key)
     if zone is None:
-        return Failure(Outcome.UNRESOLVABLE, "zones", f"node has no zone label ({ctx.zone_key}) and the policy restricts zones")
+        return Failure(
+            Outcome.UNRESOLVABLE, "zones", f"node has no zone label ({ctx.zone_key}) and the policy restricts zones"
+        )
     if zone not in ctx.permitted:
         return Failure(
-            Outcome.UNRESOLVABLE, "zones", f"zone {zone} is not among the allowed zones ({', '.join(sorted(ctx.permitted))})"
+            Outcome.UNRESOLVABLE,
+            "zones",
+            f"zone {zone} is not among the allowed zones ({', '.join(sorted(ctx.permitted))})",
         )
     return None
 
@@ -46,13 +50,16 @@ def ordinal_zone_rule(ctx: Context, node: NodeInfo) -> Failure | None:
     if zone == ctx.ideal_zone or zone in ctx.pod.volume_zones:
         return None
     if ctx.ideal_zone is None:
-        return Failure(Outcome.UNRESOLVABLE, "ordinalZones", "no schedulable node with a zone label in the permitted zones")
+        return Failure(
+            Outcome.UNRESOLVABLE, "ordinalZones", "no schedulable node with a zone label in the permitted zones"
+        )
     # Short, and the same for every node of a zone: kube-scheduler counts identical reasons
     # ("4 ordinal 1 belongs in zone b ...") and the answer stays small; explain says why.
     return Failure(
         Outcome.UNRESOLVABLE,
         "ordinalZones",
-        f"ordinal {ctx.pod.ordinal} belongs in zone {ctx.ideal_zone} (zone order [{', '.join(ctx.zone_order.order)}]); node is in zone {zone}",
+        f"ordinal {ctx.pod.ordinal} belongs in zone {ctx.ideal_zone} (zone order "
+        f"[{', '.join(ctx.zone_order.order)}]); node is in zone {zone}",
     )
 
 
@@ -77,7 +84,8 @@ def caps_rule(ctx: Context, node: NodeInfo) -> Failure | None:
             return Failure(
                 Outcome.FAIL,
                 "caps",
-                f"{ctx.where(key, value)} already holds {have} of the group's pods; the cap ({cap.describe(ctx.group_size)}) allows {limit}",
+                f"{ctx.where(key, value)} already holds {have} of the group's pods; the cap "
+                f"({cap.describe(ctx.group_size)}) allows {limit}",
             )
     return None
 
@@ -114,7 +122,8 @@ def spread_rule(ctx: Context, node: NodeInfo) -> Failure | None:
             return Failure(
                 Outcome.FAIL,
                 "spread",
-                f"{ctx.where(key, value)} would hold {have + 1} of the group's pods while the emptiest domain holds {low}: "
+                f"{ctx.where(key, value)} would hold {have + 1} of the group's pods while the emptiest domain "
+                f"holds {low}: "
                 f"skew {skew} > maxSkew {spread.maxSkew}",
             )
     return None

@@ -25,7 +25,11 @@ ZONE_WEIGHT = 2.0
 
 
 def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
-    soft = {ctx.spec.canonical_key(s.topologyKey) for s in ctx.spec.spread if s.whenUnsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY}
+    soft = {
+        ctx.spec.canonical_key(s.topologyKey)
+        for s in ctx.spec.spread
+        if s.whenUnsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY
+    }
     loads = []
     for node in nodes:
         load = 0.0

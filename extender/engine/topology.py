@@ -51,8 +51,9 @@ class Topology:
             return node.name
         return None
 
-    def eligible_domains(self, key: str, zone_key: str, permitted_zones: frozenset[str] | None,
-                         node_key: str = HOSTNAME_KEY) -> dict[str, int]:
+    def eligible_domains(
+        self, key: str, zone_key: str, permitted_zones: frozenset[str] | None, node_key: str = HOSTNAME_KEY
+    ) -> dict[str, int]:
         """Domain -> number of schedulable nodes in it, over nodes in the permitted zones."""
         memo_key = ("domains", key, zone_key, permitted_zones, node_key)
         cached = self._memo.get(memo_key)
@@ -71,18 +72,23 @@ class Topology:
         self._memo[memo_key] = result
         return result
 
-    def values_index(self, keys: tuple[str, ...], zone_key: str, node_key: str = HOSTNAME_KEY) -> dict[str, tuple[str | None, ...]]:
+    def values_index(
+        self, keys: tuple[str, ...], zone_key: str, node_key: str = HOSTNAME_KEY
+    ) -> dict[str, tuple[str | None, ...]]:
         """Node name -> its domain for each key, built once per topology version: a request then
         looks a node's domains up instead of recomputing them."""
         memo_key = ("values", keys, zone_key, node_key)
         cached = self._memo.get(memo_key)
         if cached is None:
-            cached = {name: tuple(self.domain(n, k, zone_key, node_key) for k in keys) for name, n in self.nodes.items()}
+            cached = {
+                name: tuple(self.domain(n, k, zone_key, node_key) for k in keys) for name, n in self.nodes.items()
+            }
             self._memo[memo_key] = cached
         return cached  # type: ignore[return-value]
 
-    def value_counts(self, keys: tuple[str, ...], zone_key: str, permitted_zones: frozenset[str] | None,
-                     node_key: str = HOSTNAME_KEY) -> dict[tuple[str | None, ...], int]:
+    def value_counts(
+        self, keys: tuple[str, ...], zone_key: str, permitted_zones: frozenset[str] | None, node_key: str = HOSTNAME_KEY
+    ) -> dict[tuple[str | None, ...], int]:
         """How many schedulable nodes in the permitted zones have each complete tuple of domains."""
         memo_key = ("value_counts", keys, zone_key, permitted_zones, node_key)
         cached = self._memo.get(memo_key)

@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
-def crl_zone_order(zone_node_counts: Mapping[str, int], evidence: Mapping[int, str], period: int | None = None) -> list[str]:
+def crl_zone_order(
+    zone_node_counts: Mapping[str, int], evidence: Mapping[int, str], period: int | None = None
+) -> list[str]:
     """crl-scheduler's order: node count descending, then name; evidence zones pinned by swapping.
 
     `evidence` maps ordinal -> zone (volumes, and here also placed pods). `period` defaults to
@@ -77,7 +79,9 @@ def stable_zone_order(
     if not evidence:
         return ZoneOrder(tuple(crl_zone_order(live, {})), f"{now} zones by node count (no pods or volumes yet)")
     if consistent(evidence, now):
-        return ZoneOrder(tuple(crl_zone_order(live, evidence)), f"{now} zones by node count, pinned by placed pods and volumes")
+        return ZoneOrder(
+            tuple(crl_zone_order(live, evidence)), f"{now} zones by node count, pinned by placed pods and volumes"
+        )
     recorded = len(set(evidence.values()))
     if recorded != now and consistent(evidence, recorded):
         # A zone came or went since the set was placed: keep the period its pods show.
@@ -91,7 +95,10 @@ def stable_zone_order(
         if gone:
             how += f"; zone(s) {', '.join(gone)} have no schedulable node now"
         if unused:
-            how += f"; zone(s) {', '.join(unused)} are not in this StatefulSet's rotation (list ordinalZones.order to use them)"
+            how += (
+                f"; zone(s) {', '.join(unused)} are not in this StatefulSet's rotation "
+                "(list ordinalZones.order to use them)"
+            )
         return ZoneOrder(tuple(order), how)
     return ZoneOrder(
         tuple(crl_zone_order(live, evidence)),

@@ -54,8 +54,10 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
             # 413: the content is larger than the extender will process, like a body over --max-body;
             # sending it again cannot help (a 400 would read as a malformed request).
             raise _ClientError(
-                413, f"the request names {count:,} candidate nodes; the limit is {MAX_CANDIDATE_NODES:,} "
-                "(MAX_CANDIDATE_NODES, above the largest cluster any provider supports)")
+                413,
+                f"the request names {count:,} candidate nodes; the limit is {MAX_CANDIDATE_NODES:,} "
+                "(MAX_CANDIDATE_NODES, above the largest cluster any provider supports)",
+            )
         return args
 
     def answer(model: BaseModel) -> Response:
@@ -123,7 +125,7 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
         path = request.path if len(request.path) <= 200 else request.path[:200] + "..."
         message = {
             404: f"no such endpoint {path}; the extender serves POST /filter, /prioritize, /bind, /preempt "
-                 "and GET /healthz, /readyz, /metrics",
+            "and GET /healthz, /readyz, /metrics",
             405: f"{request.method} is not allowed on {path}",
             413: f"request body larger than the limit of {max_body} bytes (--max-body)",
         }.get(err.code or 0, err.description or err.name)

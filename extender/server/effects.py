@@ -11,7 +11,7 @@ import logging
 import queue
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..kubeapi import KubeApiError, KubeHttp
 from ..state.objects import PodRecord
@@ -35,7 +35,9 @@ class KubeBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            self.api.call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body, timeout=self.timeout)
+            self.api.call(
+                "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body, timeout=self.timeout
+            )
         except KubeApiError as err:
             raise BindError(f"binding {namespace}/{name} to {node} failed: {err}") from None
         except Exception as err:  # network faults: the scheduler retries the pod
@@ -74,12 +76,18 @@ class KubeEventSink:
     def _run(self) -> None:
         while True:
             pod, reason, message = self._queue.get()
-            stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             body = {
                 "apiVersion": "v1",
                 "kind": "Event",
                 "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
+                "involvedObject": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "namespace": pod.namespace,
+                    "name": pod.name,
+                    "uid": pod.uid,
+                },
                 "reason": reason,
                 "message": message[:1024],
                 "type": "Warning",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 import ssl
+import time
 from dataclasses import dataclass
 
 from gunicorn.app.base import BaseApplication
@@ -25,9 +25,9 @@ from ..limits import (
     DEFAULT_TENTATIVE_TTL,
     DEFAULT_THREADS,
 )
+from ..metrics import store_gauges
 from ..state.reservations import Reservations
 from ..state.store import ClusterStore
-from ..metrics import store_gauges
 from ..verbs import Verbs
 from .app import create_app
 
@@ -54,8 +54,8 @@ class ServeOptions:
 def build(options: ServeOptions):
     """The app with a live cache and the real API client (called inside the gunicorn worker)."""
     from ..kubeapi import connect
-    from .effects import DiscardEvents, KubeBinder, KubeEventSink
     from ..state.watcher import Watcher
+    from .effects import DiscardEvents, KubeBinder, KubeEventSink
 
     api = connect(options.kubeconfig)
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))

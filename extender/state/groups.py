@@ -73,15 +73,27 @@ class GroupIndexes:
     def __len__(self) -> int:
         return len(self._indexes)
 
-    def get(self, key: GroupKey, pod: PodRecord, spec: PlacementPolicySpec, uids: Iterable[str],
-            pods: Mapping[str, PodRecord], bound: Mapping[str, Placement]) -> GroupIndex:
+    def get(
+        self,
+        key: GroupKey,
+        pod: PodRecord,
+        spec: PlacementPolicySpec,
+        uids: Iterable[str],
+        pods: Mapping[str, PodRecord],
+        bound: Mapping[str, Placement],
+    ) -> GroupIndex:
         """The group's index, built from the store's current pods the first time it is asked for."""
         index = self._indexes.get(key)
         if index is None:
             members = set(uids)
-            index = GroupIndex(pod.namespace, pod.shard if spec.group.selector is None else None, spec.group.selector,
-                               members, {u for u in members if u not in bound and not pods[u].finished},
-                               GroupCounts.of(bound[u] for u in members if u in bound))
+            index = GroupIndex(
+                pod.namespace,
+                pod.shard if spec.group.selector is None else None,
+                spec.group.selector,
+                members,
+                {u for u in members if u not in bound and not pods[u].finished},
+                GroupCounts.of(bound[u] for u in members if u in bound),
+            )
             self._indexes[key] = index
             if len(self._indexes) > self.limit:
                 self._indexes.popitem(last=False)

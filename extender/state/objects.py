@@ -108,7 +108,8 @@ def parse_pod(obj: Any) -> PodRecord:
     claims = tuple(
         str(v["persistentVolumeClaim"]["claimName"])
         for v in _items(spec.get("volumes"))
-        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+        if isinstance(v, dict)
+        and isinstance(v.get("persistentVolumeClaim"), dict)
         and v["persistentVolumeClaim"].get("claimName")
     )
     return PodRecord(
@@ -126,9 +127,14 @@ def parse_pod(obj: Any) -> PodRecord:
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
         nominated_node=status.get("nominatedNodeName") if isinstance(status.get("nominatedNodeName"), str) else None,
-        unschedulable=next((str(c.get("message") or c.get("reason") or "") for c in _items(status.get("conditions"))
-                            if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"),
-                           None),
+        unschedulable=next(
+            (
+                str(c.get("message") or c.get("reason") or "")
+                for c in _items(status.get("conditions"))
+                if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"
+            ),
+            None,
+        ),
     )
 
 
@@ -136,8 +142,10 @@ def parse_node(obj: Any) -> NodeInfo:
     meta = _meta(obj, "Node")
     spec = _dict(obj.get("spec"))
     status = _dict(obj.get("status"))
-    ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-                for c in _items(status.get("conditions")))
+    ready = any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in _items(status.get("conditions"))
+    )
     labels = _str_map(meta.get("labels"))
     return NodeInfo(name=meta["name"], labels=labels, schedulable=ready and not spec.get("unschedulable", False))
 
@@ -166,7 +174,8 @@ def parse_statefulset(obj: Any) -> StatefulSetRecord:
         template_labels=_str_map(template.get("labels")),
         claim_templates=tuple(
             str(_dict(t.get("metadata")).get("name"))
-            for t in _items(spec.get("volumeClaimTemplates")) if isinstance(t, dict)
+            for t in _items(spec.get("volumeClaimTemplates"))
+            if isinstance(t, dict)
         ),
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
@@ -204,8 +213,11 @@ def parse_volume(obj: Any) -> VolumeRecord:
         zones: set[str] = set()
         for term in terms:
             for expr in _items(_dict(term).get("matchExpressions")):
-                if (isinstance(expr, dict) and expr.get("key") in (ZONE_KEY, LEGACY_ZONE_KEY)
-                        and expr.get("operator") == "In"):
+                if (
+                    isinstance(expr, dict)
+                    and expr.get("key") in (ZONE_KEY, LEGACY_ZONE_KEY)
+                    and expr.get("operator") == "In"
+                ):
                     zones.update(str(v) for v in _items(expr.get("values")))
         if len(zones) == 1:
             zone = zones.pop()

@@ -30,7 +30,9 @@ class Reservation:
 
 
 class Reservations:
-    def __init__(self, tentative_ttl: float = 60.0, committed_ttl: float = 120.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, tentative_ttl: float = 60.0, committed_ttl: float = 120.0, clock: Callable[[], float] = time.monotonic
+    ):
         self.tentative_ttl = tentative_ttl
         self.committed_ttl = committed_ttl
         self.clock = clock
@@ -72,7 +74,9 @@ class Reservations:
         current = self._by_uid.get(pod.uid)
         if current is not None and current.kind is PlacementKind.COMMITTED:
             return  # a bind already decided; a late filter/prioritize must not undo it
-        self._by_uid[pod.uid] = Reservation(pod, PlacementKind.TENTATIVE, node, domains, self.clock() + self.tentative_ttl)
+        self._by_uid[pod.uid] = Reservation(
+            pod, PlacementKind.TENTATIVE, node, domains, self.clock() + self.tentative_ttl
+        )
         self.version += 1
 
     def commit(self, pod: PodRecord, node: str) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, Snapshot, Topology
 from ..limits import MAX_GROUP_SIZE
 from ..policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
+from .groups import GroupIndexes, group_key
+from .lock import TimedLock
 from .objects import (
     ClaimRecord,
     PodRecord,
@@ -30,13 +32,17 @@ from .objects import (
     parse_volume,
     split_ordinal,
 )
-from .groups import GroupIndexes, group_key
-from .lock import TimedLock
 from .reservations import Reservations
 
 KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")
-PARSERS = {"nodes": parse_node, "pods": parse_pod, "statefulsets": parse_statefulset, "claims": parse_claim,
-           "volumes": parse_volume, "policies": parse_policy}
+PARSERS = {
+    "nodes": parse_node,
+    "pods": parse_pod,
+    "statefulsets": parse_statefulset,
+    "claims": parse_claim,
+    "volumes": parse_volume,
+    "policies": parse_policy,
+}
 _EMPTY: frozenset[str] = frozenset()
 _INLINE_SOURCE = "annotation"
 
@@ -247,7 +253,9 @@ class ClusterStore:
         if selector is None:
             return self._by_shard.get((pod.namespace, pod.shard), _EMPTY) if pod.shard else _EMPTY
         if selector.matchLabels:
-            sets = sorted((self._by_label.get((pod.namespace, k, v), _EMPTY) for k, v in selector.matchLabels.items()), key=len)
+            sets = sorted(
+                (self._by_label.get((pod.namespace, k, v), _EMPTY) for k, v in selector.matchLabels.items()), key=len
+            )
             base: Set[str] = sets[0] if len(sets) == 1 else sets[0].intersection(*sets[1:])
         else:
             base = self._by_namespace.get(pod.namespace, _EMPTY)
@@ -276,8 +284,9 @@ class ClusterStore:
         volume = self.volumes.get(record.volume)
         return volume.zone if volume else None
 
-    def decision_inputs(self, pod: PodRecord, spec: PlacementPolicySpec, *, tentative: bool = True,
-                        counted: bool = True) -> tuple[PodRequest, Snapshot]:
+    def decision_inputs(
+        self, pod: PodRecord, spec: PlacementPolicySpec, *, tentative: bool = True, counted: bool = True
+    ) -> tuple[PodRequest, Snapshot]:
         """The engine's view for one pod. With tentative=False (bind), only placements that are
         bound or committed count: a tentative guess must not refuse a real decision. The group's
         pods on nodes come counted (state/groups.py); counted=False lists every placement instead,
@@ -300,7 +309,9 @@ class ClusterStore:
             group = self._group_uids(pod, spec)
             bound = self._bound
             placements = [bound[u] for u in group if u in bound and u != pod.uid]
-            unplaced = [] if len(placements) == len(group) - (pod.uid in group) else [u for u in group if u not in bound]
+            unplaced = (
+                [] if len(placements) == len(group) - (pod.uid in group) else [u for u in group if u not in bound]
+            )
         for uid in unplaced:  # the group's pods not on a node yet: in flight, or waiting
             if uid == pod.uid:
                 continue
@@ -311,7 +322,9 @@ class ClusterStore:
             if reservation is not None and (tentative or reservation.kind is PlacementKind.COMMITTED):
                 placements.append(reservation.placement())
             elif tentative and other.nominated_node is not None:
-                placements.append(Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE))
+                placements.append(
+                    Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE)
+                )
         for reservation in reservations.peek_all():  # pods the watch has not shown yet
             uid = reservation.pod.uid
             if uid in group or uid == pod.uid or not self._in_group(pod, spec, reservation.pod):
@@ -326,15 +339,19 @@ class ClusterStore:
             if size > MAX_GROUP_SIZE:
                 names = ", ".join(s.name for s in statefulsets[:3]) + (", ..." if len(statefulsets) > 3 else "")
                 raise PolicyError(
-                    f"invalid placement policy for pod {pod.key}: group.size, derived from the replicas of StatefulSet(s) "
+                    f"invalid placement policy for pod {pod.key}: group.size, derived from the replicas of "
+                    "StatefulSet(s) "
                     f"{names}, is {size:,}, above the limit of {MAX_GROUP_SIZE:,} pods; check spec.replicas, or set "
-                    "group.size to the real group size")
+                    "group.size to the real group size"
+                )
         volume_zones: dict[str, dict[int, str]] = {}
         if spec.ordinalZones is not None:
             for sts in statefulsets:
                 zones: dict[int, str] = {}
                 for template in sts.claim_templates:
-                    for ordinal, claim in self._claims_by_prefix.get((sts.namespace, f"{template}-{sts.name}"), {}).items():
+                    for ordinal, claim in self._claims_by_prefix.get(
+                        (sts.namespace, f"{template}-{sts.name}"), {}
+                    ).items():
                         zone = self._volume_zone(sts.namespace, claim)
                         if zone is not None:
                             zones.setdefault(ordinal, zone)

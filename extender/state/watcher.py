@@ -11,7 +11,6 @@ import gc
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -88,7 +87,9 @@ class Watcher:
     def _no_policy_crd(self) -> None:
         with self.store.lock.held("watch"):
             if not self.store.synced["policies"]:
-                log.warning("PlacementPolicy CRD not installed: named policies are unavailable, inline annotations still work")
+                log.warning(
+                    "PlacementPolicy CRD not installed: named policies are unavailable, inline annotations still work"
+                )
             self.store.policies_enabled = False
         self.store.replace("policies", [])
 

@@ -102,7 +102,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN0
     tr.write_line(f"{'scenario':<58} {'reps':>5} {'placed':>7} {'pending':>8} {'violations':>10} {'wall s':>8}")
     for result in SUMMARY.values():
         wall = f"{result.wall_time:.1f}" if result.wall_time is not None else "-"
-        tr.write_line(f"{result.name:<58} {result.repetitions:>5} {result.pods_placed:>7} {result.pending:>8} "
-                      f"{result.violations:>10} {wall:>8}")
+        tr.write_line(
+            f"{result.name:<58} {result.repetitions:>5} {result.pods_placed:>7} {result.pending:>8} "
+            f"{result.violations:>10} {wall:>8}"
+        )
         if result.note:
             tr.write_line(f"    {result.note}")

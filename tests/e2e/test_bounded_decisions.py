@@ -45,8 +45,19 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
 from extender.limits import MAX_GROUP_SIZE, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH
-from workloads import (ZONE, cap_and_spread_violations, count_pods, create_statefulset, events_for, node_zones, pods, scheduled_at,
-                       scheduled_message, statefulset)
+
+from workloads import (
+    ZONE,
+    cap_and_spread_violations,
+    count_pods,
+    create_statefulset,
+    events_for,
+    node_zones,
+    pods,
+    scheduled_at,
+    scheduled_message,
+    statefulset,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -104,8 +115,11 @@ class LogMark:
 
 def extender_call_failures(scheduler_log: str) -> list[str]:
     """kube-scheduler's lines for extender calls that failed: an HTTP error or a timeout."""
-    return [line for line in scheduler_log.splitlines()
-            if re.search(r"extender at URL \S+, code \d+", line) or "Client.Timeout exceeded" in line]
+    return [
+        line
+        for line in scheduler_log.splitlines()
+        if re.search(r"extender at URL \S+, code \d+", line) or "Client.Timeout exceeded" in line
+    ]
 
 
 def verb_latencies(extender_log: str) -> str:
@@ -115,8 +129,9 @@ def verb_latencies(extender_log: str) -> str:
     for verb in ("filter", "prioritize", "bind"):
         ms = sorted(float(m) for m in re.findall(rf"/{verb} \d+ ([\d.]+)ms", extender_log))
         if ms:
-            parts.append(f"{verb} x{len(ms)} median {ms[len(ms) // 2]:.1f} p99 {ms[int(len(ms) * 0.99)]:.1f} "
-                         f"max {ms[-1]:.1f} ms")
+            parts.append(
+                f"{verb} x{len(ms)} median {ms[len(ms) // 2]:.1f} p99 {ms[int(len(ms) * 0.99)]:.1f} max {ms[-1]:.1f} ms"
+            )
     return "; ".join(parts) or "no per-request lines (EXTENDER_LOG_LEVEL below debug)"
 
 
@@ -130,6 +145,7 @@ def _ts(stamp: str) -> float:
 
 # ---------------------------------------------------------------------------------------------------
 # 1. 1,500 replicas
+
 
 def test_1500_replicas_with_node_cap_and_zone_spread(nodes, scenario) -> None:
     cluster, nodes_took = nodes
@@ -164,9 +180,11 @@ def test_1500_replicas_with_node_cap_and_zone_spread(nodes, scenario) -> None:
             scenario.pending = len(waiting)
             messages = Counter(scheduled_message(p)[:300] for p in waiting)
             failures = extender_call_failures(scheduler_log.since())
-            raise AssertionError(f"after {now - started:.0f}s {len(items)} pods exist, {len(waiting)} not bound "
-                                 f"(first bound at {first_bound}); their PodScheduled messages: {messages.most_common(5)}; "
-                                 f"{len(failures)} failed extender calls, e.g. {failures[:5]}")
+            raise AssertionError(
+                f"after {now - started:.0f}s {len(items)} pods exist, {len(waiting)} not bound "
+                f"(first bound at {first_bound}); their PodScheduled messages: {messages.most_common(5)}; "
+                f"{len(failures)} failed extender calls, e.g. {failures[:5]}"
+            )
         time.sleep(1.0)
     elapsed = time.monotonic() - started
 
@@ -179,8 +197,12 @@ def test_1500_replicas_with_node_cap_and_zone_spread(nodes, scenario) -> None:
 
     # Let kwok finish marking the pods Running before the next scenario measures anything.
     settle_started = time.monotonic()
-    wait_for("every pod Running (kwok)",
-             lambda: count_pods(api, ns, selector, field_selector="status.phase!=Running") == 0, 300, interval=1.0)
+    wait_for(
+        "every pod Running (kwok)",
+        lambda: count_pods(api, ns, selector, field_selector="status.phase!=Running") == 0,
+        300,
+        interval=1.0,
+    )
     running_after = time.monotonic() - settle_started
 
     failures = extender_call_failures(scheduler_log.since())
@@ -197,13 +219,15 @@ def test_1500_replicas_with_node_cap_and_zone_spread(nodes, scenario) -> None:
     scenario.pending += len(unbound)
     scenario.violations += len(found)
     scenario.wall_time = elapsed
-    scenario.note = (f"{len(placed)} pods on {len(zone_of)} nodes (added in {nodes_took:.1f}s) placed in {elapsed:.1f}s, "
-                     f"{BIG_REPLICAS / elapsed:.1f} pods/s; first bound after {first_bound:.1f}s; API server clock: "
-                     f"last pod created at +{last_created:.0f}s, last bound at +{last_bound:.0f}s, "
-                     f"pod created->bound median {waits[len(waits) // 2]:.0f}s max {waits[-1]:.0f}s (1 s resolution); "
-                     f"zones {dict(sorted(per_zone.items()))}, fullest node {fullest}; all Running {running_after:.1f}s later; "
-                     f"extender: {verb_latencies(ext_log)}; {refused} 'refused to bind', {tracebacks} tracebacks; "
-                     f"kube-scheduler: {len(failures)} failed extender calls")
+    scenario.note = (
+        f"{len(placed)} pods on {len(zone_of)} nodes (added in {nodes_took:.1f}s) placed in {elapsed:.1f}s, "
+        f"{BIG_REPLICAS / elapsed:.1f} pods/s; first bound after {first_bound:.1f}s; API server clock: "
+        f"last pod created at +{last_created:.0f}s, last bound at +{last_bound:.0f}s, "
+        f"pod created->bound median {waits[len(waits) // 2]:.0f}s max {waits[-1]:.0f}s (1 s resolution); "
+        f"zones {dict(sorted(per_zone.items()))}, fullest node {fullest}; all Running {running_after:.1f}s later; "
+        f"extender: {verb_latencies(ext_log)}; {refused} 'refused to bind', {tracebacks} tracebacks; "
+        f"kube-scheduler: {len(failures)} failed extender calls"
+    )
     print(f"\n{scenario.note}")
     assert len(placed) == BIG_REPLICAS and not unbound, f"unbound: {unbound[:20]}"
     assert not found, f"{len(found)} violations: {found[:20]}"
@@ -213,6 +237,7 @@ def test_1500_replicas_with_node_cap_and_zone_spread(nodes, scenario) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # 2. Isolation: policies past a limit stay Pending and do not slow a healthy workload
+
 
 @dataclass
 class Placed:
@@ -261,7 +286,8 @@ def test_healthy_set_alone(nodes, scenario) -> None:
     scenario.pods_placed += len(placed)
     scenario.violations += len(found)
     scenario.wall_time = elapsed
-    scenario.note = f"{GOOD_REPLICAS} pods of 'good' alone placed in {good.figures()}; extender: {verb_latencies(extender_log.since())}"
+    latencies = verb_latencies(extender_log.since())
+    scenario.note = f"{GOOD_REPLICAS} pods of 'good' alone placed in {good.figures()}; extender: {latencies}"
     print(f"\n{scenario.note}")
     assert not found, found
 
@@ -271,14 +297,18 @@ def _digits(text: str) -> str:
 
 
 def size_message_ok(message: str) -> bool:
-    return ("invalid placement policy in" in message and "group.size" in message
-            and str(MAX_GROUP_SIZE) in _digits(message))
+    return (
+        "invalid placement policy in" in message and "group.size" in message and str(MAX_GROUP_SIZE) in _digits(message)
+    )
 
 
 def nest_message_ok(message: str) -> bool:
     # "nesting depth 5001 is over the limit of 12", "nests ... more than 12 deep": either wording.
-    return ("invalid placement policy in" in message and re.search(r"depth|deep", message, re.IGNORECASE) is not None
-            and re.search(rf"\b{MAX_POLICY_DEPTH}\b", message) is not None)
+    return (
+        "invalid placement policy in" in message
+        and re.search(r"depth|deep", message, re.IGNORECASE) is not None
+        and re.search(rf"\b{MAX_POLICY_DEPTH}\b", message) is not None
+    )
 
 
 def test_over_limit_policies_stay_pending_beside_healthy_set(nodes, scenario) -> None:
@@ -289,10 +319,18 @@ def test_over_limit_policies_stay_pending_beside_healthy_set(nodes, scenario) ->
     assert "[" * NEST_LEVELS in nested and len(nested.encode()) < MAX_POLICY_ANNOTATION_BYTES
     scheduler_log = LogMark(cluster.log_dir / "placement-scheduler.log")
     extender_log = LogMark(cluster.log_dir / "extender.log")
-    bad = {"bad-size": (statefulset("bad-size", BAD_REPLICAS, policy=BAD_SIZE_POLICY), size_message_ok,
-                        f"group.size and {MAX_GROUP_SIZE}"),
-           "bad-nest": (statefulset("bad-nest", BAD_REPLICAS, policy=nested), nest_message_ok,
-                        f"depth and {MAX_POLICY_DEPTH}")}
+    bad = {
+        "bad-size": (
+            statefulset("bad-size", BAD_REPLICAS, policy=BAD_SIZE_POLICY),
+            size_message_ok,
+            f"group.size and {MAX_GROUP_SIZE}",
+        ),
+        "bad-nest": (
+            statefulset("bad-nest", BAD_REPLICAS, policy=nested),
+            nest_message_ok,
+            f"depth and {MAX_POLICY_DEPTH}",
+        ),
+    }
     try:
         good = place_good(api, ns, *(manifest for manifest, _, _ in bad.values()))
         elapsed, placed = good.seconds, good.pods
@@ -301,8 +339,10 @@ def test_over_limit_policies_stay_pending_beside_healthy_set(nodes, scenario) ->
         scenario.pods_placed += len(placed)
         scenario.violations += len(found)
         scenario.wall_time = elapsed
-        scenario.note = (f"{GOOD_REPLICAS} pods of 'good' placed in {good.figures()} beside bad-size and bad-nest "
-                         f"(alone: {GOOD_ALONE.get('figures', 'not measured')})")
+        scenario.note = (
+            f"{GOOD_REPLICAS} pods of 'good' placed in {good.figures()} beside bad-size and bad-nest "
+            f"(alone: {GOOD_ALONE.get('figures', 'not measured')})"
+        )
         print(f"\n{scenario.note}")
         assert not found, found
 
@@ -323,19 +363,28 @@ def test_over_limit_policies_stay_pending_beside_healthy_set(nodes, scenario) ->
             pending_seen += sum(1 for p in items if not p["spec"].get("nodeName"))
             if not ok:
                 detail = [(p["metadata"]["name"], p["spec"].get("nodeName"), scheduled_message(p)[:400]) for p in items]
-                problems.append(f"{name}: want {BAD_REPLICAS} Pending pods whose PodScheduled message names {wanted}; "
-                                f"got (pod, node, message) {detail}")
+                problems.append(
+                    f"{name}: want {BAD_REPLICAS} Pending pods whose PodScheduled message names {wanted}; "
+                    f"got (pod, node, message) {detail}"
+                )
                 continue
             for p in items:
                 pod_name = p["metadata"]["name"]
                 try:
-                    warnings = wait_for(f"the InvalidPlacementPolicy event of {pod_name}", lambda pod_name=pod_name: [
-                        e for e in events_for(api, ns, pod_name) if e.get("reason") == "InvalidPlacementPolicy"], 30)
+                    warnings = wait_for(
+                        f"the InvalidPlacementPolicy event of {pod_name}",
+                        lambda pod_name=pod_name: [
+                            e for e in events_for(api, ns, pod_name) if e.get("reason") == "InvalidPlacementPolicy"
+                        ],
+                        30,
+                    )
                 except TimeoutError:
                     problems.append(f"{name}: no InvalidPlacementPolicy event for {pod_name}")
                     continue
                 if not message_ok(warnings[0]["message"]):
-                    problems.append(f"{name}: the event of {pod_name} does not name {wanted}: {warnings[0]['message'][:400]}")
+                    problems.append(
+                        f"{name}: the event of {pod_name} does not name {wanted}: {warnings[0]['message'][:400]}"
+                    )
         scenario.pending += pending_seen
 
         failures = extender_call_failures(scheduler_log.since())
@@ -344,9 +393,11 @@ def test_over_limit_policies_stay_pending_beside_healthy_set(nodes, scenario) ->
         # kube-scheduler retries a Pending pod on every pod bound nearby (and pops it from backoff
         # when idle), so each bad pod costs a filter call per retry: how many, shown.
         retries = len(re.findall(rf"filter {ns}/bad-", ext_log))
-        scenario.note += (f"; {pending_seen} of {len(bad) * BAD_REPLICAS} bad pods Pending ({retries} filter calls for "
-                          f"bad pods); extender: {verb_latencies(ext_log)}; "
-                          f"{tracebacks} tracebacks; kube-scheduler: {len(failures)} failed extender calls")
+        scenario.note += (
+            f"; {pending_seen} of {len(bad) * BAD_REPLICAS} bad pods Pending ({retries} filter calls for "
+            f"bad pods); extender: {verb_latencies(ext_log)}; "
+            f"{tracebacks} tracebacks; kube-scheduler: {len(failures)} failed extender calls"
+        )
         assert not problems, "\n".join(problems)
         assert not failures, f"kube-scheduler logged {len(failures)} failed extender calls: {failures[:5]}"
         assert tracebacks == 0, "the extender logged tracebacks"

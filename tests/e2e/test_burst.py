@@ -22,7 +22,17 @@ from collections import defaultdict
 import pytest
 
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
-from workloads import ZONE, cap_and_spread_violations, create_statefulset, node_zones, pods, shard_of, statefulset, wait_settled
+
+from workloads import (
+    ZONE,
+    cap_and_spread_violations,
+    create_statefulset,
+    node_zones,
+    pods,
+    shard_of,
+    statefulset,
+    wait_settled,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -47,8 +57,11 @@ def violations(placed: list[dict], zone_of: dict[str, str | None]) -> list[str]:
     by_set: dict[str, list[dict]] = defaultdict(list)
     for p in placed:
         by_set[shard_of(p)].append(p)
-    return [f"{name}: {problem}" for name, members in sorted(by_set.items())
-            for problem in cap_and_spread_violations(members, zone_of, ZONES, cap=1)]
+    return [
+        f"{name}: {problem}"
+        for name, members in sorted(by_set.items())
+        for problem in cap_and_spread_violations(members, zone_of, ZONES, cap=1)
+    ]
 
 
 def test_300_capped_pods_created_at_once(burst, scenario) -> None:
@@ -78,9 +91,11 @@ def test_300_capped_pods_created_at_once(burst, scenario) -> None:
     scenario.repetitions += 1
     scenario.pods_placed += len(placed)
     scenario.violations += len(found)
-    scenario.note = (f"{len(placed)} pods of {SETS} capped groups on {len(zone_of)} nodes placed in {elapsed:.1f}s "
-                     f"(creates took {created - started:.1f}s); extender log: {refused} 'refused to bind', "
-                     f"{blind} 'refusing to bind blind', {tracebacks} tracebacks; {failed_events} FailedScheduling events")
+    scenario.note = (
+        f"{len(placed)} pods of {SETS} capped groups on {len(zone_of)} nodes placed in {elapsed:.1f}s "
+        f"(creates took {created - started:.1f}s); extender log: {refused} 'refused to bind', "
+        f"{blind} 'refusing to bind blind', {tracebacks} tracebacks; {failed_events} FailedScheduling events"
+    )
     print(f"\n{scenario.note}")
     assert not found, f"{len(found)} violations: {found[:20]}"
     assert tracebacks == 0, "the extender logged tracebacks during the burst"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from extender.devcluster.cluster import zoned_nodes
+
 from workloads import ZONE, create_statefulset, node_zones, ordinal, scale, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
@@ -67,8 +68,11 @@ def test_scale_3_1_4_every_pod_returns_to_its_volume_zone(crl, scenario) -> None
     scale(api, namespace, "crdb", 4)
     placed = wait_settled(api, namespace, "app=crdb", 4)
     zones = node_zones(api)
-    mismatched = {p["metadata"]["name"]: (zones[p["spec"]["nodeName"]], volume_zone(api, namespace, p["metadata"]["name"]))
-                  for p in placed if zones[p["spec"]["nodeName"]] != volume_zone(api, namespace, p["metadata"]["name"])}
+    mismatched = {
+        p["metadata"]["name"]: (zones[p["spec"]["nodeName"]], volume_zone(api, namespace, p["metadata"]["name"]))
+        for p in placed
+        if zones[p["spec"]["nodeName"]] != volume_zone(api, namespace, p["metadata"]["name"])
+    }
     scenario.repetitions += 1
     scenario.pods_placed += len(placed)
     scenario.violations += len(mismatched)

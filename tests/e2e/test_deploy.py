@@ -32,12 +32,19 @@ def test_manifests_pass_server_side_dry_run(cluster, path: str) -> None:
 
 
 def test_optional_audit_cronjob_passes_server_side_dry_run(cluster) -> None:
-    result = cluster.kubectl("apply", "--dry-run=server", "-f", str(REPO / "deploy" / "optional" / "audit-cronjob.yaml"), check=False)
+    result = cluster.kubectl(
+        "apply", "--dry-run=server", "-f", str(REPO / "deploy" / "optional" / "audit-cronjob.yaml"), check=False
+    )
     assert result.returncode == 0, result.stderr
 
 
 def policy(name: str, spec: dict) -> dict:
-    return {"apiVersion": "placement.extender.dev/v1alpha1", "kind": "PlacementPolicy", "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "placement.extender.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 @pytest.mark.parametrize(
@@ -46,12 +53,22 @@ def policy(name: str, spec: dict) -> dict:
         ({"caps": [{"topologyKey": "kubernetes.io/hostname"}]}, "spec.caps[0]", "exactly one of max or fraction"),
         ({"caps": [{"topologyKey": "kubernetes.io/hostname", "fraction": "1/3"}]}, "spec.caps[0]", "comparison"),
         ({"spread": [{"topologyKey": "zone", "maxSkew": 0}]}, "spec.spread[0].maxSkew", "greater than or equal to 1"),
-        ({"shardAntiAffinity": [{"topologyKey": "zone", "mode": "Sometimes"}]}, "spec.shardAntiAffinity[0].mode", "Unsupported value"),
+        (
+            {"shardAntiAffinity": [{"topologyKey": "zone", "mode": "Sometimes"}]},
+            "spec.shardAntiAffinity[0].mode",
+            "Unsupported value",
+        ),
         ({"ordinalZones": {}, "zones": {"fallbackGroups": [["a"]]}}, "spec", "cannot be combined"),
         ({"group": {"size": 100_000_000}}, "spec.group.size", "less than or equal to 1000000"),
     ],
-    ids=["cap-without-limit", "fraction-without-comparison", "maxskew-zero", "bad-mode", "ordinal-and-fallback",
-         "group-size-over-limit"],
+    ids=[
+        "cap-without-limit",
+        "fraction-without-comparison",
+        "maxskew-zero",
+        "bad-mode",
+        "ordinal-and-fallback",
+        "group-size-over-limit",
+    ],
 )
 def test_api_server_rejects_an_invalid_policy_naming_the_field(cluster, spec, field, words) -> None:
     with pytest.raises(ApiError) as err:
@@ -72,31 +89,61 @@ def test_a_valid_policy_is_accepted(cluster) -> None:
     assert created["spec"]["caps"][0]["comparison"] == "LessThan"
 
 
-def access(cluster, user: str, verb: str, resource: str, *, group: str = "", namespace: str | None = None,
-           subresource: str = "", name: str = "") -> bool:
+def access(
+    cluster,
+    user: str,
+    verb: str,
+    resource: str,
+    *,
+    group: str = "",
+    namespace: str | None = None,
+    subresource: str = "",
+    name: str = "",
+) -> bool:
     attributes = {"verb": verb, "resource": resource, "group": group, "subresource": subresource, "name": name}
     if namespace:
         attributes["namespace"] = namespace
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{SYSTEM_NAMESPACE}", "system:authenticated"]
-    review = cluster.admin.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": user, "groups": groups, "resourceAttributes": attributes}})
+    review = cluster.admin.create(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, "resourceAttributes": attributes},
+        },
+    )
     return bool(review["status"].get("allowed"))
 
 
 EXTENDER_NEEDS = [
-    *[(v, r, "") for r in ("nodes", "pods", "persistentvolumeclaims", "persistentvolumes") for v in ("get", "list", "watch")],
+    *[
+        (v, r, "")
+        for r in ("nodes", "pods", "persistentvolumeclaims", "persistentvolumes")
+        for v in ("get", "list", "watch")
+    ],
     *[(v, "statefulsets", "apps") for v in ("get", "list", "watch")],
     *[(v, "placementpolicies", "placement.extender.dev") for v in ("get", "list", "watch")],
 ]
 DANGEROUS = [
-    ("get", "secrets", "", ""), ("list", "secrets", "", ""), ("delete", "pods", "", ""), ("update", "pods", "", ""),
-    ("patch", "pods", "", ""), ("create", "pods", "", ""), ("update", "nodes", "", ""), ("patch", "nodes", "", ""),
-    ("delete", "nodes", "", ""), ("escalate", "clusterroles", "rbac.authorization.k8s.io", ""),
-    ("bind", "clusterroles", "rbac.authorization.k8s.io", ""), ("create", "clusterrolebindings", "rbac.authorization.k8s.io", ""),
-    ("create", "rolebindings", "rbac.authorization.k8s.io", ""), ("*", "*", "*", ""), ("create", "pods", "", "exec"),
-    ("create", "serviceaccounts", "", "token"), ("update", "placementpolicies", "placement.extender.dev", ""),
-    ("delete", "statefulsets", "apps", ""), ("create", "customresourcedefinitions", "apiextensions.k8s.io", ""),
+    ("get", "secrets", "", ""),
+    ("list", "secrets", "", ""),
+    ("delete", "pods", "", ""),
+    ("update", "pods", "", ""),
+    ("patch", "pods", "", ""),
+    ("create", "pods", "", ""),
+    ("update", "nodes", "", ""),
+    ("patch", "nodes", "", ""),
+    ("delete", "nodes", "", ""),
+    ("escalate", "clusterroles", "rbac.authorization.k8s.io", ""),
+    ("bind", "clusterroles", "rbac.authorization.k8s.io", ""),
+    ("create", "clusterrolebindings", "rbac.authorization.k8s.io", ""),
+    ("create", "rolebindings", "rbac.authorization.k8s.io", ""),
+    ("*", "*", "*", ""),
+    ("create", "pods", "", "exec"),
+    ("create", "serviceaccounts", "", "token"),
+    ("update", "placementpolicies", "placement.extender.dev", ""),
+    ("delete", "statefulsets", "apps", ""),
+    ("create", "customresourcedefinitions", "apiextensions.k8s.io", ""),
 ]
 
 
@@ -112,26 +159,45 @@ def test_extender_may_bind_and_record_events(cluster, verb, resource, subresourc
 
 @pytest.mark.parametrize("verb,resource,group,subresource", DANGEROUS, ids=lambda v: str(v))
 def test_extender_is_denied_dangerous_verbs(cluster, verb, resource, group, subresource) -> None:
-    assert not access(cluster, EXTENDER, verb, resource, group=group, subresource=subresource, namespace="any-namespace")
+    assert not access(
+        cluster, EXTENDER, verb, resource, group=group, subresource=subresource, namespace="any-namespace"
+    )
 
 
 SCHEDULER_NEEDS = [
-    dict(verb="get", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE, name="placement-scheduler"),
-    dict(verb="update", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE, name="placement-scheduler"),
+    dict(
+        verb="get",
+        resource="leases",
+        group="coordination.k8s.io",
+        namespace=SYSTEM_NAMESPACE,
+        name="placement-scheduler",
+    ),
+    dict(
+        verb="update",
+        resource="leases",
+        group="coordination.k8s.io",
+        namespace=SYSTEM_NAMESPACE,
+        name="placement-scheduler",
+    ),
     dict(verb="create", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE),
     dict(verb="get", resource="configmaps", namespace="kube-system", name="extension-apiserver-authentication"),
-    dict(verb="list", resource="nodes"), dict(verb="watch", resource="pods"),
+    dict(verb="list", resource="nodes"),
+    dict(verb="watch", resource="pods"),
     dict(verb="create", resource="pods", subresource="binding", namespace="any"),
     dict(verb="update", resource="persistentvolumeclaims", namespace="any"),  # volume binding (system:volume-scheduler)
     dict(verb="create", resource="events", group="events.k8s.io", namespace="any"),
 ]
 SCHEDULER_DENIED = [
-    dict(verb="get", resource="secrets", namespace="any"), dict(verb="update", resource="nodes"),
-    dict(verb="update", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE, name="someone-else"),
+    dict(verb="get", resource="secrets", namespace="any"),
+    dict(verb="update", resource="nodes"),
+    dict(
+        verb="update", resource="leases", group="coordination.k8s.io", namespace=SYSTEM_NAMESPACE, name="someone-else"
+    ),
     dict(verb="get", resource="configmaps", namespace="kube-system", name="kubeadm-config"),
     dict(verb="escalate", resource="clusterroles", group="rbac.authorization.k8s.io"),
     dict(verb="bind", resource="clusterroles", group="rbac.authorization.k8s.io"),
-    dict(verb="*", resource="*", group="*"), dict(verb="create", resource="pods", subresource="exec", namespace="any"),
+    dict(verb="*", resource="*", group="*"),
+    dict(verb="create", resource="pods", subresource="exec", namespace="any"),
 ]
 
 
@@ -151,14 +217,18 @@ def test_components_run_under_their_own_service_accounts(cluster, component, use
     credentials = config["users"][0]["user"]
     assert set(credentials) == {"token"}, "no client certificate, no admin credentials"
     as_component = Api(cluster.server, str(cluster.pki.ca_cert), token=credentials["token"])
-    review = as_component.create("/apis/authentication.k8s.io/v1/selfsubjectreviews",
-                                 {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    review = as_component.create(
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+    )
     assert review["status"]["userInfo"]["username"] == user
     processes = {p.name: p for p in cluster.processes}
     if component == "placement-extender":
         used = [a.split("=", 1)[1] for a in processes["extender"].argv if a.startswith("--kubeconfig=")]
     else:
-        used = [yaml.safe_load((cluster.workdir / "placement-scheduler.yaml").read_text())["clientConnection"]["kubeconfig"]]
+        used = [
+            yaml.safe_load((cluster.workdir / "placement-scheduler.yaml").read_text())["clientConnection"]["kubeconfig"]
+        ]
     assert used == [str(cluster.workdir / f"{component}.kubeconfig")]
 
 
@@ -174,17 +244,38 @@ def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None
     pki = cluster.pki
     port = free_port()
     client = pki.client("scheduler-client", "placement-scheduler-client")
-    proc = Process("extender-tls", [
-        sys.executable, "-m", "extender", "serve", f"--listen=127.0.0.1:{port}",
-        f"--kubeconfig={cluster.workdir / 'placement-extender.kubeconfig'}",
-        f"--tls-cert-file={pki.serving_cert}", f"--tls-key-file={pki.serving_key}", f"--tls-client-ca-file={pki.ca_cert}",
-    ], cluster.log_dir, env={"PYTHONPATH": str(REPO)})
+    proc = Process(
+        "extender-tls",
+        [
+            sys.executable,
+            "-m",
+            "extender",
+            "serve",
+            f"--listen=127.0.0.1:{port}",
+            f"--kubeconfig={cluster.workdir / 'placement-extender.kubeconfig'}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-key-file={pki.serving_key}",
+            f"--tls-client-ca-file={pki.ca_cert}",
+        ],
+        cluster.log_dir,
+        env={"PYTHONPATH": str(REPO)},
+    )
     proc.start()
     try:
         session = requests.Session()
         session.trust_env = False
         url = f"https://127.0.0.1:{port}/readyz"
-        ok = wait_for("the TLS extender", lambda: (proc.check(), session.get(url, verify=str(pki.ca_cert), cert=(str(client.cert), str(client.key)), timeout=2).status_code == 200)[1], 60)
+        ok = wait_for(
+            "the TLS extender",
+            lambda: (
+                proc.check(),
+                session.get(
+                    url, verify=str(pki.ca_cert), cert=(str(client.cert), str(client.key)), timeout=2
+                ).status_code
+                == 200,
+            )[1],
+            60,
+        )
         assert ok
         with pytest.raises(requests.exceptions.RequestException):
             session.get(url, verify=str(pki.ca_cert), timeout=2)  # no client certificate

@@ -35,6 +35,7 @@ import pytest
 
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
+
 from workloads import ZONE, create_statefulset, node_zones, pods, shard_of, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
@@ -88,7 +89,9 @@ def violations(placed: list[dict], zone_of: dict[str, str | None]) -> list[str]:
     n = len(placed)
     out = []
     per_node = Counter(p["spec"]["nodeName"] for p in placed)
-    out += [f"node {node} holds {c} of {n} (must be fewer than 1/3)" for node, c in sorted(per_node.items()) if 3 * c >= n]
+    out += [
+        f"node {node} holds {c} of {n} (must be fewer than 1/3)" for node, c in sorted(per_node.items()) if 3 * c >= n
+    ]
     per_zone = Counter(zone_of[p["spec"]["nodeName"]] for p in placed)
     out += [f"zone {z} holds {c} of {n} (must be fewer than 1/2)" for z, c in sorted(per_zone.items()) if 2 * c >= n]
     per_shard_zone = Counter((shard_of(p), zone_of[p["spec"]["nodeName"]]) for p in placed)
@@ -108,7 +111,9 @@ def _bound_node(api, ns: str, name: str) -> str | None:
     return None
 
 
-def _legal(placed: dict[tuple[int, int], str], shard: int, node: str, zone_of: dict[str, str | None], n: int = 6) -> bool:
+def _legal(
+    placed: dict[tuple[int, int], str], shard: int, node: str, zone_of: dict[str, str | None], n: int = 6
+) -> bool:
     """NetEase's rules for one more pod of `shard` on `node`, recomputed independently."""
     on_node = sum(1 for v in placed.values() if v == node)
     in_zone = sum(1 for v in placed.values() if zone_of[v] == zone_of[node])
@@ -116,12 +121,17 @@ def _legal(placed: dict[tuple[int, int], str], shard: int, node: str, zone_of: d
     return 3 * (on_node + 1) < n and 2 * (in_zone + 1) < n and not shard_in_zone
 
 
-def _completable(placed: dict[tuple[int, int], str], rest: list[tuple[int, int]], zone_of: dict[str, str | None]) -> bool:
+def _completable(
+    placed: dict[tuple[int, int], str], rest: list[tuple[int, int]], zone_of: dict[str, str | None]
+) -> bool:
     if not rest:
         return True
     pod, tail = rest[0], rest[1:]
-    return any(_completable({**placed, pod: node}, tail, zone_of)
-               for node in sorted(zone_of) if _legal(placed, pod[0], node, zone_of))
+    return any(
+        _completable({**placed, pod: node}, tail, zone_of)
+        for node in sorted(zone_of)
+        if _legal(placed, pod[0], node, zone_of)
+    )
 
 
 def test_three_shards_never_deadlock_in_any_arrival_order(deadlock, scenario) -> None:
@@ -141,7 +151,11 @@ def test_three_shards_never_deadlock_in_any_arrival_order(deadlock, scenario) ->
             manifest = statefulset(sts, 2, labels={"cluster": CLUSTER}, policy_name=CLUSTER)
             manifest["spec"]["template"]["spec"]["schedulingGates"] = [{"name": GATE}]
             create_statefulset(api, ns, manifest)
-        wait_for("6 gated pods", lambda: len([p for p in pods(api, ns, SELECTOR) if p["spec"].get("schedulingGates")]) == 6, 60)
+        wait_for(
+            "6 gated pods",
+            lambda: len([p for p in pods(api, ns, SELECTOR) if p["spec"].get("schedulingGates")]) == 6,
+            60,
+        )
         placed_so_far: dict[tuple[int, int], str] = {}
         for step, (shard, ordinal) in enumerate(order):
             name = f"{SHARDS[shard]}-{ordinal}"
@@ -150,17 +164,21 @@ def test_three_shards_never_deadlock_in_any_arrival_order(deadlock, scenario) ->
                 time.sleep(rng.uniform(0, 0.3))
                 continue
             try:
-                node = wait_for(f"{name} bound", lambda: _bound_node(api, ns, name), 60)
+                node = wait_for(f"{name} bound", lambda name=name: _bound_node(api, ns, name), 60)
             except TimeoutError:
                 scenario.pending = sum(1 for p in pods(api, ns, SELECTOR) if not p["spec"].get("nodeName"))
-                raise AssertionError(f"repetition {rep}, order {order}: {name} never bound; placed so far {placed_so_far}") from None
-            rest = order[step + 1:]
+                raise AssertionError(
+                    f"repetition {rep}, order {order}: {name} never bound; placed so far {placed_so_far}"
+                ) from None
+            rest = order[step + 1 :]
             legal = [n for n in sorted(zone_of) if _legal(placed_so_far, shard, n, zone_of)]
             dead = [n for n in legal if not _completable({**placed_so_far, (shard, ordinal): n}, rest, zone_of)]
             if dead and len(dead) < len(legal):
                 traps += 1
-            assert node not in dead, (f"repetition {rep}, order {order}: {name} went to {node}, after which the rest "
-                                      f"{rest} cannot be placed (placed so far {placed_so_far})")
+            assert node not in dead, (
+                f"repetition {rep}, order {order}: {name} went to {node}, after which the rest "
+                f"{rest} cannot be placed (placed so far {placed_so_far})"
+            )
             placed_so_far[(shard, ordinal)] = node
         try:
             placed = wait_settled(api, ns, SELECTOR, 6, timeout=60)
@@ -177,10 +195,20 @@ def test_three_shards_never_deadlock_in_any_arrival_order(deadlock, scenario) ->
         for sts in SHARDS:
             api.delete(f"/apis/apps/v1/namespaces/{ns}/statefulsets/{sts}", propagationPolicy="Background")
         wait_for(f"repetition {rep}'s pods gone", lambda: not pods(api, ns, SELECTOR), 60)
-        wait_for(f"repetition {rep}'s StatefulSets gone",
-                 lambda: not [s for s in api.list(f"/apis/apps/v1/namespaces/{ns}/statefulsets")
-                              if s["metadata"]["name"] in SHARDS], 60)
+        wait_for(
+            f"repetition {rep}'s StatefulSets gone",
+            lambda: (
+                not [
+                    s
+                    for s in api.list(f"/apis/apps/v1/namespaces/{ns}/statefulsets")
+                    if s["metadata"]["name"] in SHARDS
+                ]
+            ),
+            60,
+        )
     assert tuple(APPENDIX_ORDER) in orders_seen
-    scenario.note = (f"{len(orders_seen)} distinct arrival orders incl. the appendix's; in the 10 one-at-a-time repetitions "
-                     f"{traps} decisions offered a legal dead-end node and none took it; "
-                     f"{time.monotonic() - started:.0f}s for {REPETITIONS} repetitions")
+    scenario.note = (
+        f"{len(orders_seen)} distinct arrival orders incl. the appendix's; in the 10 one-at-a-time repetitions "
+        f"{traps} decisions offered a legal dead-end node and none took it; "
+        f"{time.monotonic() - started:.0f}s for {REPETITIONS} repetitions"
+    )

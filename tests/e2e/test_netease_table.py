@@ -28,6 +28,7 @@ import pytest
 
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
+
 from workloads import ZONE, create_statefulset, node_zones, pods, shard_of, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
@@ -62,8 +63,12 @@ def netease_policy(name: str, zone_count: int) -> dict:
     if zone_count >= 3:
         spec["caps"].append({"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"})
         spec["spread"].append({"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"})
-    return {"apiVersion": "placement.extender.dev/v1alpha1", "kind": "PlacementPolicy",
-            "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "placement.extender.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def netease_violations(placed: list[dict], zone_of: dict[str, str | None], zones: list[str]) -> list[str]:
@@ -88,7 +93,7 @@ def netease_violations(placed: list[dict], zone_of: dict[str, str | None], zones
     if len(zones) == 2:
         counts = [per_zone.get(z, 0) for z in zones]
         if max(counts) - min(counts) > 1:
-            out.append(f"zones differ by more than one pod: {dict(zip(zones, counts))}")
+            out.append(f"zones differ by more than one pod: {dict(zip(zones, counts, strict=True))}")
     if len(zones) >= 3:
         for zone in zones:
             if 2 * per_zone.get(zone, 0) >= n:  # fewer than 1/2 of the cluster per zone
@@ -129,7 +134,9 @@ def test_netease_verification_table(cluster, scenario, request) -> None:
             seen_uids.update(p["metadata"]["uid"] for p in placed)
             found = netease_violations(placed, zone_of, zones)
             if found:
-                where = sorted((p["metadata"]["name"], p["spec"]["nodeName"], zone_of[p["spec"]["nodeName"]]) for p in placed)
+                where = sorted(
+                    (p["metadata"]["name"], p["spec"]["nodeName"], zone_of[p["spec"]["nodeName"]]) for p in placed
+                )
                 problems[name] = found + [f"placement: {where}"]
         scenario.repetitions += 1
         scenario.pods_placed += placed_now
@@ -152,7 +159,11 @@ def test_netease_verification_table(cluster, scenario, request) -> None:
     old = {p["metadata"]["uid"] for p in pods(api, ns, "cluster=redis-a")}
     for p in pods(api, ns, "cluster=redis-a"):
         api.delete(f"/api/v1/namespaces/{ns}/pods/{p['metadata']['name']}")
-    wait_for("every redis-a pod replaced", lambda: not old & {p["metadata"]["uid"] for p in pods(api, ns, "cluster=redis-a")}, 120)
+    wait_for(
+        "every redis-a pod replaced",
+        lambda: not old & {p["metadata"]["uid"] for p in pods(api, ns, "cluster=redis-a")},
+        120,
+    )
     check_step("redis-a: every pod deleted and rebuilt")
 
     # ---- cluster B beside A: 6 shards, scaled to 10, back to 5
@@ -168,4 +179,6 @@ def test_netease_verification_table(cluster, scenario, request) -> None:
     sizes["redis-b"] -= 2 * 5
     check_step("redis-b: scaled back to 5 shards")
 
-    scenario.note = f"{layout_name}: {len(seen_uids)} distinct pods placed over 6 steps, both clusters checked after each"
+    scenario.note = (
+        f"{layout_name}: {len(seen_uids)} distinct pods placed over 6 steps, both clusters checked after each"
+    )

@@ -7,6 +7,7 @@ import pytest
 
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import SCHEDULER_NAME, zoned_nodes
+
 from workloads import create_statefulset, events_for, pods, scheduled_by, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
@@ -23,15 +24,20 @@ def extender_log(cluster) -> str:
 
 
 def set_scheduler(api, namespace: str, name: str, scheduler: str) -> None:
-    api.merge_patch(f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}",
-                    {"spec": {"template": {"spec": {"schedulerName": scheduler}}}})
+    api.merge_patch(
+        f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}",
+        {"spec": {"template": {"spec": {"schedulerName": scheduler}}}},
+    )
 
 
 def rolled_to(api, namespace: str, selector: str, scheduler: str, count: int):
     def done():
         items = [p for p in pods(api, namespace, selector) if not p["metadata"].get("deletionTimestamp")]
-        ok = len(items) == count and all(p["spec"]["schedulerName"] == scheduler and p["spec"].get("nodeName") for p in items)
+        ok = len(items) == count and all(
+            p["spec"]["schedulerName"] == scheduler and p["spec"].get("nodeName") for p in items
+        )
         return items if ok else None
+
     return wait_for(f"{count} pods rolled to {scheduler}", done, 180)
 
 
@@ -43,13 +49,18 @@ def test_opt_in_and_out_by_scheduler_name_alone(cluster, ns, scenario) -> None:
     for p in native:
         assert scheduled_by(api, ns, p["metadata"]["name"]) <= {"default-scheduler"}
     log = extender_log(cluster)
-    assert not any(f"{ns}/{p['metadata']['name']}" in log for p in native), "a default-scheduler pod reached the extender"
+    assert not any(f"{ns}/{p['metadata']['name']}" in log for p in native), (
+        "a default-scheduler pod reached the extender"
+    )
 
     # Adopt: change schedulerName only. The rolling update recreates each pod through the extender.
     set_scheduler(api, ns, "web", SCHEDULER_NAME)
     adopted = rolled_to(api, ns, "app=web", SCHEDULER_NAME, 3)
-    wait_for("Scheduled events from placement-scheduler",
-             lambda: all(SCHEDULER_NAME in scheduled_by(api, ns, p["metadata"]["name"]) for p in adopted), 30)
+    wait_for(
+        "Scheduled events from placement-scheduler",
+        lambda: all(SCHEDULER_NAME in scheduled_by(api, ns, p["metadata"]["name"]) for p in adopted),
+        30,
+    )
     log = extender_log(cluster)
     assert all(f"filter {ns}/{p['metadata']['name']}" in log for p in adopted)
     assert len({p["spec"]["nodeName"] for p in adopted}) == 3  # the policy held: one per node
@@ -67,8 +78,11 @@ def test_opt_in_and_out_by_scheduler_name_alone(cluster, ns, scenario) -> None:
 @pytest.mark.parametrize(
     "name,annotation,needle",
     [
-        ("badcap", {"caps": [{"topologyKey": "kubernetes.io/hostname", "fraction": "1/3"}]},
-         'a fractional cap must spell out its comparison'),
+        (
+            "badcap",
+            {"caps": [{"topologyKey": "kubernetes.io/hostname", "fraction": "1/3"}]},
+            "a fractional cap must spell out its comparison",
+        ),
         ("typo", {"cpas": []}, "cpas: Extra inputs are not permitted"),
     ],
     ids=["fraction-without-comparison", "unknown-field"],
@@ -86,8 +100,11 @@ def test_invalid_policy_keeps_the_pod_pending_with_the_message(cluster, ns, scen
 
     pod = wait_for("PodScheduled condition with the validation message", pending_with_message, 60)
     assert not pod["spec"].get("nodeName")
-    warning = wait_for("the extender's InvalidPlacementPolicy event",
-                       lambda: [e for e in events_for(api, ns, pod_name) if e.get("reason") == "InvalidPlacementPolicy"], 30)
+    warning = wait_for(
+        "the extender's InvalidPlacementPolicy event",
+        lambda: [e for e in events_for(api, ns, pod_name) if e.get("reason") == "InvalidPlacementPolicy"],
+        30,
+    )
     assert needle in warning[0]["message"]
     scenario.repetitions += 1
     scenario.pending += 1
@@ -107,9 +124,15 @@ def test_missing_named_policy_keeps_the_pod_pending(cluster, ns, scenario) -> No
     # Creating the policy lets it through. kube-scheduler does not watch PlacementPolicies, so it
     # would retry the Pending pod within its 5-minute unschedulable flush; deleting the pod (the
     # StatefulSet recreates it) retries at once, as the README tells operators.
-    api.create(f"/apis/placement.extender.dev/v1alpha1/namespaces/{ns}/placementpolicies", {
-        "apiVersion": "placement.extender.dev/v1alpha1", "kind": "PlacementPolicy",
-        "metadata": {"name": "does-not-exist"}, "spec": {"zones": {"allowed": ["zone-b"]}}})
+    api.create(
+        f"/apis/placement.extender.dev/v1alpha1/namespaces/{ns}/placementpolicies",
+        {
+            "apiVersion": "placement.extender.dev/v1alpha1",
+            "kind": "PlacementPolicy",
+            "metadata": {"name": "does-not-exist"},
+            "spec": {"zones": {"allowed": ["zone-b"]}},
+        },
+    )
     api.delete(f"/api/v1/namespaces/{ns}/pods/orphan-0")
     placed = wait_settled(api, ns, "app=orphan", 1, timeout=120)
     assert placed[0]["spec"]["nodeName"].startswith("node-b")

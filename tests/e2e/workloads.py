@@ -14,9 +14,17 @@ POLICY_ANNOTATION = "placement.extender.dev/policy"
 POLICY_NAME_ANNOTATION = "placement.extender.dev/policy-name"
 
 
-def statefulset(name: str, replicas: int, *, labels: dict[str, str] | None = None, policy: dict | str | None = None,
-                policy_name: str | None = None, scheduler: str = SCHEDULER_NAME, volumes: bool = False,
-                parallel: bool = True) -> dict[str, Any]:
+def statefulset(
+    name: str,
+    replicas: int,
+    *,
+    labels: dict[str, str] | None = None,
+    policy: dict | str | None = None,
+    policy_name: str | None = None,
+    scheduler: str = SCHEDULER_NAME,
+    volumes: bool = False,
+    parallel: bool = True,
+) -> dict[str, Any]:
     pod_labels = {"app": name, **(labels or {})}
     annotations = {}
     if policy is not None:
@@ -30,13 +38,24 @@ def statefulset(name: str, replicas: int, *, labels: dict[str, str] | None = Non
         "selector": {"matchLabels": {"app": name}},
         "template": {
             "metadata": {"labels": pod_labels, "annotations": annotations},
-            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "main", "image": "registry.invalid/db:1"}]},
+            "spec": {
+                "schedulerName": scheduler,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
+            },
         },
     }
     if volumes:
-        spec["volumeClaimTemplates"] = [{"metadata": {"name": "data"}, "spec": {
-            "accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS, "resources": {"requests": {"storage": "1Gi"}}}}]
+        spec["volumeClaimTemplates"] = [
+            {
+                "metadata": {"name": "data"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": STORAGE_CLASS,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            }
+        ]
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name}, "spec": spec}
 
 
@@ -59,6 +78,7 @@ def node_zones(api: Api) -> dict[str, str | None]:
 
 def wait_settled(api: Api, namespace: str, selector: str, expected: int, timeout: float = 120) -> list[dict[str, Any]]:
     """Exactly `expected` live pods, all bound to nodes (terminating pods gone)."""
+
     def settled():
         items = pods(api, namespace, selector)
         live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
@@ -100,8 +120,9 @@ def pods_per_shard_domain(pods_: list[dict[str, Any]], domain) -> dict[tuple[str
     return out
 
 
-def cap_and_spread_violations(members: list[dict[str, Any]], zone_of: dict[str, str | None], zones: list[str],
-                              cap: int) -> list[str]:
+def cap_and_spread_violations(
+    members: list[dict[str, Any]], zone_of: dict[str, str | None], zones: list[str], cap: int
+) -> list[str]:
     """A per-node cap and a zone spread of maxSkew 1 over `zones`, checked on placed pods."""
     per_node = Counter(p["spec"]["nodeName"] for p in members)
     out = [f"{c} pods on node {node} (cap {cap})" for node, c in sorted(per_node.items()) if c > cap]
@@ -116,14 +137,20 @@ def cap_and_spread_violations(members: list[dict[str, Any]], zone_of: dict[str, 
 
 
 def events_for(api: Api, namespace: str, pod_name: str) -> list[dict[str, Any]]:
-    return [e for e in api.list(f"/api/v1/namespaces/{namespace}/events")
-            if (e.get("involvedObject") or {}).get("name") == pod_name]
+    return [
+        e
+        for e in api.list(f"/api/v1/namespaces/{namespace}/events")
+        if (e.get("involvedObject") or {}).get("name") == pod_name
+    ]
 
 
 def scheduled_by(api: Api, namespace: str, pod_name: str) -> set[str]:
     """Which scheduler(s) reported Scheduled for the pod."""
-    return {e.get("reportingComponent") or (e.get("source") or {}).get("component", "")
-            for e in events_for(api, namespace, pod_name) if e.get("reason") == "Scheduled"}
+    return {
+        e.get("reportingComponent") or (e.get("source") or {}).get("component", "")
+        for e in events_for(api, namespace, pod_name)
+        if e.get("reason") == "Scheduled"
+    }
 
 
 def scheduled_message(pod: dict[str, Any]) -> str:
@@ -142,7 +169,9 @@ def scheduled_at(pod: dict[str, Any]) -> str | None:
 _METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
-def count_pods(api: Api, namespace: str, selector: str, *, bound: bool | None = None, field_selector: str | None = None) -> int:
+def count_pods(
+    api: Api, namespace: str, selector: str, *, bound: bool | None = None, field_selector: str | None = None
+) -> int:
     """How many pods match, optionally only bound (or only unbound) ones, listing metadata only:
     cheap enough to poll every second while thousands of pods are placed."""
     fields = [field_selector] if field_selector else []
@@ -151,7 +180,11 @@ def count_pods(api: Api, namespace: str, selector: str, *, bound: bool | None = 
     params = {"labelSelector": selector}
     if fields:
         params["fieldSelector"] = ",".join(fields)
-    response = api.session.get(f"{api.server}/api/v1/namespaces/{namespace}/pods", params=params,
-                               headers={"Accept": _METADATA_ONLY}, timeout=30)
+    response = api.session.get(
+        f"{api.server}/api/v1/namespaces/{namespace}/pods",
+        params=params,
+        headers={"Accept": _METADATA_ONLY},
+        timeout=30,
+    )
     response.raise_for_status()
     return len(response.json().get("items") or ())

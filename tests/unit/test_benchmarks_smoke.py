@@ -38,8 +38,12 @@ def test_synthetic_request_matches_the_wire_shape() -> None:
 
 def test_http_latency_smoke(tmp_path: Path) -> None:
     out = tmp_path / "http.json"
-    assert http_latency.main(["--nodes", "50", "--pods", "500", "--requests", "20", "--runs", "1", "--warmup", "2",
-                              "--out", str(out)]) == 0
+    assert (
+        http_latency.main(
+            ["--nodes", "50", "--pods", "500", "--requests", "20", "--runs", "1", "--warmup", "2", "--out", str(out)]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())["results"][0]
     assert result["decision"]["passed"] > 0
     summary = result["summary"]
@@ -50,8 +54,26 @@ def test_http_latency_smoke(tmp_path: Path) -> None:
 
 def test_http_latency_smoke_node_list(tmp_path: Path) -> None:
     out = tmp_path / "http.json"
-    assert http_latency.main(["--nodes", "30", "--pods", "300", "--node-list", "--requests", "20", "--runs", "1",
-                              "--warmup", "2", "--out", str(out)]) == 0
+    assert (
+        http_latency.main(
+            [
+                "--nodes",
+                "30",
+                "--pods",
+                "300",
+                "--node-list",
+                "--requests",
+                "20",
+                "--runs",
+                "1",
+                "--warmup",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())["results"][0]
     assert result["mode"].startswith("NodeList") and _positive(result["summary"]["pair"]["median_of_medians"])
 
@@ -62,7 +84,9 @@ def test_cache_sync_smoke(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     summary = data["summary"]
     assert data["runs"][0]["pods"] == 500 and data["runs"][0]["nodes"] == 50
-    assert _positive(summary["sync_s"]) and _positive(summary["rss_delta_mb"]) and _positive(summary["events_per_second"])
+    assert (
+        _positive(summary["sync_s"]) and _positive(summary["rss_delta_mb"]) and _positive(summary["events_per_second"])
+    )
 
 
 def test_profile_verbs_smoke(tmp_path: Path) -> None:
@@ -79,8 +103,10 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
     assert native["spec"]["schedulerName"] == "default-scheduler" and native["spec"]["topologySpreadConstraints"]
     assert extender["spec"]["schedulerName"] == "placement-scheduler"
     assert json.loads(extender["metadata"]["annotations"]["placement.extender.dev/policy"]) == e2e_throughput.POLICY
-    rounds = [{"side": side, "complete": True, "pods_per_second": pps, "seconds_to_all_bound": 1000 / pps}
-              for side, pps in (("native", 50.0), ("extender", 45.0), ("native", 52.0), ("extender", 40.0))]
+    rounds = [
+        {"side": side, "complete": True, "pods_per_second": pps, "seconds_to_all_bound": 1000 / pps}
+        for side, pps in (("native", 50.0), ("extender", 45.0), ("native", 52.0), ("extender", 40.0))
+    ]
     summary = e2e_throughput.summarise(rounds)
     assert summary["ratio_extender_over_native"] == pytest.approx(42.5 / 51.0, abs=0.01)
     assert summary["target"]["verdict"] == "met"
@@ -100,19 +126,28 @@ def test_group_scaling_smoke(tmp_path: Path) -> None:
     # /metrics parsing: fallbacks summed over series, the lock-hold histogram summarised.
     metrics = group_scaling.parse_metrics(
         'extender_decision_fallbacks_total{reason="deadline"} 2\nextender_decision_fallbacks_total{reason="x"} 1\n'
-        'extender_store_lock_hold_seconds_bucket{le="0.001"} 98\nextender_store_lock_hold_seconds_bucket{le="0.01"} 100\n'
-        'extender_store_lock_hold_seconds_bucket{le="+Inf"} 100\nextender_store_lock_hold_seconds_sum 0.05\n')
+        'extender_store_lock_hold_seconds_bucket{le="0.001"} '
+        '98\nextender_store_lock_hold_seconds_bucket{le="0.01"} 100\n'
+        'extender_store_lock_hold_seconds_bucket{le="+Inf"} 100\nextender_store_lock_hold_seconds_sum 0.05\n'
+    )
     assert group_scaling.fallbacks(metrics)["total"] == 3
-    declared = group_scaling.parse_metrics("# HELP extender_decision_fallbacks_total x\n# TYPE extender_decision_fallbacks_total counter\n")
+    declared = group_scaling.parse_metrics(
+        "# HELP extender_decision_fallbacks_total x\n# TYPE extender_decision_fallbacks_total counter\n"
+    )
     assert group_scaling.fallbacks(declared) == {"exported": True, "total": 0, "by_labels": {}}
     assert not group_scaling.fallbacks({})["exported"]
     assert group_scaling.histogram_summary(metrics, group_scaling.LOCK_HOLD_METRIC)["p99_bucket_le_ms"] == 10.0
     # A tiny end-to-end run over HTTP: 30 nodes, a 30-pod group, both variants.
     out = tmp_path / "groups.json"
-    assert group_scaling.main(["--nodes", "30", "--sizes", "30", "--iterations", "3", "--warmup", "1", "--out", str(out)]) == 0
+    assert (
+        group_scaling.main(["--nodes", "30", "--sizes", "30", "--iterations", "3", "--warmup", "1", "--out", str(out)])
+        == 0
+    )
     rows = json.loads(out.read_text())["rows"]
     assert [r["variant"] for r in rows] == list(group_scaling.VARIANTS)
     for row in rows:
-        assert row["error_count"] == 0 and row["decision"]["passed"] > 0 and row["placed"] == 18 and row["to_come"] == 11
+        assert (
+            row["error_count"] == 0 and row["decision"]["passed"] > 0 and row["placed"] == 18 and row["to_come"] == 11
+        )
         assert _positive(row["stats_ms"]["pair"]["p99"]) and _positive(row["stats_ms"]["floor_pair"]["median"])
         assert "fallbacks" in row and row["verdict"]

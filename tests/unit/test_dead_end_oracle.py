@@ -10,7 +10,7 @@ dead end that the oracle can complete (a relaxation may miss dead ends, never in
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -41,7 +41,7 @@ def scenarios(draw):  # noqa: ANN001, ANN201
     if draw(st.integers(0, 4)) == 0:
         spec["spread"].append({"topologyKey": HOSTNAME_KEY, "maxSkew": 1})
     anti = draw(st.sampled_from([None, ZONE_KEY, ZONE_KEY, HOSTNAME_KEY, "both"]))
-    for key in ([HOSTNAME_KEY, ZONE_KEY] if anti == "both" else [anti] if anti else []):
+    for key in [HOSTNAME_KEY, ZONE_KEY] if anti == "both" else [anti] if anti else []:
         spec["shardAntiAffinity"].append({"topologyKey": key})
     if draw(st.integers(0, 3)) == 0:
         spec["ordinalZones"] = {"order": draw(st.permutations(zones))}
@@ -61,20 +61,29 @@ def scenarios(draw):  # noqa: ANN001, ANN201
 
 
 def _snapshot(nodes, replicas, placed: dict[Pod, str]) -> Snapshot:  # noqa: ANN001
-    return Snapshot(Topology(nodes), tuple(Placement(f"db/{s}-{o}", n, s, o) for (s, o), n in placed.items()),
-                    group_size=sum(replicas.values()), shard_replicas=dict(replicas))
+    return Snapshot(
+        Topology(nodes),
+        tuple(Placement(f"db/{s}-{o}", n, s, o) for (s, o), n in placed.items()),
+        group_size=sum(replicas.values()),
+        shard_replicas=dict(replicas),
+    )
 
 
 def _legal(policy, nodes, replicas, placed: dict[Pod, str], pod: Pod) -> list[str]:  # noqa: ANN001
-    decision = evaluate(policy, PodRequest(f"db/{pod[0]}-{pod[1]}", pod[0], pod[1]), _snapshot(nodes, replicas, placed),
-                        [n.name for n in nodes], dead_end_avoidance=False)
+    decision = evaluate(
+        policy,
+        PodRequest(f"db/{pod[0]}-{pod[1]}", pod[0], pod[1]),
+        _snapshot(nodes, replicas, placed),
+        [n.name for n in nodes],
+        dead_end_avoidance=False,
+    )
     return sorted(decision.passed())
 
 
 def _oracle_dead_ends(policy, nodes, replicas, placed: dict[Pod, str], me: Pod, rest: list[Pod]) -> set[str] | None:  # noqa: ANN001
     """Candidates that strand someone, or None when every candidate does (nothing to prefer)."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def completes(state: frozenset, left: frozenset) -> bool:
         if not left:
             return True
@@ -97,7 +106,8 @@ def _oracle_dead_ends(policy, nodes, replicas, placed: dict[Pod, str], me: Pod, 
 def test_dead_ends_agree_with_exhaustive_placement(case) -> None:  # noqa: ANN001
     policy, nodes, replicas, order, placed_count, picks = case
     placed: dict[Pod, str] = {}
-    for pod, pick in zip(order[:placed_count], picks):  # a reachable state: each pod placed legally in turn
+    # A reachable state: each pod placed legally in turn.
+    for pod, pick in zip(order[:placed_count], picks, strict=False):
         legal = _legal(policy, nodes, replicas, placed, pod)
         if legal:
             placed[pod] = legal[pick % len(legal)]

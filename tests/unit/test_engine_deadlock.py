@@ -51,8 +51,12 @@ def snapshot(nodes: Sequence[NodeInfo], placed: dict[Pod, str], shards: int) -> 
     )
 
 
-def passing(spec: PlacementPolicySpec, nodes: Sequence[NodeInfo], placed: dict[Pod, str], pod: Pod, shards: int) -> list[str]:
-    decision = evaluate(spec, PodRequest(key(pod), pod[0], pod[1]), snapshot(nodes, placed, shards), [n.name for n in nodes])
+def passing(
+    spec: PlacementPolicySpec, nodes: Sequence[NodeInfo], placed: dict[Pod, str], pod: Pod, shards: int
+) -> list[str]:
+    decision = evaluate(
+        spec, PodRequest(key(pod), pod[0], pod[1]), snapshot(nodes, placed, shards), [n.name for n in nodes]
+    )
     return sorted(decision.passed())
 
 
@@ -229,8 +233,9 @@ def test_appendix_2_the_trap():
     placed = {**SEED_WALK, ("sts1", 1): "node2"}
     assert passing(APPENDIX_2, NODES_3Z, placed, ("sts2", 1), 3) == []
     before = dict(SEED_WALK)
-    decision = evaluate(APPENDIX_2, PodRequest(key(("sts1", 1)), "sts1", 1), snapshot(NODES_3Z, before, 3),
-                        [n.name for n in NODES_3Z])
+    decision = evaluate(
+        APPENDIX_2, PodRequest(key(("sts1", 1)), "sts1", 1), snapshot(NODES_3Z, before, 3), [n.name for n in NODES_3Z]
+    )
     verdict = decision.verdicts["node2"]
     assert verdict.outcome is Outcome.FAIL and verdict.rule == "deadEndAvoidance"
     assert "1 remaining pod" in verdict.reason
@@ -246,15 +251,23 @@ def test_dead_end_claim_is_true_under_zone_spread():
     """
     nodes, spec = layout(2), seed_policy(2)
     placed = {("sts1", 0): "node4", ("sts2", 0): "node1"}
-    completion = [(("sts3", 0), "node2"), (("sts2", 1), "node5"), (("sts1", 1), "node3"),
-                  (("sts3", 1), "node6"), (("sts0", 0), "node1"), (("sts0", 1), "node4")]
+    completion = [
+        (("sts3", 0), "node2"),
+        (("sts2", 1), "node5"),
+        (("sts1", 1), "node3"),
+        (("sts3", 1), "node6"),
+        (("sts0", 0), "node1"),
+        (("sts0", 1), "node4"),
+    ]
     state = dict(placed)
     for pod, node in completion:
         assert node in legal_nodes(nodes, state, pod, 8), (pod, node, state)
         state[pod] = node
     assert len(state) == 8 and seed_violations(nodes, state, 8) == []
 
-    decision = evaluate(spec, PodRequest(key(("sts3", 0)), "sts3", 0), snapshot(nodes, placed, 4), [n.name for n in nodes])
+    decision = evaluate(
+        spec, PodRequest(key(("sts3", 0)), "sts3", 0), snapshot(nodes, placed, 4), [n.name for n in nodes]
+    )
     assert decision.verdicts["node2"].passed, decision.verdicts["node2"]
     assert sorted(decision.passed()) == sorted(legal_nodes(nodes, placed, ("sts3", 0), 8))
 

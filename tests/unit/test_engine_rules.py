@@ -23,7 +23,9 @@ from extender.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def node(name: str, zone: str | None = None, *, schedulable: bool = True, legacy: bool = False, **labels: str) -> NodeInfo:
+def node(
+    name: str, zone: str | None = None, *, schedulable: bool = True, legacy: bool = False, **labels: str
+) -> NodeInfo:
     all_labels = {HOSTNAME_KEY: name, **labels}
     if zone is not None:
         all_labels[LEGACY_ZONE_KEY if legacy else ZONE_KEY] = zone
@@ -38,8 +40,15 @@ ABC_NAMES = [n.name for n in ABC]
 _POD_IDS = itertools.count(1)
 
 
-def at(node_name: str | None, shard: str | None = "s", ordinal: int | None = None, *,
-       kind: PlacementKind = PlacementKind.BOUND, domains: Mapping[str, str] | None = None, pod: str | None = None) -> Placement:
+def at(
+    node_name: str | None,
+    shard: str | None = "s",
+    ordinal: int | None = None,
+    *,
+    kind: PlacementKind = PlacementKind.BOUND,
+    domains: Mapping[str, str] | None = None,
+    pod: str | None = None,
+) -> Placement:
     return Placement(pod or f"db/p{next(_POD_IDS)}", node_name, shard, ordinal, kind, domains)
 
 
@@ -50,10 +59,18 @@ def many(node_name: str, count: int) -> list[Placement]:
 POD = PodRequest("db/s-1", shard="s", ordinal=1)
 
 
-def run(policy: dict | None, *, nodes: Iterable[NodeInfo] = ABC, placements: Iterable[Placement] = (),
-        pod: PodRequest = POD, group_size: int | None = None, shard_replicas: Mapping[str, int] | None = None,
-        volume_zones: Mapping[str, Mapping[int, str]] | None = None, candidates: list | None = None,
-        lookahead: bool = False) -> Decision:
+def run(
+    policy: dict | None,
+    *,
+    nodes: Iterable[NodeInfo] = ABC,
+    placements: Iterable[Placement] = (),
+    pod: PodRequest = POD,
+    group_size: int | None = None,
+    shard_replicas: Mapping[str, int] | None = None,
+    volume_zones: Mapping[str, Mapping[int, str]] | None = None,
+    candidates: list | None = None,
+    lookahead: bool = False,
+) -> Decision:
     """Evaluate; dead-end avoidance is off unless asked for, so each table sees its rule alone."""
     nodes = list(nodes)
     spec = None
@@ -114,14 +131,18 @@ ZONE_NAMES = [n.name for n in ZONE_NODES]
         pytest.param({}, expect(" ".join(ZONE_NAMES), names=ZONE_NAMES), id="no-zone-rule"),
         pytest.param(
             {"zones": {"allowed": ["a", "b"]}},
-            expect("a1 a2 b1 b2 la", group("U:zones", "c1 c2 x1 lc"), ZONE_NAMES), id="allowed",
+            expect("a1 a2 b1 b2 la", group("U:zones", "c1 c2 x1 lc"), ZONE_NAMES),
+            id="allowed",
         ),
         pytest.param(
             {"zones": {"fallbackGroups": [["c"]]}},
-            expect("c1 c2 lc", group("U:zones", "a1 a2 b1 b2 x1 la"), ZONE_NAMES), id="fallback-groups-restrict",
+            expect("c1 c2 lc", group("U:zones", "a1 a2 b1 b2 x1 la"), ZONE_NAMES),
+            id="fallback-groups-restrict",
         ),
         pytest.param(
-            {"zones": {"weights": {"a": 10}}}, expect(" ".join(ZONE_NAMES), names=ZONE_NAMES), id="weights-do-not-restrict",
+            {"zones": {"weights": {"a": 10}}},
+            expect(" ".join(ZONE_NAMES), names=ZONE_NAMES),
+            id="weights-do-not-restrict",
         ),
     ],
 )
@@ -137,7 +158,9 @@ def test_zones_reasons():
 
 def test_custom_zone_key():
     nodes = [node("n1", **{"example.com/zone": "a"}), node("n2", **{"example.com/zone": "b"}), node("n3", "a")]
-    d = run({"topology": {"zone": "example.com/zone"}, "zones": {"allowed": ["a"]}}, nodes=nodes, pod=PodRequest("db/x"))
+    d = run(
+        {"topology": {"zone": "example.com/zone"}, "zones": {"allowed": ["a"]}}, nodes=nodes, pod=PodRequest("db/x")
+    )
     assert outcomes(d) == {"n1": "P", "n2": "U:zones", "n3": "U:zones"}
 
 
@@ -152,28 +175,47 @@ U_OZ = "U:ordinalZones"
     ("pod", "kw", "expected"),
     [
         pytest.param(POD, {}, expect("b1 b2", group(U_OZ, "a1 a2 c1 c2 x1"), OZ_NAMES), id="ordinal-1-ideal-b"),
-        pytest.param(PodRequest("db/s-3", "s", 3), {}, expect("a1 a2", group(U_OZ, "b1 b2 c1 c2 x1"), OZ_NAMES), id="ordinal-3-wraps"),
         pytest.param(
-            PodRequest("db/s-1", "s", 1, frozenset({"c"})), {},
-            expect("b1 b2 c1 c2", group(U_OZ, "a1 a2 x1"), OZ_NAMES), id="volume-zone-passes",
+            PodRequest("db/s-3", "s", 3),
+            {},
+            expect("a1 a2", group(U_OZ, "b1 b2 c1 c2 x1"), OZ_NAMES),
+            id="ordinal-3-wraps",
         ),
         pytest.param(
-            PodRequest("db/s-3", "s", 3), {"placements": [at("b1", "s", 0)]},
-            expect("b1 b2", group(U_OZ, "a1 a2 c1 c2 x1"), OZ_NAMES), id="pinned-by-placed-pod",
+            PodRequest("db/s-1", "s", 1, frozenset({"c"})),
+            {},
+            expect("b1 b2 c1 c2", group(U_OZ, "a1 a2 x1"), OZ_NAMES),
+            id="volume-zone-passes",
         ),
         pytest.param(
-            PodRequest("db/s-3", "s", 3), {"volume_zones": {"s": {0: "c"}}},
-            expect("c1 c2", group(U_OZ, "a1 a2 b1 b2 x1"), OZ_NAMES), id="pinned-by-volume",
+            PodRequest("db/s-3", "s", 3),
+            {"placements": [at("b1", "s", 0)]},
+            expect("b1 b2", group(U_OZ, "a1 a2 c1 c2 x1"), OZ_NAMES),
+            id="pinned-by-placed-pod",
         ),
         pytest.param(
-            PodRequest("db/s-3", "s", 3), {"placements": [at("b1", "other", 0)]},
-            expect("a1 a2", group(U_OZ, "b1 b2 c1 c2 x1"), OZ_NAMES), id="other-shard-no-evidence",
+            PodRequest("db/s-3", "s", 3),
+            {"volume_zones": {"s": {0: "c"}}},
+            expect("c1 c2", group(U_OZ, "a1 a2 b1 b2 x1"), OZ_NAMES),
+            id="pinned-by-volume",
         ),
         pytest.param(
-            PodRequest("db/s"), {}, expect(" ".join(OZ_NAMES), names=OZ_NAMES), id="pod-without-ordinal-unaffected",
+            PodRequest("db/s-3", "s", 3),
+            {"placements": [at("b1", "other", 0)]},
+            expect("a1 a2", group(U_OZ, "b1 b2 c1 c2 x1"), OZ_NAMES),
+            id="other-shard-no-evidence",
         ),
         pytest.param(
-            PodRequest("db/s-1", None, 1), {}, expect(" ".join(OZ_NAMES), names=OZ_NAMES), id="pod-without-shard-unaffected",
+            PodRequest("db/s"),
+            {},
+            expect(" ".join(OZ_NAMES), names=OZ_NAMES),
+            id="pod-without-ordinal-unaffected",
+        ),
+        pytest.param(
+            PodRequest("db/s-1", None, 1),
+            {},
+            expect(" ".join(OZ_NAMES), names=OZ_NAMES),
+            id="pod-without-shard-unaffected",
         ),
     ],
 )
@@ -186,7 +228,9 @@ def test_ordinal_zones(pod, kw, expected):
     [
         pytest.param({"ordinalZones": {"order": ["c", "a"]}}, 1, {"a1", "a2"}, id="explicit-order"),
         pytest.param({"ordinalZones": {"order": ["c", "a"]}}, 2, {"c1", "c2"}, id="explicit-order-wraps"),
-        pytest.param({"ordinalZones": {}, "zones": {"allowed": ["b", "c"]}}, 1, {"c1", "c2"}, id="order-over-allowed-zones"),
+        pytest.param(
+            {"ordinalZones": {}, "zones": {"allowed": ["b", "c"]}}, 1, {"c1", "c2"}, id="order-over-allowed-zones"
+        ),
     ],
 )
 def test_ordinal_zones_order(policy, ordinal, passing):
@@ -222,66 +266,94 @@ def frac(key: str, fraction: str, comparison: str) -> dict:
     [
         pytest.param(HOST_MAX1, {"placements": [at("a1")]}, expect("a2 b1 b2 c1 c2", {"a1": "F:caps"}), id="host-max"),
         pytest.param(
-            {"caps": [{"topologyKey": HOSTNAME_KEY, "max": 2}]}, {"placements": [at("a1"), at("a2"), at("a2")]},
-            expect("a1 b1 b2 c1 c2", {"a2": "F:caps"}), id="host-max-2",
+            {"caps": [{"topologyKey": HOSTNAME_KEY, "max": 2}]},
+            {"placements": [at("a1"), at("a2"), at("a2")]},
+            expect("a1 b1 b2 c1 c2", {"a2": "F:caps"}),
+            id="host-max-2",
         ),
         pytest.param(
-            frac(HOSTNAME_KEY, "1/3", "LessThan"), {"placements": [at("a1")], "group_size": 6},
-            expect("a2 b1 b2 c1 c2", {"a1": "F:caps"}), id="host-lessthan-third-of-6",
+            frac(HOSTNAME_KEY, "1/3", "LessThan"),
+            {"placements": [at("a1")], "group_size": 6},
+            expect("a2 b1 b2 c1 c2", {"a1": "F:caps"}),
+            id="host-lessthan-third-of-6",
         ),
         pytest.param(
-            frac(HOSTNAME_KEY, "1/3", "AtMost"), {"placements": [at("a1")], "group_size": 6},
-            expect(" ".join(ABC_NAMES)), id="host-atmost-third-of-6-one-there",
+            frac(HOSTNAME_KEY, "1/3", "AtMost"),
+            {"placements": [at("a1")], "group_size": 6},
+            expect(" ".join(ABC_NAMES)),
+            id="host-atmost-third-of-6-one-there",
         ),
         pytest.param(
-            frac(HOSTNAME_KEY, "1/3", "AtMost"), {"placements": [at("a1"), at("a1")], "group_size": 6},
-            expect("a2 b1 b2 c1 c2", {"a1": "F:caps"}), id="host-atmost-third-of-6-two-there",
+            frac(HOSTNAME_KEY, "1/3", "AtMost"),
+            {"placements": [at("a1"), at("a1")], "group_size": 6},
+            expect("a2 b1 b2 c1 c2", {"a1": "F:caps"}),
+            id="host-atmost-third-of-6-two-there",
         ),
         pytest.param(
-            frac(ZONE_KEY, "1/2", "LessThan"), {"placements": [at("a1"), at("a2")], "group_size": 6},
-            expect("b1 b2 c1 c2", group("F:caps", "a1 a2")), id="zone-lessthan-half-of-6",
+            frac(ZONE_KEY, "1/2", "LessThan"),
+            {"placements": [at("a1"), at("a2")], "group_size": 6},
+            expect("b1 b2 c1 c2", group("F:caps", "a1 a2")),
+            id="zone-lessthan-half-of-6",
         ),
         pytest.param(
-            frac(ZONE_KEY, "1/2", "AtMost"), {"placements": [at("a1"), at("a2")], "group_size": 6},
-            expect(" ".join(ABC_NAMES)), id="zone-atmost-half-of-6",
+            frac(ZONE_KEY, "1/2", "AtMost"),
+            {"placements": [at("a1"), at("a2")], "group_size": 6},
+            expect(" ".join(ABC_NAMES)),
+            id="zone-atmost-half-of-6",
         ),
         pytest.param(
-            frac(ZONE_KEY, "1/2", "LessThan"), {"placements": many("a1", 7) + [at("b1")], "group_size": 18},
-            expect(" ".join(ABC_NAMES)), id="zone-lessthan-half-of-18-seven-there",
+            frac(ZONE_KEY, "1/2", "LessThan"),
+            {"placements": many("a1", 7) + [at("b1")], "group_size": 18},
+            expect(" ".join(ABC_NAMES)),
+            id="zone-lessthan-half-of-18-seven-there",
         ),
         pytest.param(
-            frac(ZONE_KEY, "1/2", "LessThan"), {"placements": many("a1", 8), "group_size": 18},
-            expect("b1 b2 c1 c2", group("F:caps", "a1 a2")), id="zone-lessthan-half-of-18-eight-there",
+            frac(ZONE_KEY, "1/2", "LessThan"),
+            {"placements": many("a1", 8), "group_size": 18},
+            expect("b1 b2 c1 c2", group("F:caps", "a1 a2")),
+            id="zone-lessthan-half-of-18-eight-there",
         ),
         pytest.param(
-            {"caps": [{"topologyKey": LEGACY_ZONE_KEY, "max": 1}]}, {"placements": [at("b2")]},
-            expect("a1 a2 c1 c2", group("F:caps", "b1 b2")), id="legacy-zone-key-counts-zone",
+            {"caps": [{"topologyKey": LEGACY_ZONE_KEY, "max": 1}]},
+            {"placements": [at("b2")]},
+            expect("a1 a2 c1 c2", group("F:caps", "b1 b2")),
+            id="legacy-zone-key-counts-zone",
         ),
         pytest.param(
             {"caps": [{"topologyKey": ZONE_KEY, "max": 1}]},
             {"placements": [at(None, domains={ZONE_KEY: "a"}, kind=PlacementKind.TENTATIVE)]},
-            expect("b1 b2 c1 c2", group("F:caps", "a1 a2")), id="tentative-with-zone-domain",
+            expect("b1 b2 c1 c2", group("F:caps", "a1 a2")),
+            id="tentative-with-zone-domain",
         ),
         pytest.param(
             {"caps": [{"topologyKey": ZONE_KEY, "max": 1}]},
             {"placements": [at(None, kind=PlacementKind.TENTATIVE)]},
-            expect(" ".join(ABC_NAMES)), id="tentative-without-domains-counts-nowhere",
+            expect(" ".join(ABC_NAMES)),
+            id="tentative-without-domains-counts-nowhere",
         ),
         pytest.param(
-            HOST_MAX1, {"placements": [at(None, domains={ZONE_KEY: "a"}, kind=PlacementKind.TENTATIVE)]},
-            expect(" ".join(ABC_NAMES)), id="tentative-zone-domain-not-a-node",
+            HOST_MAX1,
+            {"placements": [at(None, domains={ZONE_KEY: "a"}, kind=PlacementKind.TENTATIVE)]},
+            expect(" ".join(ABC_NAMES)),
+            id="tentative-zone-domain-not-a-node",
         ),
         pytest.param(
-            HOST_MAX1, {"placements": [at("a1", kind=PlacementKind.TERMINATING), at("b1", kind=PlacementKind.COMMITTED)]},
-            expect("a2 b2 c1 c2", group("F:caps", "a1 b1")), id="terminating-and-committed-count",
+            HOST_MAX1,
+            {"placements": [at("a1", kind=PlacementKind.TERMINATING), at("b1", kind=PlacementKind.COMMITTED)]},
+            expect("a2 b2 c1 c2", group("F:caps", "a1 b1")),
+            id="terminating-and-committed-count",
         ),
         pytest.param(
-            {"caps": [{"topologyKey": ZONE_KEY, "max": 1}]}, {"placements": [at("gone")]},
-            expect(" ".join(ABC_NAMES)), id="pod-on-removed-node-not-counted",
+            {"caps": [{"topologyKey": ZONE_KEY, "max": 1}]},
+            {"placements": [at("gone")]},
+            expect(" ".join(ABC_NAMES)),
+            id="pod-on-removed-node-not-counted",
         ),
         pytest.param(
-            frac(HOSTNAME_KEY, "1/3", "LessThan"), {},
-            expect("", group("U:caps", " ".join(ABC_NAMES))), id="unknown-group-size",
+            frac(HOSTNAME_KEY, "1/3", "LessThan"),
+            {},
+            expect("", group("U:caps", " ".join(ABC_NAMES))),
+            id="unknown-group-size",
         ),
         pytest.param(HOST_MAX1, {}, expect(" ".join(ABC_NAMES)), id="max-needs-no-group-size"),
     ],
@@ -294,16 +366,22 @@ def test_caps(policy, kw, expected):
     ("policy", "placements", "expected"),
     [
         pytest.param(
-            {"caps": [{"topologyKey": "rack", "max": 1}]}, [at("r1a")],
-            {"r1a": "F:caps", "r1b": "F:caps", "r2a": "P", "norack": "U:caps"}, id="rack-max",
+            {"caps": [{"topologyKey": "rack", "max": 1}]},
+            [at("r1a")],
+            {"r1a": "F:caps", "r1b": "F:caps", "r2a": "P", "norack": "U:caps"},
+            id="rack-max",
         ),
         pytest.param(
-            {"caps": [{"topologyKey": "rack", "max": 2}]}, [at("r1a")],
-            {"r1a": "P", "r1b": "P", "r2a": "P", "norack": "U:caps"}, id="rack-room-left",
+            {"caps": [{"topologyKey": "rack", "max": 2}]},
+            [at("r1a")],
+            {"r1a": "P", "r1b": "P", "r2a": "P", "norack": "U:caps"},
+            id="rack-room-left",
         ),
         pytest.param(
-            {"caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}, {"topologyKey": "rack", "max": 3}]}, [at("r1a"), at("r1b")],
-            {"r1a": "F:caps", "r1b": "F:caps", "r2a": "P", "norack": "U:caps"}, id="host-and-rack",
+            {"caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}, {"topologyKey": "rack", "max": 3}]},
+            [at("r1a"), at("r1b")],
+            {"r1a": "F:caps", "r1b": "F:caps", "r2a": "P", "norack": "U:caps"},
+            id="host-and-rack",
         ),
     ],
 )
@@ -323,12 +401,16 @@ def test_cap_reasons():
 
 # -- spread (DoNotSchedule) -------------------------------------------------------------------
 
+
 def spread(key: str, skew: int = 1, when: str = "DoNotSchedule") -> dict:
     return {"topologyKey": key, "maxSkew": skew, "whenUnsatisfiable": when}
 
 
 ZONE_SPREAD = {"spread": [spread(ZONE_KEY)]}
-C_CORDONED = [n for n in ABC if not n.name.startswith("c")] + [node("c1", "c", schedulable=False), node("c2", "c", schedulable=False)]
+C_CORDONED = [n for n in ABC if not n.name.startswith("c")] + [
+    node("c1", "c", schedulable=False),
+    node("c2", "c", schedulable=False),
+]
 AB_NAMES = ["a1", "a2", "b1", "b2"]
 
 
@@ -337,39 +419,58 @@ AB_NAMES = ["a1", "a2", "b1", "b2"]
     [
         pytest.param(ZONE_SPREAD, {}, expect(" ".join(ABC_NAMES)), id="empty"),
         pytest.param(
-            ZONE_SPREAD, {"placements": [at("a1"), at("b1")]},
-            expect("c1 c2", group("F:spread", "a1 a2 b1 b2")), id="empty-zone-is-the-minimum",
+            ZONE_SPREAD,
+            {"placements": [at("a1"), at("b1")]},
+            expect("c1 c2", group("F:spread", "a1 a2 b1 b2")),
+            id="empty-zone-is-the-minimum",
         ),
         pytest.param(
-            ZONE_SPREAD, {"placements": [at("a1"), at("b1"), at("c2")]}, expect(" ".join(ABC_NAMES)), id="balanced",
+            ZONE_SPREAD,
+            {"placements": [at("a1"), at("b1"), at("c2")]},
+            expect(" ".join(ABC_NAMES)),
+            id="balanced",
         ),
         pytest.param(
-            {"spread": [spread(ZONE_KEY, 2)]}, {"placements": [at("a1"), at("b1")]}, expect(" ".join(ABC_NAMES)),
+            {"spread": [spread(ZONE_KEY, 2)]},
+            {"placements": [at("a1"), at("b1")]},
+            expect(" ".join(ABC_NAMES)),
             id="maxskew-2",
         ),
         pytest.param(
-            {"spread": [spread(ZONE_KEY, 2)]}, {"placements": [at("a1"), at("a2"), at("b1")]},
-            expect("b1 b2 c1 c2", group("F:spread", "a1 a2")), id="maxskew-2-exceeded",
+            {"spread": [spread(ZONE_KEY, 2)]},
+            {"placements": [at("a1"), at("a2"), at("b1")]},
+            expect("b1 b2 c1 c2", group("F:spread", "a1 a2")),
+            id="maxskew-2-exceeded",
         ),
         pytest.param(
-            ZONE_SPREAD, {"nodes": C_CORDONED, "placements": [at("a1"), at("b1")], "candidates": AB_NAMES},
-            expect(" ".join(AB_NAMES), names=AB_NAMES), id="cordoned-zone-not-counted",
+            ZONE_SPREAD,
+            {"nodes": C_CORDONED, "placements": [at("a1"), at("b1")], "candidates": AB_NAMES},
+            expect(" ".join(AB_NAMES), names=AB_NAMES),
+            id="cordoned-zone-not-counted",
         ),
         pytest.param(
-            {"spread": [spread(ZONE_KEY)], "zones": {"allowed": ["a", "b"]}}, {"placements": [at("a1"), at("b1")]},
-            expect("a1 a2 b1 b2", group("U:zones", "c1 c2")), id="zone-outside-allowed-not-counted",
+            {"spread": [spread(ZONE_KEY)], "zones": {"allowed": ["a", "b"]}},
+            {"placements": [at("a1"), at("b1")]},
+            expect("a1 a2 b1 b2", group("U:zones", "c1 c2")),
+            id="zone-outside-allowed-not-counted",
         ),
         pytest.param(
-            ZONE_SPREAD, {"placements": [at("c1", kind=PlacementKind.TERMINATING), at("a1"), at("b1")]},
-            expect(" ".join(ABC_NAMES)), id="terminating-counts",
+            ZONE_SPREAD,
+            {"placements": [at("c1", kind=PlacementKind.TERMINATING), at("a1"), at("b1")]},
+            expect(" ".join(ABC_NAMES)),
+            id="terminating-counts",
         ),
         pytest.param(
-            {"spread": [spread(HOSTNAME_KEY)]}, {"placements": [at("a1")]},
-            expect("a2 b1 b2 c1 c2", {"a1": "F:spread"}), id="hostname-empty-nodes-are-minimum",
+            {"spread": [spread(HOSTNAME_KEY)]},
+            {"placements": [at("a1")]},
+            expect("a2 b1 b2 c1 c2", {"a1": "F:spread"}),
+            id="hostname-empty-nodes-are-minimum",
         ),
         pytest.param(
-            {"spread": [spread(HOSTNAME_KEY)]}, {"placements": [at(n) for n in ABC_NAMES] + [at("a1")]},
-            expect("a2 b1 b2 c1 c2", {"a1": "F:spread"}), id="hostname-one-ahead",
+            {"spread": [spread(HOSTNAME_KEY)]},
+            {"placements": [at(n) for n in ABC_NAMES] + [at("a1")]},
+            expect("a2 b1 b2 c1 c2", {"a1": "F:spread"}),
+            id="hostname-one-ahead",
         ),
     ],
 )
@@ -385,6 +486,7 @@ def test_spread_missing_label_and_reason():
 
 
 # -- spread (ScheduleAnyway) --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("placements", "low", "high"),
@@ -403,6 +505,7 @@ def test_spread_soft_never_filters_and_scores(placements, low, high):
 
 # -- shard anti-affinity ----------------------------------------------------------------------
 
+
 def anti(key: str, mode: str = "Required") -> dict:
     return {"shardAntiAffinity": [{"topologyKey": key, "mode": mode}]}
 
@@ -411,31 +514,54 @@ def anti(key: str, mode: str = "Required") -> dict:
     ("policy", "pod", "placements", "expected"),
     [
         pytest.param(
-            anti(HOSTNAME_KEY), POD, [at("a1", "s", 0), at("b1", "t", 0)],
-            expect("a2 b1 b2 c1 c2", {"a1": "F:shardAntiAffinity"}), id="required-node",
+            anti(HOSTNAME_KEY),
+            POD,
+            [at("a1", "s", 0), at("b1", "t", 0)],
+            expect("a2 b1 b2 c1 c2", {"a1": "F:shardAntiAffinity"}),
+            id="required-node",
         ),
         pytest.param(
-            anti(ZONE_KEY), POD, [at("a1", "s", 0), at("b1", "t", 0)],
-            expect("b1 b2 c1 c2", group("F:shardAntiAffinity", "a1 a2")), id="required-zone",
+            anti(ZONE_KEY),
+            POD,
+            [at("a1", "s", 0), at("b1", "t", 0)],
+            expect("b1 b2 c1 c2", group("F:shardAntiAffinity", "a1 a2")),
+            id="required-zone",
         ),
         pytest.param(
-            anti(LEGACY_ZONE_KEY), POD, [at("a1", "s", 0)],
-            expect("b1 b2 c1 c2", group("F:shardAntiAffinity", "a1 a2")), id="required-legacy-zone-key",
+            anti(LEGACY_ZONE_KEY),
+            POD,
+            [at("a1", "s", 0)],
+            expect("b1 b2 c1 c2", group("F:shardAntiAffinity", "a1 a2")),
+            id="required-legacy-zone-key",
         ),
         pytest.param(
-            anti(ZONE_KEY), POD, [at("a1", "s", 0, kind=PlacementKind.TERMINATING)],
-            expect("b1 b2 c1 c2", group("F:shardAntiAffinity", "a1 a2")), id="terminating-sibling-counts",
+            anti(ZONE_KEY),
+            POD,
+            [at("a1", "s", 0, kind=PlacementKind.TERMINATING)],
+            expect("b1 b2 c1 c2", group("F:shardAntiAffinity", "a1 a2")),
+            id="terminating-sibling-counts",
         ),
         pytest.param(
-            anti(ZONE_KEY), POD, [at(None, "s", 0, kind=PlacementKind.TENTATIVE, domains={ZONE_KEY: "c"})],
-            expect("a1 a2 b1 b2", group("F:shardAntiAffinity", "c1 c2")), id="tentative-sibling-zone",
+            anti(ZONE_KEY),
+            POD,
+            [at(None, "s", 0, kind=PlacementKind.TENTATIVE, domains={ZONE_KEY: "c"})],
+            expect("a1 a2 b1 b2", group("F:shardAntiAffinity", "c1 c2")),
+            id="tentative-sibling-zone",
         ),
         pytest.param(
-            anti(ZONE_KEY), PodRequest("db/y"), [at("a1", "s", 0)], expect(" ".join(ABC_NAMES)), id="pod-without-shard",
+            anti(ZONE_KEY),
+            PodRequest("db/y"),
+            [at("a1", "s", 0)],
+            expect(" ".join(ABC_NAMES)),
+            id="pod-without-shard",
         ),
         pytest.param(anti(ZONE_KEY), POD, [at("a1", "t", 0)], expect(" ".join(ABC_NAMES)), id="other-shard-only"),
-        pytest.param(anti(ZONE_KEY, "Preferred"), POD, [at("a1", "s", 0)], expect(" ".join(ABC_NAMES)), id="preferred-zone"),
-        pytest.param(anti(HOSTNAME_KEY, "Preferred"), POD, [at("a1", "s", 0)], expect(" ".join(ABC_NAMES)), id="preferred-node"),
+        pytest.param(
+            anti(ZONE_KEY, "Preferred"), POD, [at("a1", "s", 0)], expect(" ".join(ABC_NAMES)), id="preferred-zone"
+        ),
+        pytest.param(
+            anti(HOSTNAME_KEY, "Preferred"), POD, [at("a1", "s", 0)], expect(" ".join(ABC_NAMES)), id="preferred-node"
+        ),
     ],
 )
 def test_shard_anti_affinity(policy, pod, placements, expected):
@@ -460,7 +586,12 @@ def test_preferred_anti_affinity_scores(key, sibling, other, worse, better):
 
 def test_anti_affinity_missing_label():
     d = run(anti("rack"), nodes=RACKS, placements=[at("r1a", "s", 0)])
-    assert outcomes(d) == {"r1a": "F:shardAntiAffinity", "r1b": "F:shardAntiAffinity", "r2a": "P", "norack": "U:shardAntiAffinity"}
+    assert outcomes(d) == {
+        "r1a": "F:shardAntiAffinity",
+        "r1b": "F:shardAntiAffinity",
+        "r2a": "P",
+        "norack": "U:shardAntiAffinity",
+    }
 
 
 # -- fallback groups ----------------------------------------------------------------------------
@@ -474,23 +605,32 @@ F_FB = "F:fallbackGroups"
 @pytest.mark.parametrize(
     ("policy", "placements", "expected"),
     [
-        pytest.param(GROUPS, [], expect("a1 a2", {**group(F_FB, "b1 b2 c1 c2"), "d1": "U:zones"}, ABCD_NAMES), id="first-group"),
         pytest.param(
-            {**GROUPS, **HOST_MAX1}, [at("a1")],
-            expect("a2", {"a1": "F:caps", **group(F_FB, "b1 b2 c1 c2"), "d1": "U:zones"}, ABCD_NAMES), id="first-group-one-left",
+            GROUPS, [], expect("a1 a2", {**group(F_FB, "b1 b2 c1 c2"), "d1": "U:zones"}, ABCD_NAMES), id="first-group"
         ),
         pytest.param(
-            {**GROUPS, **HOST_MAX1}, [at("a1"), at("a2")],
-            expect("b1 b2 c1 c2", {**group("F:caps", "a1 a2"), "d1": "U:zones"}, ABCD_NAMES), id="first-group-full",
+            {**GROUPS, **HOST_MAX1},
+            [at("a1")],
+            expect("a2", {"a1": "F:caps", **group(F_FB, "b1 b2 c1 c2"), "d1": "U:zones"}, ABCD_NAMES),
+            id="first-group-one-left",
         ),
         pytest.param(
-            {"zones": {"fallbackGroups": [["a"], ["b"], ["c"]]}, **HOST_MAX1}, [at("a1"), at("a2"), at("b1")],
+            {**GROUPS, **HOST_MAX1},
+            [at("a1"), at("a2")],
+            expect("b1 b2 c1 c2", {**group("F:caps", "a1 a2"), "d1": "U:zones"}, ABCD_NAMES),
+            id="first-group-full",
+        ),
+        pytest.param(
+            {"zones": {"fallbackGroups": [["a"], ["b"], ["c"]]}, **HOST_MAX1},
+            [at("a1"), at("a2"), at("b1")],
             expect("b2", {**group("F:caps", "a1 a2 b1"), **group(F_FB, "c1 c2"), "d1": "U:zones"}, ABCD_NAMES),
             id="second-group-before-third",
         ),
         pytest.param(
-            {"zones": {"fallbackGroups": [["a"], ["b"]]}, **HOST_MAX1}, [at(n) for n in ABC_NAMES[:4]],
-            expect("", {**group("F:caps", "a1 a2 b1 b2"), **group("U:zones", "c1 c2 d1")}, ABCD_NAMES), id="all-groups-full",
+            {"zones": {"fallbackGroups": [["a"], ["b"]]}, **HOST_MAX1},
+            [at(n) for n in ABC_NAMES[:4]],
+            expect("", {**group("F:caps", "a1 a2 b1 b2"), **group("U:zones", "c1 c2 d1")}, ABCD_NAMES),
+            id="all-groups-full",
         ),
     ],
 )
@@ -511,6 +651,7 @@ def test_fallback_considers_only_candidates():
 
 
 # -- zone weights -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("weights", "expected"),
@@ -534,6 +675,7 @@ def test_failing_nodes_get_no_score():
 
 
 # -- no policy, unknown candidates, candidates as NodeInfo -----------------------------------------
+
 
 @pytest.mark.parametrize(
     "candidates",
@@ -570,6 +712,7 @@ def test_group_size_note():
 
 # -- several rules: the first failing one is reported ---------------------------------------------
 
+
 def test_rule_order():
     policy = {
         "zones": {"allowed": ["a", "b"]},
@@ -577,8 +720,14 @@ def test_rule_order():
         "shardAntiAffinity": [{"topologyKey": ZONE_KEY}],
     }
     d = run(policy, placements=[at("a1", "s", 0), at("b1", "t", 0)])
-    assert outcomes(d) == {"a1": "F:caps", "a2": "F:shardAntiAffinity", "b1": "F:caps", "b2": "P",
-                           "c1": "U:zones", "c2": "U:zones"}
+    assert outcomes(d) == {
+        "a1": "F:caps",
+        "a2": "F:shardAntiAffinity",
+        "b1": "F:caps",
+        "b2": "P",
+        "c1": "U:zones",
+        "c2": "U:zones",
+    }
 
 
 # -- custom node key ------------------------------------------------------------------------------
@@ -591,14 +740,20 @@ CUSTOM_NODE_KEY_NODES = [node("n1", **{NODE_KEY: "n1"}), node("n2"), node("n3")]
 @pytest.mark.parametrize(
     ("rules", "expected"),
     [
-        pytest.param({"caps": [{"topologyKey": NODE_KEY, "max": 1}]}, {"n1": "F:caps", "n2": "F:caps", "n3": "P"}, id="cap"),
+        pytest.param(
+            {"caps": [{"topologyKey": NODE_KEY, "max": 1}]}, {"n1": "F:caps", "n2": "F:caps", "n3": "P"}, id="cap"
+        ),
         pytest.param(
             {"shardAntiAffinity": [{"topologyKey": NODE_KEY}]},
-            {"n1": "F:shardAntiAffinity", "n2": "F:shardAntiAffinity", "n3": "P"}, id="anti-affinity",
+            {"n1": "F:shardAntiAffinity", "n2": "F:shardAntiAffinity", "n3": "P"},
+            id="anti-affinity",
         ),
     ],
 )
 def test_custom_node_key_falls_back_to_node_name(rules, expected):
-    d = run({"topology": {"node": NODE_KEY}, **rules}, nodes=CUSTOM_NODE_KEY_NODES,
-            placements=[at("n1", "s", 0), at("n2", "s", 2)])
+    d = run(
+        {"topology": {"node": NODE_KEY}, **rules},
+        nodes=CUSTOM_NODE_KEY_NODES,
+        placements=[at("n1", "s", 0), at("n2", "s", 2)],
+    )
     assert outcomes(d) == expected

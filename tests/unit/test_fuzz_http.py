@@ -18,12 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from builders import HOST, ZONE, node, pod, statefulset
-from fakes import RecordedEvents
 from extender.policy import INLINE_POLICY_ANNOTATION
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
+
+from builders import HOST, ZONE, node, pod, statefulset
+from fakes import RecordedEvents
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -72,8 +73,11 @@ def test_any_json_body_is_answered_without_a_server_error(path, body) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(path=st.sampled_from(["/filter", "/prioritize", "/preempt"]), obj=mangled_pod(),
-       names=st.lists(json_values, max_size=3))
+@given(
+    path=st.sampled_from(["/filter", "/prioritize", "/preempt"]),
+    obj=mangled_pod(),
+    names=st.lists(json_values, max_size=3),
+)
 def test_mangled_pods_are_answered_without_a_server_error(path, obj, names) -> None:
     body = {"Pod": obj, "NodeNames": names or ["n1"], "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "x"}]}}}
     response = CLIENT.post(path, data=json.dumps(body), content_type="application/json")
@@ -83,8 +87,10 @@ def test_mangled_pods_are_answered_without_a_server_error(path, obj, names) -> N
 KIND_OBJECTS = {
     "nodes": lambda: node("n9", "z"),
     "pods": lambda: pod("w-1", sts="w", claims=("c",)),
-    "statefulsets": lambda: {"metadata": {"name": "s", "namespace": "db"},
-                             "spec": {"replicas": 2, "template": {"metadata": {}}, "volumeClaimTemplates": []}},
+    "statefulsets": lambda: {
+        "metadata": {"name": "s", "namespace": "db"},
+        "spec": {"replicas": 2, "template": {"metadata": {}}, "volumeClaimTemplates": []},
+    },
     "claims": lambda: {"metadata": {"name": "c", "namespace": "db"}, "spec": {"volumeName": "v"}},
     "volumes": lambda: {"metadata": {"name": "v"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": []}}}},
     "policies": lambda: {"metadata": {"name": "p", "namespace": "db"}, "spec": {}},
@@ -92,9 +98,16 @@ KIND_OBJECTS = {
 
 
 @settings(max_examples=300, deadline=None)
-@given(kind=st.sampled_from(sorted(KIND_OBJECTS)), section=st.sampled_from(["metadata", "spec", "status"]),
-       key=st.sampled_from(META_KEYS + SPEC_KEYS + ["replicas", "template", "volumeClaimTemplates", "volumeName",
-                                                    "nodeAffinity", "conditions", "unschedulable"]), value=json_values)
+@given(
+    kind=st.sampled_from(sorted(KIND_OBJECTS)),
+    section=st.sampled_from(["metadata", "spec", "status"]),
+    key=st.sampled_from(
+        META_KEYS
+        + SPEC_KEYS
+        + ["replicas", "template", "volumeClaimTemplates", "volumeName", "nodeAffinity", "conditions", "unschedulable"]
+    ),
+    value=json_values,
+)
 def test_odd_watch_objects_are_rejected_cleanly_or_stored(kind, section, key, value) -> None:
     """A watch event the parser cannot read raises ValueError (the watcher logs and skips it);
     nothing else escapes, so one odd object never stops the watch."""
@@ -145,21 +158,35 @@ YAML_POLICY = "group:\n  size: 3\ncaps:\n- topologyKey: kubernetes.io/hostname\n
 
 def valid_bodies() -> list[tuple[str, Any]]:
     """(verb, body) pairs kube-scheduler could send: Go's own bytes and builders.py's objects."""
-    fixture = {name: json.loads((FIXTURES / f"{name}.json").read_text()) for name in (
-        "filter_args_nodenames", "filter_args_nodelist", "bind_args", "preempt_args",
-        "preempt_args_victims", "preempt_args_metavictims")}
+    fixture = {
+        name: json.loads((FIXTURES / f"{name}.json").read_text())
+        for name in (
+            "filter_args_nodenames",
+            "filter_args_nodelist",
+            "bind_args",
+            "preempt_args",
+            "preempt_args_victims",
+            "preempt_args_metavictims",
+        )
+    }
     w0 = pod("w-0", sts="w", policy=CAPS, claims=("data-w-0",))
     w1 = pod("w-1", sts="w", policy=YAML_POLICY)
     bodies: list[tuple[str, Any]] = []
     for verb in ("/filter", "/prioritize"):
-        bodies += [(verb, fixture["filter_args_nodenames"]), (verb, fixture["filter_args_nodelist"]),
-                   (verb, {"Pod": w0, "Nodes": None, "NodeNames": NAMES}),
-                   (verb, {"Pod": w1, "NodeNames": NAMES[:3]}),
-                   (verb, {"Pod": w0, "Nodes": {"metadata": {}, "items": [node(n, f"zone-{n[5]}") for n in NAMES]}})]
-    bodies += [("/bind", fixture["bind_args"]),
-               ("/bind", {"PodName": "w-0", "PodNamespace": "db", "PodUID": "uid-db-w-0", "Node": "node-b1"})]
-    bodies += [("/preempt", fixture[name])
-               for name in ("preempt_args", "preempt_args_victims", "preempt_args_metavictims")]
+        bodies += [
+            (verb, fixture["filter_args_nodenames"]),
+            (verb, fixture["filter_args_nodelist"]),
+            (verb, {"Pod": w0, "Nodes": None, "NodeNames": NAMES}),
+            (verb, {"Pod": w1, "NodeNames": NAMES[:3]}),
+            (verb, {"Pod": w0, "Nodes": {"metadata": {}, "items": [node(n, f"zone-{n[5]}") for n in NAMES]}}),
+        ]
+    bodies += [
+        ("/bind", fixture["bind_args"]),
+        ("/bind", {"PodName": "w-0", "PodNamespace": "db", "PodUID": "uid-db-w-0", "Node": "node-b1"}),
+    ]
+    bodies += [
+        ("/preempt", fixture[name]) for name in ("preempt_args", "preempt_args_victims", "preempt_args_metavictims")
+    ]
     bodies += [("/preempt", {"Pod": w0, "NodeNameToMetaVictims": {"node-a1": {"Pods": [{"UID": "uid-db-w-2"}]}}})]
     return bodies
 
@@ -167,14 +194,52 @@ def valid_bodies() -> list[tuple[str, Any]]:
 VALID = valid_bodies()
 DEEP = "\u0000deep\u0000"  # a placeholder string, replaced in the encoded text by the nesting
 
-ODD_TEXT = st.sampled_from([
-    "\ud800", "w-\udfff", "\udc00\ud800", "\U0001f600", "\u2028\u2029", "<&>", "\x00", "\x7f", "\ufeff",
-    "\u0663", "w-\u0663", "-", "", " ", "\\", '"', "[[[{{{", "w-007", "w-2147483648", "w-" + "9" * 5000,
-    "9" * 5000, "a" * 70_000, "node-a1", "crdb-1",
-]) | st.text(st.characters(exclude_categories=()), max_size=12)
-ODD_NUMBER = st.sampled_from([
-    2**63, -(2**63) - 1, 2**64, 10**300, int("9" * 4300), 1e308, -0.0, 5e-324, float("nan"), float("inf"),
-]) | st.integers() | st.floats()
+ODD_TEXT = st.sampled_from(
+    [
+        "\ud800",
+        "w-\udfff",
+        "\udc00\ud800",
+        "\U0001f600",
+        "\u2028\u2029",
+        "<&>",
+        "\x00",
+        "\x7f",
+        "\ufeff",
+        "\u0663",
+        "w-\u0663",
+        "-",
+        "",
+        " ",
+        "\\",
+        '"',
+        "[[[{{{",
+        "w-007",
+        "w-2147483648",
+        "w-" + "9" * 5000,
+        "9" * 5000,
+        "a" * 70_000,
+        "node-a1",
+        "crdb-1",
+    ]
+) | st.text(st.characters(exclude_categories=()), max_size=12)
+ODD_NUMBER = (
+    st.sampled_from(
+        [
+            2**63,
+            -(2**63) - 1,
+            2**64,
+            10**300,
+            int("9" * 4300),
+            1e308,
+            -0.0,
+            5e-324,
+            float("nan"),
+            float("inf"),
+        ]
+    )
+    | st.integers()
+    | st.floats()
+)
 ODD_VALUES = st.recursive(
     st.none() | st.booleans() | ODD_NUMBER | ODD_TEXT,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(ODD_TEXT, children, max_size=4),
@@ -185,8 +250,21 @@ ODD_VALUES = st.recursive(
 @st.composite
 def policy_texts(draw) -> str:
     """Inline policy annotations: valid, oversize, deeply nested (JSON, YAML flow and block), odd."""
-    kind = draw(st.sampled_from(["json-deep", "yaml-flow", "yaml-block", "yaml-indent", "oversize", "aliases",
-                                 "huge-int", "fragments", "valid"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "json-deep",
+                "yaml-flow",
+                "yaml-block",
+                "yaml-indent",
+                "oversize",
+                "aliases",
+                "huge-int",
+                "fragments",
+                "valid",
+            ]
+        )
+    )
     depth = draw(st.integers(1, 6000))
     if kind == "json-deep":
         return '{"caps":' * depth + "[]" + "}" * depth
@@ -202,25 +280,75 @@ def policy_texts(draw) -> str:
         return draw(st.sampled_from([f'{{"zones":{{"allowed":[{zones}]}}}}', "caps: []\n# " + "x" * size]))
     if kind == "aliases":
         lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"] + [
-            f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, min(depth, 30))]
+            f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, min(depth, 30))
+        ]
         return "\n".join(lines + ["self: &s [*s]", f"caps: *a{min(depth, 30) - 1}"])
     if kind == "huge-int":
         digits = draw(st.integers(1, 5000))
-        field = draw(st.sampled_from(['{"group":{"size":%s}}', '{"caps":[{"topologyKey":"zone","max":%s}]}',
-                                      '{"spread":[{"topologyKey":"zone","maxSkew":%s}]}',
-                                      '{"caps":[{"topologyKey":"zone","fraction":"1/%s","comparison":"AtMost"}]}',
-                                      "group: {size: %s}", "zones: {weights: {a: %s}}"]))
+        field = draw(
+            st.sampled_from(
+                [
+                    '{"group":{"size":%s}}',
+                    '{"caps":[{"topologyKey":"zone","max":%s}]}',
+                    '{"spread":[{"topologyKey":"zone","maxSkew":%s}]}',
+                    '{"caps":[{"topologyKey":"zone","fraction":"1/%s","comparison":"AtMost"}]}',
+                    "group: {size: %s}",
+                    "zones: {weights: {a: %s}}",
+                ]
+            )
+        )
         return field % ("9" * digits)
     if kind == "fragments":
         return "".join(draw(st.lists(st.sampled_from(YAML_FRAGMENTS), max_size=40)))
     return draw(st.sampled_from([json.dumps(CAPS), YAML_POLICY, "{}", "", "null", "caps: 2024-02-30", "[1]"]))
 
 
-YAML_FRAGMENTS = ["[", "]", "{", "}", ":", ": ", ",", "- ", "\n", "  ", "&a ", "*a", "!!binary ", "!!int ", "!!float ",
-                  "!!timestamp ", "!!set ", "!!python/object ", "<<: ", "? ", "'", '"', "#", "|", ">", "...", "---",
-                  "caps", "topologyKey", "max", "1", "-1", "0x1f", "1e999", ".nan", "2024-02-30",
-                  "2001-12-14t21:59:43+99:00",
-                  "9" * 4400, "\ud800", "\t", "%YAML 1.1\n", "~", "null", "true"]
+YAML_FRAGMENTS = [
+    "[",
+    "]",
+    "{",
+    "}",
+    ":",
+    ": ",
+    ",",
+    "- ",
+    "\n",
+    "  ",
+    "&a ",
+    "*a",
+    "!!binary ",
+    "!!int ",
+    "!!float ",
+    "!!timestamp ",
+    "!!set ",
+    "!!python/object ",
+    "<<: ",
+    "? ",
+    "'",
+    '"',
+    "#",
+    "|",
+    ">",
+    "...",
+    "---",
+    "caps",
+    "topologyKey",
+    "max",
+    "1",
+    "-1",
+    "0x1f",
+    "1e999",
+    ".nan",
+    "2024-02-30",
+    "2001-12-14t21:59:43+99:00",
+    "9" * 4400,
+    "\ud800",
+    "\t",
+    "%YAML 1.1\n",
+    "~",
+    "null",
+    "true",
+]
 
 
 @st.composite
@@ -234,8 +362,9 @@ def mutated_bodies(draw) -> tuple[str, bytes]:
     for _ in range(draw(st.integers(1, 3))):
         paths = _paths(body)
         path = draw(st.sampled_from(paths))
-        mutation = draw(st.sampled_from(["value", "odd-string", "key", "delete", "deep", "name", "policy",
-                                         "node-names", "number"]))
+        mutation = draw(
+            st.sampled_from(["value", "odd-string", "key", "delete", "deep", "name", "policy", "node-names", "number"])
+        )
         if mutation == "value":
             body = _set(body, path, draw(ODD_VALUES))
         elif mutation == "odd-string":
@@ -279,8 +408,24 @@ def mutated_bodies(draw) -> tuple[str, bytes]:
         raw = b'{"' + key.encode() + b'":' + value + (b"," if len(raw) > 2 else b"") + raw[1:]
     if draw(st.integers(0, 9)) == 0:
         cut = draw(st.integers(0, len(raw)))
-        raw = raw[:cut] + draw(st.sampled_from([b"", b"\xff", b"\xc3", b"NaN", b"-Infinity", b"\xef\xbb\xbf", b"\\",
-                                                 b'"', b"{", b"]", b"\x00", b"1" * 5000]))
+        raw = raw[:cut] + draw(
+            st.sampled_from(
+                [
+                    b"",
+                    b"\xff",
+                    b"\xc3",
+                    b"NaN",
+                    b"-Infinity",
+                    b"\xef\xbb\xbf",
+                    b"\\",
+                    b'"',
+                    b"{",
+                    b"]",
+                    b"\x00",
+                    b"1" * 5000,
+                ]
+            )
+        )
     return verb, raw
 
 

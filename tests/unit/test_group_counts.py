@@ -10,30 +10,44 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import HOST, ZONE, node, pod, statefulset
 from extender.engine import evaluate
 from extender.engine.model import GroupCounts
 from extender.state.objects import parse_pod
 from extender.state.store import KINDS, ClusterStore
 
+from builders import HOST, ZONE, node, pod, statefulset
+
 NODES = [node(f"n{i}", "ab"[i % 2]) for i in range(4)]
-SELECTED = {"group": {"selector": {"matchLabels": {"app": "db"}}}, "caps": [{"topologyKey": HOST, "max": 2}],
-            "spread": [{"topologyKey": ZONE, "maxSkew": 1}], "shardAntiAffinity": [{"topologyKey": ZONE}]}
+SELECTED = {
+    "group": {"selector": {"matchLabels": {"app": "db"}}},
+    "caps": [{"topologyKey": HOST, "max": 2}],
+    "spread": [{"topologyKey": ZONE, "maxSkew": 1}],
+    "shardAntiAffinity": [{"topologyKey": ZONE}],
+}
 DEFAULT = {"caps": [{"topologyKey": HOST, "max": 2}], "ordinalZones": {}}
 
-events = st.lists(st.tuples(
-    st.integers(0, 7),  # which pod
-    st.sampled_from(["create", "bind", "move", "relabel", "finish", "terminate", "delete"]),
-    st.integers(0, 3),  # a node
-), max_size=30)
+events = st.lists(
+    st.tuples(
+        st.integers(0, 7),  # which pod
+        st.sampled_from(["create", "bind", "move", "relabel", "finish", "terminate", "delete"]),
+        st.integers(0, 3),  # a node
+    ),
+    max_size=30,
+)
 
 
 def _pod(i: int, action: str, where: int, policy: dict) -> dict:
     sts = f"s{i % 2}"
     labels = {"app": "other" if action == "relabel" else "db"}
-    obj = pod(f"{sts}-{i // 2}", sts=sts, labels=labels, policy=policy,
-              node_name=None if action == "create" else f"n{where}",
-              phase="Succeeded" if action == "finish" else "Pending", terminating=action == "terminate")
+    obj = pod(
+        f"{sts}-{i // 2}",
+        sts=sts,
+        labels=labels,
+        policy=policy,
+        node_name=None if action == "create" else f"n{where}",
+        phase="Succeeded" if action == "finish" else "Pending",
+        terminating=action == "terminate",
+    )
     return obj
 
 
@@ -44,7 +58,9 @@ def test_counts_kept_by_events_equal_a_fresh_count_and_decide_alike(steps, polic
     for kind in KINDS:
         store.replace(kind, [])
     store.replace("nodes", NODES)
-    store.replace("statefulsets", [statefulset("s0", 4, labels={"app": "db"}), statefulset("s1", 4, labels={"app": "db"})])
+    store.replace(
+        "statefulsets", [statefulset("s0", 4, labels={"app": "db"}), statefulset("s1", 4, labels={"app": "db"})]
+    )
     me = parse_pod(pod("s0-9", sts="s0", labels={"app": "db"}, policy=policy))
     spec = store.resolve_policy(me)
     store.decision_inputs(me, spec)  # the index exists from the start, so every event updates it
@@ -59,6 +75,7 @@ def test_counts_kept_by_events_equal_a_fresh_count_and_decide_alike(steps, polic
         assert counted.placed == plain.placed
         a = evaluate(spec, request, counted, names)
         b = evaluate(spec, request, plain, names)
-        assert {n: (v.outcome, v.reason, v.score) for n, v in a.verdicts.items()} == \
-               {n: (v.outcome, v.reason, v.score) for n, v in b.verdicts.items()}
+        assert {n: (v.outcome, v.reason, v.score) for n, v in a.verdicts.items()} == {
+            n: (v.outcome, v.reason, v.score) for n, v in b.verdicts.items()
+        }
         assert a.notes == b.notes

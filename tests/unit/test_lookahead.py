@@ -8,19 +8,27 @@ from extender.engine.lookahead import pods_to_come
 from extender.policy import PlacementPolicySpec
 
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
-NETEASE = PlacementPolicySpec.model_validate({
-    "group": {"size": 6},
-    "caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
-             {"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}],
-    "shardAntiAffinity": [{"topologyKey": ZONE}],
-})
+NETEASE = PlacementPolicySpec.model_validate(
+    {
+        "group": {"size": 6},
+        "caps": [
+            {"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
+            {"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"},
+        ],
+        "shardAntiAffinity": [{"topologyKey": ZONE}],
+    }
+)
 NODES = Topology([NodeInfo(f"node-{z}{i}", {HOST: f"node-{z}{i}", ZONE: f"zone-{z}"}) for z in "abc" for i in (1, 2)])
 
 
 def test_undeclared_pods_are_assumed_to_fill_the_short_shards() -> None:
     """e2e repetition 17: replicas raised one at a time; shard 2 declares 1 of its 2 pods."""
-    placed = (Placement("r/s0-0", "node-c1", "s0", 0), Placement("r/s2-0", "node-b2", "s2", 0),
-              Placement("r/s0-1", "node-a2", "s0", 1), Placement("r/s1-0", "node-a1", "s1", 0))
+    placed = (
+        Placement("r/s0-0", "node-c1", "s0", 0),
+        Placement("r/s2-0", "node-b2", "s2", 0),
+        Placement("r/s0-1", "node-a2", "s0", 1),
+        Placement("r/s1-0", "node-a1", "s1", 0),
+    )
     snap = Snapshot(NODES, placed, group_size=6, shard_replicas={"s0": 2, "s1": 2, "s2": 1})
     pod = PodRequest("r/s1-1", "s1", 1)
     assert pods_to_come(Context.build(NETEASE, pod, snap)) == ({"s2": {None: 1}}, 0)
@@ -36,18 +44,23 @@ def test_extra_pods_beyond_even_shards_stay_shardless() -> None:
     assert (futures, shardless) == ({"s0": {None: 1}, "s1": {None: 2}}, 3)
 
 
-
 def test_a_fallback_group_of_dead_ends_hands_over_to_the_next_group() -> None:
     """Seed 001: move to the next group only when no node of the first is feasible; a node that
     would strand the rest of the group is not feasible. t-0 sits in zone-b, so t-1 can only use
     zone-a's single node: s-0 taking it would leave t-1 nowhere."""
-    spec = PlacementPolicySpec.model_validate({
-        "zones": {"fallbackGroups": [["zone-a"], ["zone-b"]]},
-        "caps": [{"topologyKey": HOST, "max": 1}],
-        "shardAntiAffinity": [{"topologyKey": ZONE}],
-    })
-    nodes = Topology([NodeInfo(n, {HOST: n, ZONE: z}) for n, z in
-                      (("a1", "zone-a"), ("b1", "zone-b"), ("b2", "zone-b"), ("b3", "zone-b"))])
+    spec = PlacementPolicySpec.model_validate(
+        {
+            "zones": {"fallbackGroups": [["zone-a"], ["zone-b"]]},
+            "caps": [{"topologyKey": HOST, "max": 1}],
+            "shardAntiAffinity": [{"topologyKey": ZONE}],
+        }
+    )
+    nodes = Topology(
+        [
+            NodeInfo(n, {HOST: n, ZONE: z})
+            for n, z in (("a1", "zone-a"), ("b1", "zone-b"), ("b2", "zone-b"), ("b3", "zone-b"))
+        ]
+    )
     snap = Snapshot(nodes, (Placement("r/t-0", "b1", "t", 0),), group_size=3, shard_replicas={"s": 1, "t": 2})
     decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, ["a1", "b1", "b2", "b3"])
     assert decision.verdicts["a1"].rule == "deadEndAvoidance"
@@ -58,11 +71,13 @@ def test_a_zone_spread_strands_pinned_pods_behind_a_free_one() -> None:
     """Only the spread's upper bound shows this dead end: s's ordinals are pinned za, zb, za
     (ordinal zones), the pod under test is free. On za it leaves za needing two more against zb's
     one: za would end 2 above zb, beyond maxSkew 1, in whatever order they come. On zb all fits."""
-    spec = PlacementPolicySpec.model_validate({
-        "group": {"selector": {"matchLabels": {"app": "db"}}},
-        "ordinalZones": {"order": ["za", "zb"]},
-        "spread": [{"topologyKey": ZONE, "maxSkew": 1}],
-    })
+    spec = PlacementPolicySpec.model_validate(
+        {
+            "group": {"selector": {"matchLabels": {"app": "db"}}},
+            "ordinalZones": {"order": ["za", "zb"]},
+            "spread": [{"topologyKey": ZONE, "maxSkew": 1}],
+        }
+    )
     nodes = Topology([NodeInfo(z, {HOST: z, ZONE: z}) for z in ("za", "zb")])
     snap = Snapshot(nodes, (), group_size=4, shard_replicas={"s": 3})
     decision = evaluate(spec, PodRequest("db/free"), snap, ["za", "zb"])
@@ -81,8 +96,9 @@ def test_caps_too_tight_for_the_group_filter_nothing() -> None:
 
 def test_a_million_pods_to_come_cost_no_more_than_ten() -> None:
     """Pods to come are counted, never listed: a million-replica StatefulSet is one kind."""
-    spec = PlacementPolicySpec.model_validate({"caps": [{"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}],
-                                               "ordinalZones": {}})
+    spec = PlacementPolicySpec.model_validate(
+        {"caps": [{"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}], "ordinalZones": {}}
+    )
     snap = Snapshot(NODES, (), group_size=1_000_000, shard_replicas={"s": 1_000_000})
     ctx = Context.build(spec, PodRequest("r/s-0", "s", 0), snap)
     futures, shardless = pods_to_come(ctx)
@@ -94,10 +110,12 @@ def test_a_million_pods_to_come_cost_no_more_than_ten() -> None:
 def test_anti_affinity_on_node_and_zone_judges_loaded_nodes_too() -> None:
     """With anti-affinity on both keys the zone's decides, and a node holding group pods must still
     be found in its class (a mismatch once left such candidates unjudged)."""
-    spec = PlacementPolicySpec.model_validate({
-        "caps": [{"topologyKey": ZONE, "max": 2}],
-        "shardAntiAffinity": [{"topologyKey": HOST}, {"topologyKey": ZONE}],
-    })
+    spec = PlacementPolicySpec.model_validate(
+        {
+            "caps": [{"topologyKey": ZONE, "max": 2}],
+            "shardAntiAffinity": [{"topologyKey": HOST}, {"topologyKey": ZONE}],
+        }
+    )
     placed = (Placement("r/t-0", "node-a1", "t", 0),)
     snap = Snapshot(NODES, placed, group_size=6, shard_replicas={"s": 3, "t": 3})
     decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, list(NODES.nodes))

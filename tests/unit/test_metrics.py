@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
-from builders import HOST, filter_args, node, pod
-from fakes import RecordedEvents
 from extender.metrics import Histogram, store_gauges
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
+
+from builders import HOST, filter_args, node, pod
+from fakes import RecordedEvents
 
 
 def make():

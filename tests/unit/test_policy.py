@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from extender.policy import (
     HOSTNAME_KEY,
@@ -37,13 +38,22 @@ VALID = [
     pytest.param({"zones": {"fallbackGroups": [["a", "b"], ["c"]]}}, id="fallback-alone"),
     pytest.param({"zones": {"weights": {"a": 100, "b": 0}}}, id="weights"),
     pytest.param({"ordinalZones": {}}, id="ordinal-zones-derived"),
-    pytest.param({"ordinalZones": {"order": ["b", "a"]}, "zones": {"allowed": ["a", "b", "c"]}}, id="ordinal-order-within-allowed"),
     pytest.param(
-        {"caps": [zone_cap(max=4)], "spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1}],
-         "shardAntiAffinity": [{"topologyKey": ZONE_KEY}]},
+        {"ordinalZones": {"order": ["b", "a"]}, "zones": {"allowed": ["a", "b", "c"]}},
+        id="ordinal-order-within-allowed",
+    ),
+    pytest.param(
+        {
+            "caps": [zone_cap(max=4)],
+            "spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1}],
+            "shardAntiAffinity": [{"topologyKey": ZONE_KEY}],
+        },
         id="same-key-across-sections",
     ),
-    pytest.param({"spread": [{"topologyKey": HOSTNAME_KEY, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]}, id="soft-spread"),
+    pytest.param(
+        {"spread": [{"topologyKey": HOSTNAME_KEY, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]},
+        id="soft-spread",
+    ),
     pytest.param({"group": {"size": 6, "selector": {"matchLabels": {"app": "redis"}}}}, id="group"),
     pytest.param(
         {"group": {"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}}, id="selector-exists"
@@ -71,67 +81,109 @@ def test_defaults():
 
 INVALID = [
     pytest.param({"caps": [host_cap()]}, ["caps.0", "exactly one of max or fraction"], id="cap-neither"),
-    pytest.param({"caps": [host_cap(max=2, fraction="1/3", comparison="LessThan")]}, ["caps.0", "exactly one"], id="cap-both"),
+    pytest.param(
+        {"caps": [host_cap(max=2, fraction="1/3", comparison="LessThan")]}, ["caps.0", "exactly one"], id="cap-both"
+    ),
     pytest.param({"caps": [host_cap(fraction="1/3")]}, ["caps.0", "comparison"], id="fraction-without-comparison"),
-    pytest.param({"caps": [host_cap(max=2, comparison="AtMost")]}, ["caps.0", "comparison goes with fraction"], id="max-with-comparison"),
+    pytest.param(
+        {"caps": [host_cap(max=2, comparison="AtMost")]},
+        ["caps.0", "comparison goes with fraction"],
+        id="max-with-comparison",
+    ),
     pytest.param({"caps": [host_cap(fraction="0/3", comparison="AtMost")]}, ["caps.0", "(0, 1]"], id="fraction-zero"),
-    pytest.param({"caps": [host_cap(fraction="4/3", comparison="AtMost")]}, ["caps.0", "(0, 1]"], id="fraction-above-one"),
-    pytest.param({"caps": [host_cap(fraction="1/0", comparison="AtMost")]}, ["caps.0.fraction"], id="fraction-zero-denominator"),
+    pytest.param(
+        {"caps": [host_cap(fraction="4/3", comparison="AtMost")]}, ["caps.0", "(0, 1]"], id="fraction-above-one"
+    ),
+    pytest.param(
+        {"caps": [host_cap(fraction="1/0", comparison="AtMost")]}, ["caps.0.fraction"], id="fraction-zero-denominator"
+    ),
     pytest.param({"caps": [host_cap(fraction="0.5", comparison="AtMost")]}, ["caps.0.fraction"], id="fraction-decimal"),
-    pytest.param({"caps": [host_cap(fraction="1/3", comparison="Below")]}, ["caps.0.comparison"], id="comparison-unknown"),
+    pytest.param(
+        {"caps": [host_cap(fraction="1/3", comparison="Below")]}, ["caps.0.comparison"], id="comparison-unknown"
+    ),
     pytest.param({"caps": [host_cap(max=0)]}, ["caps.0.max"], id="cap-max-zero"),
     pytest.param({"caps": [{"max": 1}]}, ["caps.0.topologyKey"], id="cap-without-key"),
     pytest.param({"caps": [{"topologyKey": "bad key!", "max": 1}]}, ["caps.0.topologyKey"], id="bad-label-key"),
-    pytest.param({"caps": [host_cap(max=1), host_cap(max=2)]}, ["spec: caps lists the same topologyKey twice"], id="dup-cap"),
     pytest.param(
-        {"caps": [zone_cap(max=1), {"topologyKey": LEGACY_ZONE_KEY, "max": 2}]},
-        ["spec: caps lists the same topologyKey twice"], id="dup-cap-legacy-zone",
+        {"caps": [host_cap(max=1), host_cap(max=2)]}, ["spec: caps lists the same topologyKey twice"], id="dup-cap"
     ),
     pytest.param(
-        {"topology": {"zone": "example.com/zone"},
-         "caps": [{"topologyKey": "example.com/zone", "max": 1}, {"topologyKey": LEGACY_ZONE_KEY, "max": 2}]},
-        ["spec: caps lists the same topologyKey twice"], id="dup-cap-custom-zone-vs-legacy",
+        {"caps": [zone_cap(max=1), {"topologyKey": LEGACY_ZONE_KEY, "max": 2}]},
+        ["spec: caps lists the same topologyKey twice"],
+        id="dup-cap-legacy-zone",
+    ),
+    pytest.param(
+        {
+            "topology": {"zone": "example.com/zone"},
+            "caps": [{"topologyKey": "example.com/zone", "max": 1}, {"topologyKey": LEGACY_ZONE_KEY, "max": 2}],
+        },
+        ["spec: caps lists the same topologyKey twice"],
+        id="dup-cap-custom-zone-vs-legacy",
     ),
     pytest.param(
         {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1}, {"topologyKey": LEGACY_ZONE_KEY, "maxSkew": 2}]},
-        ["spec: spread lists the same topologyKey twice"], id="dup-spread-legacy-zone",
+        ["spec: spread lists the same topologyKey twice"],
+        id="dup-spread-legacy-zone",
     ),
     pytest.param(
         {"shardAntiAffinity": [{"topologyKey": HOSTNAME_KEY}, {"topologyKey": HOSTNAME_KEY, "mode": "Preferred"}]},
-        ["spec: shardAntiAffinity lists the same topologyKey twice"], id="dup-anti-affinity",
+        ["spec: shardAntiAffinity lists the same topologyKey twice"],
+        id="dup-anti-affinity",
     ),
     pytest.param({"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 0}]}, ["spread.0.maxSkew"], id="spread-skew-zero"),
     pytest.param(
         {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1, "whenUnsatisfiable": "Sometimes"}]},
-        ["spread.0.whenUnsatisfiable"], id="spread-bad-when",
+        ["spread.0.whenUnsatisfiable"],
+        id="spread-bad-when",
     ),
-    pytest.param({"shardAntiAffinity": [{"topologyKey": ZONE_KEY, "mode": "Always"}]}, ["shardAntiAffinity.0.mode"], id="anti-bad-mode"),
+    pytest.param(
+        {"shardAntiAffinity": [{"topologyKey": ZONE_KEY, "mode": "Always"}]},
+        ["shardAntiAffinity.0.mode"],
+        id="anti-bad-mode",
+    ),
     pytest.param(
         {"zones": {"allowed": ["a"], "fallbackGroups": [["a"], ["b", "c"]]}},
-        ["zones: fallbackGroups name zones outside allowed: b, c"], id="fallback-outside-allowed",
+        ["zones: fallbackGroups name zones outside allowed: b, c"],
+        id="fallback-outside-allowed",
     ),
-    pytest.param({"zones": {"fallbackGroups": []}}, ["zones: fallbackGroups needs at least one group"], id="fallback-empty"),
-    pytest.param({"zones": {"fallbackGroups": [["a"], []]}}, ["zones: fallbackGroups needs", "no empty group"], id="fallback-empty-group"),
+    pytest.param(
+        {"zones": {"fallbackGroups": []}}, ["zones: fallbackGroups needs at least one group"], id="fallback-empty"
+    ),
+    pytest.param(
+        {"zones": {"fallbackGroups": [["a"], []]}},
+        ["zones: fallbackGroups needs", "no empty group"],
+        id="fallback-empty-group",
+    ),
     pytest.param({"zones": {"weights": {"a": 101}}}, ["zones.weights.a"], id="weight-above-100"),
     pytest.param(
         {"ordinalZones": {}, "zones": {"fallbackGroups": [["a"], ["b"]]}},
-        ["spec: ordinalZones and zones.fallbackGroups cannot be combined"], id="ordinal-with-fallback",
+        ["spec: ordinalZones and zones.fallbackGroups cannot be combined"],
+        id="ordinal-with-fallback",
     ),
     pytest.param(
         {"ordinalZones": {"order": ["a", "d"]}, "zones": {"allowed": ["a", "b"]}},
-        ["ordinalZones.order names zones outside zones.allowed: d"], id="ordinal-order-outside-allowed",
+        ["ordinalZones.order names zones outside zones.allowed: d"],
+        id="ordinal-order-outside-allowed",
     ),
-    pytest.param({"ordinalZones": {"order": []}}, ["ordinalZones.order", "at least one zone"], id="ordinal-order-empty"),
-    pytest.param({"ordinalZones": {"order": ["a", "a"]}}, ["ordinalZones.order", "twice"], id="ordinal-order-duplicate"),
+    pytest.param(
+        {"ordinalZones": {"order": []}}, ["ordinalZones.order", "at least one zone"], id="ordinal-order-empty"
+    ),
+    pytest.param(
+        {"ordinalZones": {"order": ["a", "a"]}}, ["ordinalZones.order", "twice"], id="ordinal-order-duplicate"
+    ),
     pytest.param({"group": {"size": 0}}, ["group.size"], id="group-size-zero"),
-    pytest.param({"group": {"size": 100_000_000}}, ["group.size", "less than or equal to 1000000"], id="group-size-over-limit"),
+    pytest.param(
+        {"group": {"size": 100_000_000}}, ["group.size", "less than or equal to 1000000"], id="group-size-over-limit"
+    ),
     pytest.param(
         {"group": {"selector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}},
-        ["group.selector.matchExpressions.0", "needs at least one value"], id="selector-in-without-values",
+        ["group.selector.matchExpressions.0", "needs at least one value"],
+        id="selector-in-without-values",
     ),
     pytest.param(
         {"group": {"selector": {"matchExpressions": [{"key": "app", "operator": "Exists", "values": ["x"]}]}}},
-        ["group.selector.matchExpressions.0", "takes no values"], id="selector-exists-with-values",
+        ["group.selector.matchExpressions.0", "takes no values"],
+        id="selector-exists-with-values",
     ),
     pytest.param({"capz": []}, ["capz", "Extra inputs are not permitted"], id="unknown-top-level"),
     pytest.param({"caps": [host_cap(max=1, maximum=2)]}, ["caps.0.maximum", "Extra inputs"], id="unknown-in-cap"),
@@ -150,7 +202,9 @@ def test_invalid_policies(data, needles):
         assert needle in message, message
 
 
-@pytest.mark.parametrize("data", [pytest.param([], id="list"), pytest.param("caps", id="string"), pytest.param(3, id="int")])
+@pytest.mark.parametrize(
+    "data", [pytest.param([], id="list"), pytest.param("caps", id="string"), pytest.param(3, id="int")]
+)
 def test_spec_must_be_a_mapping(data):
     with pytest.raises(PolicyError, match="expected a mapping"):
         parse_spec(data, "x")
@@ -248,8 +302,12 @@ def test_absolute_cap_ignores_size(size):
     ("data", "size", "text"),
     [
         pytest.param({"max": 2}, 6, f"at most 2 per {HOSTNAME_KEY}", id="max"),
-        pytest.param({"fraction": "1/3", "comparison": "LessThan"}, 6, f"fewer than 1/3 of 6 per {HOSTNAME_KEY}", id="lt"),
-        pytest.param({"fraction": "1/2", "comparison": "AtMost"}, 6, f"no more than 1/2 of 6 per {HOSTNAME_KEY}", id="atmost"),
+        pytest.param(
+            {"fraction": "1/3", "comparison": "LessThan"}, 6, f"fewer than 1/3 of 6 per {HOSTNAME_KEY}", id="lt"
+        ),
+        pytest.param(
+            {"fraction": "1/2", "comparison": "AtMost"}, 6, f"no more than 1/2 of 6 per {HOSTNAME_KEY}", id="atmost"
+        ),
     ],
 )
 def test_cap_describe(data, size, text):
@@ -288,5 +346,5 @@ def test_zones_permitted(zones, permitted):
 
 def test_spec_is_frozen():
     spec = parse_spec({"caps": [host_cap(max=1)]}, "t")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         spec.deadEndAvoidance = False  # type: ignore[misc]

@@ -45,7 +45,9 @@ def cap_limit(cap: dict, size: int | None) -> int | None:
     return n
 
 
-def pods_in(nodes: dict[str, NodeInfo], placements: Sequence[Placement], key: str, value: str, shard: str | None = None) -> int:
+def pods_in(
+    nodes: dict[str, NodeInfo], placements: Sequence[Placement], key: str, value: str, shard: str | None = None
+) -> int:
     return sum(
         1
         for p in placements
@@ -53,8 +55,14 @@ def pods_in(nodes: dict[str, NodeInfo], placements: Sequence[Placement], key: st
     )
 
 
-def violations(policy: dict, nodes: dict[str, NodeInfo], placements: Sequence[Placement], size: int | None,
-               pod: PodRequest, target: str) -> list[str]:
+def violations(
+    policy: dict,
+    nodes: dict[str, NodeInfo],
+    placements: Sequence[Placement],
+    size: int | None,
+    pod: PodRequest,
+    target: str,
+) -> list[str]:
     """Hard rules that placing `pod` on `target` breaks (native semantics: counts before placement)."""
     node = nodes[target]
     allowed = policy.get("zones", {}).get("allowed")
@@ -138,8 +146,11 @@ def topology_keys(zone_key: str) -> st.SearchStrategy[list[str]]:
 def cap_items(draw, key: str) -> dict:
     if draw(st.booleans()):
         return {"topologyKey": key, "max": draw(st.integers(1, 4))}
-    return {"topologyKey": key, "fraction": draw(st.sampled_from(["1/3", "1/2", "2/3", "1/1", "1/4"])),
-            "comparison": draw(st.sampled_from(["LessThan", "AtMost"]))}
+    return {
+        "topologyKey": key,
+        "fraction": draw(st.sampled_from(["1/3", "1/2", "2/3", "1/1", "1/4"])),
+        "comparison": draw(st.sampled_from(["LessThan", "AtMost"])),
+    }
 
 
 @st.composite
@@ -148,8 +159,11 @@ def policies(draw, zones: list[str]) -> dict:
     policy: dict = {"deadEndAvoidance": draw(st.booleans())}
     policy["caps"] = [draw(cap_items(k)) for k in draw(topology_keys(zone_key))]
     policy["spread"] = [
-        {"topologyKey": k, "maxSkew": draw(st.integers(1, 2)),
-         "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "DoNotSchedule", "ScheduleAnyway"]))}
+        {
+            "topologyKey": k,
+            "maxSkew": draw(st.integers(1, 2)),
+            "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "DoNotSchedule", "ScheduleAnyway"])),
+        }
         for k in draw(topology_keys(zone_key))
     ]
     policy["shardAntiAffinity"] = [
@@ -168,7 +182,9 @@ def cases(draw) -> Case:
     policy = draw(policies(zones))
     hosts = [n.name for n in nodes] + ["gone"]
     placements, next_ordinal = [], dict.fromkeys(SHARDS, 0)
-    for i, (host, shard) in enumerate(draw(st.lists(st.tuples(st.sampled_from(hosts), st.sampled_from(SHARDS + [None])), max_size=10))):
+    for i, (host, shard) in enumerate(
+        draw(st.lists(st.tuples(st.sampled_from(hosts), st.sampled_from(SHARDS + [None])), max_size=10))
+    ):
         ordinal = None
         if shard is not None:
             ordinal, next_ordinal[shard] = next_ordinal[shard], next_ordinal[shard] + 1

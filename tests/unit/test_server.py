@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from builders import HOST, filter_args, node, pod, statefulset
-from fakes import RecordedEvents
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
+
+from builders import HOST, filter_args, node, pod, statefulset
+from fakes import RecordedEvents
 
 NAMES = ["n1", "n2"]
 
@@ -46,13 +47,55 @@ BAD_REQUESTS = [
     ("pod not an object", "post", "/filter", json.dumps({"Pod": 3, "NodeNames": NAMES}).encode(), 400, "Pod"),
     ("missing pod", "post", "/filter", json.dumps({"NodeNames": NAMES}).encode(), 400, "Pod: Field required"),
     ("no nodes at all", "post", "/filter", json.dumps({"Pod": GOOD_POD}).encode(), 400, "one of Nodes"),
-    ("node names wrong type", "post", "/filter", json.dumps({"Pod": GOOD_POD, "NodeNames": "n1"}).encode(), 400, "NodeNames"),
-    ("pod without name", "post", "/filter", json.dumps({"Pod": {"metadata": {}}, "NodeNames": NAMES}).encode(), 400, "metadata.name"),
-    ("node without name", "post", "/filter", json.dumps({"Pod": GOOD_POD, "Nodes": {"items": [{"metadata": {}}]}}).encode(), 400, "metadata.name"),
+    (
+        "node names wrong type",
+        "post",
+        "/filter",
+        json.dumps({"Pod": GOOD_POD, "NodeNames": "n1"}).encode(),
+        400,
+        "NodeNames",
+    ),
+    (
+        "pod without name",
+        "post",
+        "/filter",
+        json.dumps({"Pod": {"metadata": {}}, "NodeNames": NAMES}).encode(),
+        400,
+        "metadata.name",
+    ),
+    (
+        "node without name",
+        "post",
+        "/filter",
+        json.dumps({"Pod": GOOD_POD, "Nodes": {"items": [{"metadata": {}}]}}).encode(),
+        400,
+        "metadata.name",
+    ),
     ("prioritize malformed", "post", "/prioritize", b"\xff\xfe", 400, "malformed JSON"),
-    ("bind missing node", "post", "/bind", json.dumps({"PodName": "a", "PodNamespace": "b", "PodUID": "c"}).encode(), 400, "Node"),
-    ("bind empty strings", "post", "/bind", json.dumps({"PodName": "", "PodNamespace": "b", "PodUID": "c", "Node": "n"}).encode(), 400, "PodName"),
-    ("preempt wrong victims", "post", "/preempt", json.dumps({"Pod": GOOD_POD, "NodeNameToMetaVictims": []}).encode(), 400, "NodeNameToMetaVictims"),
+    (
+        "bind missing node",
+        "post",
+        "/bind",
+        json.dumps({"PodName": "a", "PodNamespace": "b", "PodUID": "c"}).encode(),
+        400,
+        "Node",
+    ),
+    (
+        "bind empty strings",
+        "post",
+        "/bind",
+        json.dumps({"PodName": "", "PodNamespace": "b", "PodUID": "c", "Node": "n"}).encode(),
+        400,
+        "PodName",
+    ),
+    (
+        "preempt wrong victims",
+        "post",
+        "/preempt",
+        json.dumps({"Pod": GOOD_POD, "NodeNameToMetaVictims": []}).encode(),
+        400,
+        "NodeNameToMetaVictims",
+    ),
     ("unknown path", "post", "/schedule", b"{}", 404, "no such endpoint"),
     ("wrong method", "get", "/filter", None, 405, "not allowed"),
     ("oversized body", "post", "/filter", b"{" + b" " * (70 * 1024) + b"}", 413, "larger than the limit"),
@@ -85,7 +128,13 @@ def test_unexpected_fault_is_a_json_500_without_traceback(store, events) -> None
 
 def test_pod_without_policy_passes_everywhere_with_neutral_scores(client) -> None:
     result = client.post("/filter", json=filter_args(GOOD_POD, NAMES)).get_json()
-    assert result == {"Nodes": None, "NodeNames": NAMES, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""}
+    assert result == {
+        "Nodes": None,
+        "NodeNames": NAMES,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
     scores = client.post("/prioritize", json=filter_args(GOOD_POD, NAMES)).get_json()
     assert scores == [{"Host": "n1", "Score": 0}, {"Host": "n2", "Score": 0}]
 
@@ -100,7 +149,9 @@ def test_pod_without_policy_passes_everywhere_with_neutral_scores(client) -> Non
         ("[1, 2]", "expected a mapping"),
     ],
 )
-def test_invalid_policy_refuses_every_node_unresolvably_and_records_an_event(client, events, annotation, fragment) -> None:
+def test_invalid_policy_refuses_every_node_unresolvably_and_records_an_event(
+    client, events, annotation, fragment
+) -> None:
     bad = pod("web-0", sts="web", policy=annotation)
     result = client.post("/filter", json=filter_args(bad, NAMES)).get_json()
     assert result["NodeNames"] == []
@@ -127,7 +178,10 @@ def test_readyz_waits_for_the_first_sync() -> None:
 
 def test_node_list_mode_uses_the_labels_sent(client, store) -> None:
     policy = {"zones": {"allowed": ["a"]}}
-    args = {"Pod": pod("web-0", sts="web", policy=policy), "Nodes": {"metadata": {}, "items": [node("x1", "a"), node("x2", "b")]}}
+    args = {
+        "Pod": pod("web-0", sts="web", policy=policy),
+        "Nodes": {"metadata": {}, "items": [node("x1", "a"), node("x2", "b")]},
+    }
     result = client.post("/filter", json=args).get_json()
     assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["x1"]
     assert "zone b is not among the allowed zones" in result["FailedAndUnresolvableNodes"]["x2"]

@@ -30,7 +30,9 @@ def test_crd_in_deploy_is_generated_from_the_model() -> None:
     out = io.StringIO()
     with redirect_stdout(out):
         assert main(["crd"]) == 0
-    assert (ROOT / "deploy" / "base" / "crd.yaml").read_text() == out.getvalue(), "run `make crd` and commit deploy/base/crd.yaml"
+    assert (ROOT / "deploy" / "base" / "crd.yaml").read_text() == out.getvalue(), (
+        "run `make crd` and commit deploy/base/crd.yaml"
+    )
 
 
 def test_crd_schema_is_structural() -> None:
@@ -61,7 +63,12 @@ def test_scheduler_config_names_the_extender_verbs() -> None:
     config = yaml.safe_load((ROOT / "config" / "scheduler-config.yaml").read_text())
     extender = config["extenders"][0]
     assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False
-    assert {extender[k] for k in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")} == {"filter", "prioritize", "bind", "preempt"}
+    assert {extender[k] for k in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")} == {
+        "filter",
+        "prioritize",
+        "bind",
+        "preempt",
+    }
     assert [p["schedulerName"] for p in config["profiles"]] == ["placement-scheduler"]
 
 

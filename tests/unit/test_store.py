@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from builders import HOST, ZONE, claim, node, pod, policy_object, statefulset, volume
 from extender.engine.model import PlacementKind
 from extender.policy import PolicyError
 from extender.state.objects import parse_node, parse_pod, parse_volume
 from extender.state.store import KINDS, ClusterStore
 from extender.state.watcher import _lines
+
+from builders import HOST, ZONE, claim, node, pod, policy_object, statefulset, volume
 
 
 @pytest.fixture
@@ -53,8 +54,15 @@ def test_relist_replaces_everything_of_a_kind(store) -> None:
 
 
 def test_label_selector_group_uses_the_label_index(store) -> None:
-    spec = {"group": {"selector": {"matchLabels": {"cluster": "c1"}, "matchExpressions": [
-        {"key": "role", "operator": "NotIn", "values": ["arbiter"]}]}}, **SPEC}
+    spec = {
+        "group": {
+            "selector": {
+                "matchLabels": {"cluster": "c1"},
+                "matchExpressions": [{"key": "role", "operator": "NotIn", "values": ["arbiter"]}],
+            }
+        },
+        **SPEC,
+    }
     store.apply("pods", "ADDED", pod("a-0", sts="a", node_name="n0", labels={"cluster": "c1"}))
     store.apply("pods", "ADDED", pod("b-0", sts="b", node_name="n1", labels={"cluster": "c1"}))
     store.apply("pods", "ADDED", pod("c-0", sts="c", node_name="n2", labels={"cluster": "c2"}))
@@ -71,7 +79,9 @@ def test_group_size_from_selected_statefulsets(store) -> None:
     record = parse_pod(pod("a-0", sts="a", labels={"cluster": "c1"}, policy=spec))
     _, snap = store.decision_inputs(record, store.resolve_policy(record))
     assert snap.group_size == 5 and dict(snap.shard_replicas) == {"a": 2, "b": 3}
-    record = parse_pod(pod("a-0", sts="a", labels={"cluster": "c1"}, policy={**spec, "group": {**spec["group"], "size": 9}}))
+    record = parse_pod(
+        pod("a-0", sts="a", labels={"cluster": "c1"}, policy={**spec, "group": {**spec["group"], "size": 9}})
+    )
     _, snap = store.decision_inputs(record, store.resolve_policy(record))
     assert snap.group_size == 9
 
@@ -160,4 +170,6 @@ def test_an_invalid_inline_policy_names_each_pod_that_carries_it(store) -> None:
         except PolicyError as err:
             messages.append(str(err))
     assert [m.split(":")[0] for m in messages] == [
-        "invalid placement policy in annotation on pod db/bad-0", "invalid placement policy in annotation on pod db/bad-1"]
+        "invalid placement policy in annotation on pod db/bad-0",
+        "invalid placement policy in annotation on pod db/bad-1",
+    ]

@@ -14,13 +14,17 @@ HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
 
 
 def netease(size: int) -> PlacementPolicySpec:
-    return PlacementPolicySpec.model_validate({
-        "group": {"selector": {"matchLabels": {"cluster": "redis-a"}}, "size": size},
-        "zones": {"allowed": ["zoneA", "zoneB", "zoneC"]},
-        "caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
-                 {"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}],
-        "shardAntiAffinity": [{"topologyKey": ZONE, "mode": "Required"}],
-    })
+    return PlacementPolicySpec.model_validate(
+        {
+            "group": {"selector": {"matchLabels": {"cluster": "redis-a"}}, "size": size},
+            "zones": {"allowed": ["zoneA", "zoneB", "zoneC"]},
+            "caps": [
+                {"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
+                {"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"},
+            ],
+            "shardAntiAffinity": [{"topologyKey": ZONE, "mode": "Required"}],
+        }
+    )
 
 
 def skews(fragment: dict) -> dict[tuple[str, str], int]:
@@ -39,35 +43,65 @@ def test_seed_002_example_fragment() -> None:
     """The seed's 6-pod cluster: maxSkew 1 per node and 2 per zone (hard), 1 and 1 (soft), required
     zones as node affinity, shard anti-affinity by zone as required pod anti-affinity."""
     result = translate(netease(6))
-    assert skews(result.fragment) == {(HOST, "DoNotSchedule"): 1, (ZONE, "DoNotSchedule"): 2,
-                                      (HOST, "ScheduleAnyway"): 1, (ZONE, "ScheduleAnyway"): 1}
+    assert skews(result.fragment) == {
+        (HOST, "DoNotSchedule"): 1,
+        (ZONE, "DoNotSchedule"): 2,
+        (HOST, "ScheduleAnyway"): 1,
+        (ZONE, "ScheduleAnyway"): 1,
+    }
     for c in result.fragment["topologySpreadConstraints"]:
         assert c["labelSelector"] == {"matchLabels": {"cluster": "redis-a"}}
-    zone_hard = next(c for c in result.fragment["topologySpreadConstraints"] if c["topologyKey"] == ZONE and c["whenUnsatisfiable"] == "DoNotSchedule")
+    zone_hard = next(
+        c
+        for c in result.fragment["topologySpreadConstraints"]
+        if c["topologyKey"] == ZONE and c["whenUnsatisfiable"] == "DoNotSchedule"
+    )
     assert zone_hard["minDomains"] == 3
     affinity = result.fragment["affinity"]
     terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zoneA", "zoneB", "zoneC"]}]}]
     anti = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert anti == [{"labelSelector": {"matchLabels": {"cluster": "redis-a"}}, "topologyKey": ZONE, "matchLabelKeys": ["controller-revision-hash"]}]
+    assert anti == [
+        {
+            "labelSelector": {"matchLabels": {"cluster": "redis-a"}},
+            "topologyKey": ZONE,
+            "matchLabelKeys": ["controller-revision-hash"],
+        }
+    ]
     assert {g.rule for g in result.gaps} >= {"caps", "deadEndAvoidance", "shardAntiAffinity"}
 
 
 def test_seed_000_one_constraint_per_key_and_preferred_anti_affinity() -> None:
-    spec = PlacementPolicySpec.model_validate({
-        "spread": [{"topologyKey": ZONE, "maxSkew": 1}, {"topologyKey": HOST, "maxSkew": 1}],
-        "shardAntiAffinity": [{"topologyKey": HOST, "mode": "Preferred"}],
-    })
+    spec = PlacementPolicySpec.model_validate(
+        {
+            "spread": [{"topologyKey": ZONE, "maxSkew": 1}, {"topologyKey": HOST, "maxSkew": 1}],
+            "shardAntiAffinity": [{"topologyKey": HOST, "mode": "Preferred"}],
+        }
+    )
     result = translate(spec, match_labels={"app.kubernetes.io/instance": "mongo"})
     assert skews(result.fragment)[(ZONE, "DoNotSchedule")] == 1 and skews(result.fragment)[(HOST, "DoNotSchedule")] == 1
     preferred = result.fragment["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
-    assert preferred == [{"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "mongo"}}, "topologyKey": HOST}}]
+    assert preferred == [
+        {
+            "weight": 100,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "mongo"}},
+                "topologyKey": HOST,
+            },
+        }
+    ]
 
 
 def test_cap_and_spread_on_one_key_merge_to_the_tighter() -> None:
-    spec = PlacementPolicySpec.model_validate({"caps": [{"topologyKey": ZONE, "max": 3}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]})
+    spec = PlacementPolicySpec.model_validate(
+        {"caps": [{"topologyKey": ZONE, "max": 3}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
+    )
     constraints = translate(spec, match_labels={"app": "x"}).fragment["topologySpreadConstraints"]
-    assert [(c["topologyKey"], c["whenUnsatisfiable"], c["maxSkew"]) for c in constraints if c["whenUnsatisfiable"] == "DoNotSchedule"] == [(ZONE, "DoNotSchedule", 1)]
+    assert [
+        (c["topologyKey"], c["whenUnsatisfiable"], c["maxSkew"])
+        for c in constraints
+        if c["whenUnsatisfiable"] == "DoNotSchedule"
+    ] == [(ZONE, "DoNotSchedule", 1)]
 
 
 def test_what_cannot_be_expressed_is_listed() -> None:
@@ -77,12 +111,17 @@ def test_what_cannot_be_expressed_is_listed() -> None:
     spec = PlacementPolicySpec.model_validate({"zones": {"fallbackGroups": [["a", "b"], ["c"]], "weights": {"a": 20}}})
     result = translate(spec, match_labels={"app": "x"})
     assert "zones.fallbackGroups" in {g.rule for g in result.gaps}
-    weights = [t["weight"] for t in result.fragment["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]]
+    weights = [
+        t["weight"]
+        for t in result.fragment["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    ]
     assert weights == [100, 50, 20]
 
 
 def test_fraction_caps_without_size_are_reported_not_guessed() -> None:
-    spec = PlacementPolicySpec.model_validate({"caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "AtMost"}]})
+    spec = PlacementPolicySpec.model_validate(
+        {"caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "AtMost"}]}
+    )
     result = translate(spec, match_labels={"app": "x"})
     assert (HOST, "DoNotSchedule") not in skews(result.fragment)
     assert any("needs the group size" in g.limitation for g in result.gaps)

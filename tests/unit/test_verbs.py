@@ -7,16 +7,13 @@ word when a guess was wrong.
 
 from __future__ import annotations
 
-import itertools
-
-import pytest
-
-from builders import HOST, ZONE, claim, filter_args, node, pod, policy_object, statefulset, volume
-from fakes import RecordedEvents
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import BindError, Verbs
 from extender.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+
+from builders import HOST, ZONE, claim, filter_args, node, pod, policy_object, statefulset, volume
+from fakes import RecordedEvents
 
 
 class RecordingBinder:
@@ -62,7 +59,9 @@ def do_prioritize(verbs, p, candidates):
 
 def do_bind(verbs, p, node_name):
     m = p["metadata"]
-    return verbs.bind(ExtenderBindingArgs(PodName=m["name"], PodNamespace=m["namespace"], PodUID=m["uid"], Node=node_name))
+    return verbs.bind(
+        ExtenderBindingArgs(PodName=m["name"], PodNamespace=m["namespace"], PodUID=m["uid"], Node=node_name)
+    )
 
 
 CAP1 = {"caps": [{"topologyKey": HOST, "max": 1}]}
@@ -163,14 +162,24 @@ def test_terminating_pods_count_finished_pods_do_not() -> None:
 
 def test_named_policy_groups_several_statefulsets() -> None:
     store, binder, verbs = make([node(f"n{i}", z) for i, z in enumerate("aabbcc")])
-    spec = {"group": {"selector": {"matchLabels": {"cluster": "redis-a"}}},
-            "caps": [{"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}]}
+    spec = {
+        "group": {"selector": {"matchLabels": {"cluster": "redis-a"}}},
+        "caps": [{"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}],
+    }
     store.apply("policies", "ADDED", policy_object("redis-a", spec))
     for s in range(3):
         store.apply("statefulsets", "ADDED", statefulset(f"shard{s}", 2, labels={"cluster": "redis-a"}))
     # 6 pods: fewer than 3 per zone. Zone a already holds 2 (from two different shards).
-    store.apply("pods", "ADDED", pod("shard0-0", sts="shard0", node_name="n0", labels={"cluster": "redis-a"}, policy_name="redis-a"))
-    store.apply("pods", "ADDED", pod("shard1-0", sts="shard1", node_name="n1", labels={"cluster": "redis-a"}, policy_name="redis-a"))
+    store.apply(
+        "pods",
+        "ADDED",
+        pod("shard0-0", sts="shard0", node_name="n0", labels={"cluster": "redis-a"}, policy_name="redis-a"),
+    )
+    store.apply(
+        "pods",
+        "ADDED",
+        pod("shard1-0", sts="shard1", node_name="n1", labels={"cluster": "redis-a"}, policy_name="redis-a"),
+    )
     p = pod("shard2-0", sts="shard2", labels={"cluster": "redis-a"}, policy_name="redis-a")
     result = do_filter(verbs, p, names(store))
     assert result.NodeNames == ["n2", "n3", "n4", "n5"]
@@ -196,26 +205,36 @@ def test_preempt_keeps_only_victim_sets_that_fix_the_pod_and_empty_no_zone() -> 
     store.apply("pods", "ADDED", pod("other", node_name="n2", uid="u-other"))
     store.apply("pods", "ADDED", pod("r-1", sts="r", node_name="n3", policy=cap, uid="u-r1"))
     preemptor = pod("r-2", sts="r", policy=cap)
-    args = ExtenderPreemptionArgs.model_validate({
-        "Pod": preemptor,
-        "NodeNameToMetaVictims": {
-            "n1": {"Pods": [{"UID": "u-r0"}], "NumPDBViolations": 0},   # would empty nothing? r-0 is zone a's only r pod
-            "n2": {"Pods": [{"UID": "u-other"}], "NumPDBViolations": 0},  # frees n2: fine
-            "n3": {"Pods": [{"UID": "u-other"}], "NumPDBViolations": 0},  # n3 still holds r-1: cap broken
-        },
-    })
+    args = ExtenderPreemptionArgs.model_validate(
+        {
+            "Pod": preemptor,
+            "NodeNameToMetaVictims": {
+                "n1": {
+                    "Pods": [{"UID": "u-r0"}],
+                    "NumPDBViolations": 0,
+                },  # would empty nothing? r-0 is zone a's only r pod
+                "n2": {"Pods": [{"UID": "u-other"}], "NumPDBViolations": 0},  # frees n2: fine
+                "n3": {"Pods": [{"UID": "u-other"}], "NumPDBViolations": 0},  # n3 still holds r-1: cap broken
+            },
+        }
+    )
     result = verbs.preempt(args)
     assert sorted(result.NodeNameToMetaVictims) == ["n2"]
 
 
 # -- bounded decisions ---------------------------------------------------------------------------
 
+
 def test_a_group_whose_statefulsets_add_up_past_the_limit_gets_the_validation_message() -> None:
     """10^8 replicas: the pod stays Pending with a message naming group.size and the limit,
     like every invalid policy, and the answer comes at once (nothing is counted per pod)."""
     store, _, verbs = make([node("n1", "a"), node("n2", "b")])
     store.apply("statefulsets", "ADDED", statefulset("huge", 100_000_000))
-    p = pod("huge-0", sts="huge", policy={"caps": [{"topologyKey": HOST, "max": 1}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]})
+    p = pod(
+        "huge-0",
+        sts="huge",
+        policy={"caps": [{"topologyKey": HOST, "max": 1}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]},
+    )
     result = do_filter(verbs, p, ["n1", "n2"])
     assert result.NodeNames == []
     message = result.FailedAndUnresolvableNodes["n1"]
@@ -232,10 +251,20 @@ def test_a_decision_past_its_deadline_falls_back_to_the_hard_rules_and_is_counte
     """NetEase's trap (seed 002, appendix 2) with no time left: the dead end is not filtered, the
     hard rules still are, and the fallback shows in the metric."""
     nodes = [node(f"node{i + 1}", "abc"[i // 2]) for i in range(6)]
-    spec = {"group": {"size": 6, "selector": {"matchLabels": {"app": "redis"}}}, "shardAntiAffinity": [{"topologyKey": ZONE}],
-            "caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
-                     {"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"}]}
-    placed = {"sts0-0": ("sts0", "node1"), "sts1-0": ("sts1", "node4"), "sts2-0": ("sts2", "node6"), "sts0-1": ("sts0", "node3")}
+    spec = {
+        "group": {"size": 6, "selector": {"matchLabels": {"app": "redis"}}},
+        "shardAntiAffinity": [{"topologyKey": ZONE}],
+        "caps": [
+            {"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
+            {"topologyKey": ZONE, "fraction": "1/2", "comparison": "LessThan"},
+        ],
+    }
+    placed = {
+        "sts0-0": ("sts0", "node1"),
+        "sts1-0": ("sts1", "node4"),
+        "sts2-0": ("sts2", "node6"),
+        "sts0-1": ("sts0", "node3"),
+    }
 
     def decide(deadline: float) -> tuple[list[str], float]:
         store, _, verbs = make(nodes)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import threading
 
-from builders import node
 from extender.kubeapi import KubeApiError
 from extender.state.store import ClusterStore
 from extender.state.watcher import RESOURCES, Resource, Watcher, list_once
+
+from builders import node
 
 
 class Stream:
@@ -17,7 +18,7 @@ class Stream:
 
     def iter_content(self, chunk_size=None):
         for i in range(0, len(self.body), 7):  # split events across chunks
-            yield self.body[i:i + 7]
+            yield self.body[i : i + 7]
 
     def close(self) -> None:
         pass
@@ -47,14 +48,25 @@ def page(items, rv="10", cont=""):
 
 def test_pages_events_bookmarks_and_relist_after_410() -> None:
     nodes = "/api/v1/nodes"
-    api = ScriptedApi({nodes: [
-        page([node("a", "z1")], cont="next"), page([node("b", "z1")], rv="11"),            # first list, two pages
-        [{"type": "ADDED", "object": node("c", "z2") | {"metadata": {**node("c", "z2")["metadata"], "resourceVersion": "12"}}},
-         {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}},
-         {"type": "DELETED", "object": node("a", "z1")},
-         {"type": "ERROR", "object": {"code": 410, "message": "too old"}}],                 # watch, then 410
-        page([node("x", "z3")], rv="20"),                                                   # relist
-    ]})
+    api = ScriptedApi(
+        {
+            nodes: [
+                page([node("a", "z1")], cont="next"),
+                page([node("b", "z1")], rv="11"),  # first list, two pages
+                [
+                    {
+                        "type": "ADDED",
+                        "object": node("c", "z2")
+                        | {"metadata": {**node("c", "z2")["metadata"], "resourceVersion": "12"}},
+                    },
+                    {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}},
+                    {"type": "DELETED", "object": node("a", "z1")},
+                    {"type": "ERROR", "object": {"code": 410, "message": "too old"}},
+                ],  # watch, then 410
+                page([node("x", "z3")], rv="20"),  # relist
+            ]
+        }
+    )
     store = ClusterStore()
     watcher = Watcher(api, store)  # type: ignore[arg-type]
     resource = Resource("nodes", nodes)

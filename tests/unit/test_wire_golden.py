@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from builders import statefulset
 from extender import wire
-from fakes import RecordedEvents
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
+
+from builders import statefulset
+from fakes import RecordedEvents
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "wire"
 EXPECTED = FIXTURES / "expected"

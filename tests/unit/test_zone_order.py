@@ -18,12 +18,15 @@ def round_robin(zones: str, pods: int) -> dict[int, str]:
 
 # -- crl-scheduler's examples (cockroachlabs/crl-scheduler plugin tests, quoted in the seeds README)
 
+
 @pytest.mark.parametrize(
     ("counts", "evidence", "order"),
     [
         pytest.param({"A": 1, "B": 1, "C": 1}, volumes(A=(0,), B=(1,), C=(2,)), ["A", "B", "C"], id="one-volume-each"),
         pytest.param({"A": 1, "B": 1, "C": 1}, volumes(A=(0,), C=(1,)), ["A", "C", "B"], id="two-volumes-swap"),
-        pytest.param({"A": 2, "B": 2, "C": 2}, volumes(A=(0, 1), B=(2, 4), C=(3, 5)), ["C", "A", "B"], id="lowest-ordinal-pins"),
+        pytest.param(
+            {"A": 2, "B": 2, "C": 2}, volumes(A=(0, 1), B=(2, 4), C=(3, 5)), ["C", "A", "B"], id="lowest-ordinal-pins"
+        ),
         pytest.param({"A": 3, "B": 1, "C": 1}, volumes(A=(0, 1, 2)), ["A", "B", "C"], id="big-zone-all-volumes"),
         pytest.param({"A": 1, "B": 2, "C": 1}, {}, ["B", "A", "C"], id="no-volumes-by-node-count"),
     ],
@@ -47,6 +50,7 @@ def test_crl_order_edges(counts, evidence, period, order):
 
 # -- consistent() ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("evidence", "period", "expected"),
     [
@@ -69,32 +73,57 @@ def test_consistent(evidence, period, expected):
 
 # -- stable_zone_order ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("counts", "evidence", "explicit", "order", "how_has"),
     [
         pytest.param({"a": 2, "b": 2, "c": 2}, {}, None, ["a", "b", "c"], ["no pods or volumes yet"], id="fresh"),
         pytest.param(
-            {"a": 2, "b": 2, "c": 2}, round_robin("abc", 6), None, ["a", "b", "c"], ["pinned by placed pods"], id="steady"
+            {"a": 2, "b": 2, "c": 2},
+            round_robin("abc", 6),
+            None,
+            ["a", "b", "c"],
+            ["pinned by placed pods"],
+            id="steady",
         ),
         pytest.param(
-            {"a": 2, "b": 2, "c": 2, "d": 3}, round_robin("abc", 6), None, ["a", "b", "c"],
+            {"a": 2, "b": 2, "c": 2, "d": 3},
+            round_robin("abc", 6),
+            None,
+            ["a", "b", "c"],
             ["kept the 3-zone rotation", "zone(s) d are not in this StatefulSet's rotation", "ordinalZones.order"],
             id="zone-added-after-6-pods",
         ),
         pytest.param(
-            {"a": 2, "b": 2}, round_robin("abc", 6), None, ["a", "b", "c"],
-            ["kept the 3-zone rotation", "zone(s) c have no schedulable node now"], id="zone-removed",
+            {"a": 2, "b": 2},
+            round_robin("abc", 6),
+            None,
+            ["a", "b", "c"],
+            ["kept the 3-zone rotation", "zone(s) c have no schedulable node now"],
+            id="zone-removed",
         ),
         pytest.param(
-            {"a": 2, "b": 2, "c": 0}, round_robin("abc", 6), None, ["a", "b", "c"],
-            ["kept the 3-zone rotation", "zone(s) c have no schedulable node now"], id="zone-emptied",
+            {"a": 2, "b": 2, "c": 0},
+            round_robin("abc", 6),
+            None,
+            ["a", "b", "c"],
+            ["kept the 3-zone rotation", "zone(s) c have no schedulable node now"],
+            id="zone-emptied",
         ),
         pytest.param(
-            {"a": 2, "b": 2, "c": 2, "d": 2}, {0: "a"}, None, ["a", "b", "c", "d"], ["4 zones", "pinned"],
+            {"a": 2, "b": 2, "c": 2, "d": 2},
+            {0: "a"},
+            None,
+            ["a", "b", "c", "d"],
+            ["4 zones", "pinned"],
             id="only-ordinal-0-new-zone-adopted",
         ),
         pytest.param(
-            {"a": 2, "b": 2, "c": 2, "d": 2}, {0: "c"}, None, ["c", "b", "a", "d"], ["4 zones"],
+            {"a": 2, "b": 2, "c": 2, "d": 2},
+            {0: "c"},
+            None,
+            ["c", "b", "a", "d"],
+            ["4 zones"],
             id="only-ordinal-0-elsewhere-new-zone-adopted",
         ),
         pytest.param(
@@ -102,8 +131,12 @@ def test_consistent(evidence, period, expected):
         ),
         pytest.param({}, {0: "a"}, ["x"], ["x"], ["explicit"], id="explicit-without-nodes"),
         pytest.param(
-            {"a": 1, "b": 1, "c": 1}, {0: "a", 1: "b", 2: "a", 3: "c"}, None, ["c", "b", "a"],
-            ["do not follow one rotation"], id="inconsistent-falls-back-to-crl",
+            {"a": 1, "b": 1, "c": 1},
+            {0: "a", 1: "b", 2: "a", 3: "c"},
+            None,
+            ["c", "b", "a"],
+            ["do not follow one rotation"],
+            id="inconsistent-falls-back-to-crl",
         ),
         pytest.param({}, {}, None, [], ["0 zones"], id="no-zones"),
     ],
