@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import yaml
 
-from .limits import DEFAULT_DECISION_DEADLINE, DEFAULT_MAX_BODY, DEFAULT_TENTATIVE_TTL, DEFAULT_THREADS
+from .limits import DEFAULT_DECISION_DEADLINE, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_TENTATIVE_TTL, DEFAULT_THREADS
 from .logs import setup_logging
 from .policy import KIND, PolicyError, parse_annotation, parse_spec
 
@@ -233,8 +233,8 @@ def parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve filter/prioritize/bind/preempt to kube-scheduler")
     serve.add_argument(
         "--listen",
-        default=_env("EXTENDER_LISTEN", "127.0.0.1:8888"),
-        help="address:port (default 127.0.0.1:8888: a sidecar of its scheduler; see README before widening)",
+        default=_env("EXTENDER_LISTEN", DEFAULT_LISTEN),
+        help=f"address:port (default {DEFAULT_LISTEN}: a sidecar of its scheduler; see README before widening)",
     )
     serve.add_argument(
         "--kubeconfig",

@@ -25,6 +25,11 @@ HardRule = Callable[[Context, NodeInfo], Failure | None]
 
 
 def zones_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    """Required zones (zones.allowed, and the zones of zones.fallbackGroups).
+
+    Invariant: zone(node) is in the permitted zones; a node without a zone label is refused
+    while the policy restricts zones. Unresolvable: no preemption changes a node's zone.
+    """
     if ctx.permitted is None:
         return None
     zone = ctx.domain(node, ctx.zone_key)
@@ -42,6 +47,11 @@ def zones_rule(ctx: Context, node: NodeInfo) -> Failure | None:
 
 
 def ordinal_zone_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    """StatefulSet pods pinned to zones by ordinal (crl-scheduler, made stable: zone_order.py).
+
+    Invariant: zone(node) = order[ordinal mod len(order)], or zone(node) holds a volume the pod's
+    claims are bound to (a pod is never stranded away from its volume).
+    """
     if ctx.zone_order is None:
         return None
     zone = ctx.domain(node, ctx.zone_key)
@@ -68,6 +78,13 @@ def _missing_label(rule: str, key: str) -> Failure:
 
 
 def caps_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    """At most so many of the group's pods per domain (a node, a zone, a rack).
+
+    Invariant, per cap on key K with limit L (max, or from fraction p/q of group size N:
+    LessThan: L = ceil(p/q x N) - 1; AtMost: L = floor(p/q x N)):
+        pods of the group in K(node) + 1 <= L
+    A fractional cap without a known group size refuses every node, saying why.
+    """
     for cap, key, limit in ctx.caps:
         if limit is None:
             return Failure(
@@ -108,6 +125,13 @@ def min_count(ctx: Context, key: str) -> int:
 
 
 def spread_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    """Even spread over a key, with the native PodTopologySpread filter's meaning.
+
+    Invariant, per DoNotSchedule spread on key K:
+        skew = pods of the group in K(node) + 1 - min over eligible domains d of pods in d <= maxSkew
+    Eligible domains are those of schedulable nodes in the permitted zones (min_count); an
+    eligible domain with no pod makes the minimum 0.
+    """
     for spread in ctx.spec.spread:
         if spread.whenUnsatisfiable is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
             continue
@@ -130,6 +154,10 @@ def spread_rule(ctx: Context, node: NodeInfo) -> Failure | None:
 
 
 def anti_affinity_rule(ctx: Context, node: NodeInfo) -> Failure | None:
+    """Shard members kept apart: pods of one StatefulSet never share a domain.
+
+    Invariant, per Required rule on key K: pods of the pod's StatefulSet in K(node) = 0.
+    """
     if ctx.pod.shard is None:
         return None
     for rule in ctx.spec.shardAntiAffinity:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from ..engine import Placement, PlacementKind
+from ..limits import DEFAULT_COMMITTED_TTL, DEFAULT_TENTATIVE_TTL
 from .objects import PodRecord
 
 
@@ -31,7 +32,10 @@ class Reservation:
 
 class Reservations:
     def __init__(
-        self, tentative_ttl: float = 60.0, committed_ttl: float = 120.0, clock: Callable[[], float] = time.monotonic
+        self,
+        tentative_ttl: float = DEFAULT_TENTATIVE_TTL,
+        committed_ttl: float = DEFAULT_COMMITTED_TTL,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.tentative_ttl = tentative_ttl
         self.committed_ttl = committed_ttl
