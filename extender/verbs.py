@@ -72,40 +72,31 @@ class Verbs:
         pod = _pod(args.Pod)
         candidates = self._candidates(args)
         log.debug("filter %s over %d nodes", pod.key, len(candidates))
-        names = [c if isinstance(c, str) else c.name for c in candidates]
         with self.store.lock.held("filter"):
             try:
                 spec = self.store.resolve_policy(pod)
                 decision = self._decide(pod, spec, candidates)
             except PolicyError as err:
-                self.events.pod_event(pod, "InvalidPlacementPolicy", str(err))
-                self.metrics.pod_decisions.inc(result="invalid_policy")
-                self.metrics.node_verdicts.inc(len(names), outcome="unresolvable", rule="policy")
-                return _filter_result(args, [], {}, {name: str(err) for name in names})
+                return self._invalid(args, pod, err)
             if spec is not None:
                 self.store.reservations.hold(pod, decision.passed(), lambda names: shared_domains(decision, names))
                 self._last = (pod.uid, self.store.version, decision)
-        passed: list[str] = []
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = {}
-        tally: Counter = Counter()
-        for n, v in decision.verdicts.items():  # one pass: 5,000 nodes is the common case
-            outcome = v.outcome
-            if outcome is Outcome.PASS:
-                passed.append(n)
-            elif outcome is Outcome.FAIL:
-                failed[n] = v.reason
-            else:
-                unresolvable[n] = v.reason
-            tally[(outcome, v.rule)] += 1
+        passed, failed, unresolvable, tally = _partition(decision)
         for (outcome, rule), count in tally.items():
             self.metrics.node_verdicts.inc(count, outcome=outcome.value, rule=rule or "-")
-        self.metrics.pod_decisions.inc(
-            result="no_policy" if spec is None else ("feasible" if passed else "no_feasible_node")
-        )
-        if spec is not None and not passed and names:
+        result = "no_policy" if spec is None else ("feasible" if passed else "no_feasible_node")
+        self.metrics.pod_decisions.inc(result=result)
+        if result == "no_feasible_node" and decision.verdicts:
             self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
         return _filter_result(args, passed, failed, unresolvable)
+
+    def _invalid(self, args: ExtenderArgs, pod: PodRecord, err: PolicyError) -> ExtenderFilterResult:
+        """An invalid policy never places the pod: every node unresolvable, with the message."""
+        names = args.candidate_names()
+        self.events.pod_event(pod, "InvalidPlacementPolicy", str(err))
+        self.metrics.pod_decisions.inc(result="invalid_policy")
+        self.metrics.node_verdicts.inc(len(names), outcome="unresolvable", rule="policy")
+        return _filter_result(args, [], {}, {name: str(err) for name in names})
 
     # ---------------------------------------------------------------- prioritize
     def prioritize(self, args: ExtenderArgs) -> Priorities:
@@ -296,6 +287,25 @@ def rejection_summary(decision: Decision) -> str:
         for rule, reasons in sorted(by_rule.items(), key=lambda kv: -len(kv[1]))
     ]
     return f"0/{total} nodes can take this pod under its placement policy: " + "; ".join(parts)
+
+
+def _partition(decision: Decision) -> tuple[list[str], dict[str, str], dict[str, str], Counter]:
+    """Passing names, failed and unresolvable reasons, and a tally by (outcome, rule): one pass,
+    as 5,000 nodes is the common case."""
+    passed: list[str] = []
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    tally: Counter = Counter()
+    for n, v in decision.verdicts.items():
+        outcome = v.outcome
+        if outcome is Outcome.PASS:
+            passed.append(n)
+        elif outcome is Outcome.FAIL:
+            failed[n] = v.reason
+        else:
+            unresolvable[n] = v.reason
+        tally[(outcome, v.rule)] += 1
+    return passed, failed, unresolvable, tally
 
 
 def _copy(v: Verdict) -> Verdict:
