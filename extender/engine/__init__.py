@@ -9,7 +9,7 @@ its modules. The HTTP server, the watch cache and the CLI are thin layers around
 from .evaluate import broken_rules, evaluate, shared_domains, zone_of
 from .model import Decision, GroupCounts, NodeInfo, Outcome, Placement, PlacementKind, PodRequest, Snapshot, Verdict
 from .preemption import zone_left_empty
-from .rules import Failure
+from .rules import Failure, Gap, NativeFragment, translate_rules
 from .scoring import MAX_SCORE, break_tie
 from .topology import Topology
 from .zone_order import ZoneOrder, stable_zone_order
@@ -18,7 +18,9 @@ __all__ = [
     "MAX_SCORE",
     "Decision",
     "Failure",
+    "Gap",
     "GroupCounts",
+    "NativeFragment",
     "NodeInfo",
     "Outcome",
     "Placement",
@@ -33,6 +35,7 @@ __all__ = [
     "evaluate",
     "shared_domains",
     "stable_zone_order",
+    "translate_rules",
     "zone_left_empty",
     "zone_of",
 ]

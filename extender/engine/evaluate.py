@@ -8,7 +8,7 @@ from ..policy import PlacementPolicySpec
 from .context import Context
 from .lookahead import Analysis, Certainty, dead_ends
 from .model import Decision, NodeInfo, Outcome, PodRequest, Snapshot, Verdict
-from .rules import Failure, all_failures, first_failure
+from .rules import NARROWING, Failure, all_failures, first_failure
 from .scoring import score_nodes
 
 
@@ -86,7 +86,8 @@ def evaluate(
             )
         passing = [n for n in passing if n.name not in stranded]
 
-    passing = _apply_fallback_groups(ctx, passing, verdicts)
+    for rule in NARROWING:  # fallback zone groups: after dead ends, so a group of dead ends hands over
+        passing = rule.narrow(ctx, passing, verdicts)  # type: ignore[misc]
 
     for node, score in zip(passing, score_nodes(ctx, passing, signatures), strict=True):
         verdicts[node.name].score = score
@@ -102,29 +103,6 @@ def evaluate(
     if analysis is not None:
         decision.notes.append(_describe(analysis))
     return decision
-
-
-def _apply_fallback_groups(ctx: Context, passing: list[NodeInfo], verdicts: dict[str, Verdict]) -> list[NodeInfo]:
-    """Keep only the first zone group that has a feasible candidate (seed 001's ordered groups)."""
-    groups = ctx.spec.zones.fallbackGroups if ctx.spec.zones else None
-    if not groups or not passing:
-        return passing
-    by_zone = {n.name: ctx.domain(n, ctx.zone_key) for n in passing}
-    for index, group in enumerate(groups, start=1):
-        members = set(group)
-        chosen = [n for n in passing if by_zone[n.name] in members]
-        if chosen:
-            for n in passing:
-                if by_zone[n.name] not in members:
-                    verdicts[n.name] = Verdict(
-                        n.name,
-                        Outcome.FAIL,
-                        "fallbackGroups",
-                        f"zone group {index} ({', '.join(group)}) still has feasible nodes; later groups are "
-                        "used only when it has none",
-                    )
-            return chosen
-    return passing
 
 
 def _describe(analysis: Analysis) -> str:

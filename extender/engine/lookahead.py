@@ -57,10 +57,10 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from ..limits import MAX_SPREAD_LEVELS
-from ..policy import AntiAffinityMode, WhenUnsatisfiable
 from .context import Context
 from .flow import INFINITE, DeadlineExceeded, Network
 from .model import NodeInfo
+from .rules import dead_end_terms
 
 Zones = frozenset[str] | None  # zones a pod may use; None = any
 Values = tuple[str, ...]  # a node's domain for each chain key, finest first
@@ -178,20 +178,14 @@ def build_model(ctx: Context) -> Model:
             keys.append(key)
         return key
 
-    zone_needed = ctx.permitted is not None or spec.ordinalZones is not None
-    if zone_needed:
+    terms = dead_end_terms(ctx)  # each rule's own part of the model (engine/rules/)
+    if terms.unknown is not None:
+        raise _Unknown(terms.unknown)
+    if terms.zone_needed:
         level_of(ctx.zone_key)
-    cap_keys: list[tuple[str | None, int]] = []
-    for cap, key, limit in ctx.caps:
-        if limit is None:
-            raise _Unknown(f"cap '{cap.describe(None)}' needs the group size")
-        cap_keys.append((level_of(key), limit))
-    spread_keys = [
-        (level_of(s.topologyKey), s.maxSkew)
-        for s in spec.spread
-        if s.whenUnsatisfiable is WhenUnsatisfiable.DO_NOT_SCHEDULE
-    ]
-    anti_keys = [level_of(a.topologyKey) for a in spec.shardAntiAffinity if a.mode is AntiAffinityMode.REQUIRED]
+    cap_keys = [(level_of(key), limit) for key, limit in terms.caps]
+    spread_keys = [(level_of(key), skew) for key, skew in terms.spreads]
+    anti_keys = [level_of(key) for key in terms.anti]
 
     topology = snap.topology
     value_counts = topology.value_counts(tuple(keys), ctx.zone_key, ctx.permitted, node_key)

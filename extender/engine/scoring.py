@@ -12,24 +12,19 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-from ..policy import AntiAffinityMode, WhenUnsatisfiable
 from .context import Context
 from .model import Decision, NodeInfo
+from .rules import SCORED, spread
 
 MAX_SCORE = 10
 
-# Relative weights of the parts; soft spread counts double in the balance part.
+# The balance part's weight; the rules' own parts carry theirs (anti-affinity 3, zone weights 2).
 BALANCE_WEIGHT = 3.0
-ANTI_AFFINITY_WEIGHT = 3.0
-ZONE_WEIGHT = 2.0
 
 
 def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
-    soft = {
-        ctx.spec.canonical_key(s.topologyKey)
-        for s in ctx.spec.spread
-        if s.whenUnsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY
-    }
+    """The group's pods in each node's domains, over every key the rules use (soft spreads x2)."""
+    soft = spread.soft_keys(ctx.spec)
     loads = []
     for node in nodes:
         load = 0.0
@@ -39,30 +34,6 @@ def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
                 load += ctx.counts[key].get(value, 0) * (2.0 if key in soft else 1.0)
         loads.append(load)
     return loads
-
-
-def _anti_affinity_penalties(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
-    rules = [r for r in ctx.spec.shardAntiAffinity if r.mode is AntiAffinityMode.PREFERRED]
-    if not rules or ctx.pod.shard is None:
-        return None
-    out = []
-    for node in nodes:
-        clash = 0
-        for rule in rules:
-            key = ctx.spec.canonical_key(rule.topologyKey)
-            value = ctx.domain(node, key)
-            if value is not None and ctx.shard_counts[key].get(value, 0) > 0:
-                clash += 1
-        out.append(clash / len(rules))
-    return out
-
-
-def _zone_preferences(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
-    weights = ctx.spec.zones.weights if ctx.spec.zones else None
-    if not weights:
-        return None
-    top = max(weights.values()) or 1
-    return [weights.get(ctx.domain(n, ctx.zone_key) or "", 0) / top for n in nodes]
 
 
 def score_nodes(ctx: Context, nodes: Sequence[NodeInfo], signatures: dict[str, tuple] | None = None) -> list[int]:
@@ -93,12 +64,10 @@ def _score_distinct(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
     low, high = min(loads), max(loads)
     if high > low:
         parts.append((BALANCE_WEIGHT, [(high - load) / (high - low) for load in loads]))
-    penalties = _anti_affinity_penalties(ctx, nodes)
-    if penalties is not None and max(penalties) > 0:
-        parts.append((ANTI_AFFINITY_WEIGHT, [1.0 - p for p in penalties]))
-    zones = _zone_preferences(ctx, nodes)
-    if zones is not None and max(zones) > min(zones):
-        parts.append((ZONE_WEIGHT, zones))
+    for rule in SCORED:  # each rule's own part: preferred anti-affinity, zone weights
+        part = rule.score(ctx, nodes)  # type: ignore[misc]
+        if part is not None:
+            parts.append(part)
     if not parts:
         return [0] * len(nodes)  # nothing tells them apart: neutral, kube-scheduler decides
     total = sum(w for w, _ in parts)

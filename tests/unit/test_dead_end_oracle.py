@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import cache
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,28 +24,39 @@ from extender.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
 Pod = tuple[str, int]
 
 
+RULES = ["caps", "spread", "shardAntiAffinity", "ordinalZones", "zones"]
+
+
 @st.composite
-def scenarios(draw):  # noqa: ANN001, ANN201
-    """Clusters about as full as the group: where dead ends live (NetEase's case is one of them)."""
+def scenarios(draw, rule: str | None = None):  # noqa: ANN001, ANN201
+    """Clusters about as full as the group: where dead ends live (NetEase's case is one of them).
+    With `rule`, that rule is always in the policy (the others come and go)."""
     zones = ["za", "zb", "zc"][: draw(st.integers(2, 3))]
     per_zone = draw(st.integers(1, 2))
     nodes = [NodeInfo(f"{z}-{i}", {HOSTNAME_KEY: f"{z}-{i}", ZONE_KEY: z}) for z in zones for i in range(per_zone)]
     spec: dict = {"caps": [], "spread": [], "shardAntiAffinity": []}
-    node_cap = draw(st.sampled_from([None, 1, 1, 2]))
+    node_cap = draw(st.sampled_from([1, 2] if rule == "caps" else [None, 1, 1, 2]))
     if node_cap:
         spec["caps"].append({"topologyKey": HOSTNAME_KEY, "max": node_cap})
     zone_cap = draw(st.sampled_from([None, 2, 3]))
     if zone_cap:
         spec["caps"].append({"topologyKey": ZONE_KEY, "max": zone_cap})
-    if draw(st.booleans()):
+    if rule == "spread" or draw(st.booleans()):
         spec["spread"].append({"topologyKey": ZONE_KEY, "maxSkew": draw(st.integers(1, 2))})
     if draw(st.integers(0, 4)) == 0:
         spec["spread"].append({"topologyKey": HOSTNAME_KEY, "maxSkew": 1})
-    anti = draw(st.sampled_from([None, ZONE_KEY, ZONE_KEY, HOSTNAME_KEY, "both"]))
+    choices = (
+        [ZONE_KEY, HOSTNAME_KEY, "both"]
+        if rule == "shardAntiAffinity"
+        else [None, ZONE_KEY, ZONE_KEY, HOSTNAME_KEY, "both"]
+    )
+    anti = draw(st.sampled_from(choices))
     for key in [HOSTNAME_KEY, ZONE_KEY] if anti == "both" else [anti] if anti else []:
         spec["shardAntiAffinity"].append({"topologyKey": key})
-    if draw(st.integers(0, 3)) == 0:
+    if rule == "ordinalZones" or (rule != "zones" and draw(st.integers(0, 3)) == 0):
         spec["ordinalZones"] = {"order": draw(st.permutations(zones))}
+    elif rule == "zones" or draw(st.integers(0, 4)) == 0:
+        spec["zones"] = {"allowed": draw(st.lists(st.sampled_from(zones), min_size=1, unique=True))}
     policy = PlacementPolicySpec.model_validate(spec)
     capacity = len(nodes) * (node_cap or 2)
     if zone_cap:
@@ -104,6 +116,19 @@ def _oracle_dead_ends(policy, nodes, replicas, placed: dict[Pod, str], me: Pod, 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(scenarios())
 def test_dead_ends_agree_with_exhaustive_placement(case) -> None:  # noqa: ANN001
+    _agree(case)
+
+
+@pytest.mark.parametrize("rule", RULES)
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_each_rule_is_held_equal_by_the_dead_end_analysis(rule, data) -> None:  # noqa: ANN001
+    """Per rule: with the rule always on, the analysis's dead ends are the filter's (exact) or
+    a subset of them (relaxed); the rule's dead-end terms model what its check enforces."""
+    _agree(data.draw(scenarios(rule)))
+
+
+def _agree(case) -> None:  # noqa: ANN001
     policy, nodes, replicas, order, placed_count, picks = case
     placed: dict[Pod, str] = {}
     # A reachable state: each pod placed legally in turn.

@@ -147,3 +147,22 @@ def test_cli_error_is_one_line(tmp_path, capsys) -> None:
     bad.write_text("caps: [{topologyKey: x}]\n")
     assert main(["translate", str(bad)]) == 2
     assert "exactly one of max or fraction" in capsys.readouterr().err
+
+
+def test_the_fragment_dumps_as_yaml_with_every_mode() -> None:
+    """`translate` prints YAML with yaml.safe_dump, which refuses enum members: every mode in the
+    fragment must be a plain string (a StrEnum once leaked through a spread's whenUnsatisfiable)."""
+    import yaml
+
+    spec = PlacementPolicySpec.model_validate(
+        {
+            "group": {"selector": {"matchLabels": {"app": "db"}}},
+            "spread": [
+                {"topologyKey": "topology.kubernetes.io/zone", "maxSkew": 1},
+                {"topologyKey": "kubernetes.io/hostname", "maxSkew": 2, "whenUnsatisfiable": "ScheduleAnyway"},
+            ],
+            "shardAntiAffinity": [{"topologyKey": "kubernetes.io/hostname", "mode": "Preferred"}],
+        }
+    )
+    text = yaml.safe_dump(translate(spec).fragment)
+    assert "whenUnsatisfiable: DoNotSchedule" in text and "whenUnsatisfiable: ScheduleAnyway" in text

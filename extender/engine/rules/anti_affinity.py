@@ -1,0 +1,81 @@
+"""Shard anti-affinity: pods of one StatefulSet (a shard) kept apart across a key (seed 002)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...policy import AntiAffinityMode, PlacementPolicySpec
+from ..context import Context
+from ..model import NodeInfo, Outcome
+from .base import DeadEndTerms, Failure, NativeFragment, Rule, missing_label
+
+NAME = "shardAntiAffinity"
+WEIGHT = 3.0  # of the score's parts (see scoring.py)
+
+
+def check(ctx: Context, node: NodeInfo) -> Failure | None:
+    """Invariant, per Required rule on key K: pods of the pod's StatefulSet in K(node) = 0."""
+    if ctx.pod.shard is None:
+        return None
+    for rule in ctx.spec.shardAntiAffinity:
+        if rule.mode is not AntiAffinityMode.REQUIRED:
+            continue
+        key = ctx.spec.canonical_key(rule.topologyKey)
+        value = ctx.domain(node, key)
+        if value is None:
+            return missing_label(NAME, key)
+        if ctx.shard_counts[key].get(value, 0) > 0:
+            return Failure(
+                Outcome.FAIL,
+                NAME,
+                f"{ctx.where(key, value)} already holds a pod of StatefulSet {ctx.pod.shard} (required anti-affinity)",
+            )
+    return None
+
+
+def score(ctx: Context, nodes: Sequence[NodeInfo]) -> tuple[float, list[float]] | None:
+    """Preferred rules: 1 where no sibling shares a domain, less per rule a sibling shares."""
+    rules = [r for r in ctx.spec.shardAntiAffinity if r.mode is AntiAffinityMode.PREFERRED]
+    if not rules or ctx.pod.shard is None:
+        return None
+    penalties = []
+    for node in nodes:
+        clash = 0
+        for rule in rules:
+            key = ctx.spec.canonical_key(rule.topologyKey)
+            value = ctx.domain(node, key)
+            if value is not None and ctx.shard_counts[key].get(value, 0) > 0:
+                clash += 1
+        penalties.append(clash / len(rules))
+    if max(penalties) <= 0:
+        return None
+    return WEIGHT, [1.0 - p for p in penalties]
+
+
+def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
+    """At most one pod of a StatefulSet per domain: a gate per (StatefulSet type, domain)."""
+    for rule in ctx.spec.shardAntiAffinity:
+        if rule.mode is AntiAffinityMode.REQUIRED:
+            terms.anti.append(ctx.spec.canonical_key(rule.topologyKey))
+
+
+def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
+    """Pod anti-affinity over the group's pods; shards told apart by matchLabelKeys."""
+    for rule in spec.shardAntiAffinity:
+        term: dict[str, Any] = {"labelSelector": out.selector, "topologyKey": spec.canonical_key(rule.topologyKey)}
+        if spec.group.selector is not None:
+            term["matchLabelKeys"] = [out.shard_label]  # only pods of the same StatefulSet (shard)
+        if rule.mode is AntiAffinityMode.REQUIRED:
+            out.required_pods.append(term)
+        else:
+            out.preferred_pods.append({"weight": 100, "podAffinityTerm": term})
+    if spec.group.selector is not None and spec.shardAntiAffinity:
+        out.gap(
+            NAME,
+            f"shards are told apart by the {out.shard_label} label (matchLabelKeys)",
+            "during a rolling update a shard's old- and new-revision pods do not repel each other",
+        )
+
+
+RULE = Rule(NAME, check, dead_end, translate, score=score)

@@ -1,0 +1,103 @@
+"""What a placement rule is: the parts every rule module fills in, and the vocabulary they share.
+
+A rule module (caps.py, spread.py, ...) holds everything its rule means, and exports one `RULE`:
+
+* `check(ctx, node)`: the filter. A Failure with a reason for `kubectl describe pod`, or None.
+* `score(ctx, nodes)`: its part of the 0..10 score, as (weight, 0..1 per node), or None.
+* `dead_end(ctx, terms)`: what it asks of the dead-end analysis (engine/lookahead.py), in that
+  analysis's terms: caps, spreads, anti-affinity keys, whether zones matter.
+* `translate(spec, out)`: its closest native constraints, and what retiring to them gives up.
+* `narrow(ctx, passing, verdicts)`: a last word on the nodes that passed (fallback zone groups).
+
+The engine iterates over `rules.RULES`; no other module knows a rule's semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...policy import PlacementPolicySpec, WhenUnsatisfiable
+from ..context import Context
+from ..model import NodeInfo, Outcome, Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    outcome: Outcome
+    rule: str
+    reason: str
+
+
+def missing_label(rule: str, key: str) -> Failure:
+    return Failure(Outcome.UNRESOLVABLE, rule, f"node has no {key} label")
+
+
+@dataclass
+class DeadEndTerms:
+    """The hard rules as the dead-end analysis models them (canonical topology keys)."""
+
+    zone_needed: bool = False  # pods are restricted to zones (allowed zones, ordinal zones)
+    caps: list[tuple[str, int]] = field(default_factory=list)  # (key, most pods of the group per domain)
+    spreads: list[tuple[str, int]] = field(default_factory=list)  # (key, maxSkew) of DoNotSchedule spreads
+    anti: list[str] = field(default_factory=list)  # keys of Required shard anti-affinity
+    unknown: str | None = None  # set when the rules cannot be modelled: nothing is filtered
+
+
+@dataclass(frozen=True)
+class Gap:
+    """What retiring to the native constraints gives up, rule by rule (translate)."""
+
+    rule: str
+    limitation: str
+    cost: str
+
+
+@dataclass
+class NativeFragment:
+    """The native constraints a policy translates to, built rule by rule (see translate.py)."""
+
+    spec: PlacementPolicySpec
+    size: int | None
+    selector: dict[str, Any]
+    shard_label: str
+    hard: dict[str, dict[str, Any]] = field(default_factory=dict)  # topologyKey -> DoNotSchedule constraint
+    soft: dict[str, dict[str, Any]] = field(default_factory=dict)  # topologyKey -> ScheduleAnyway constraint
+    required_nodes: list[dict[str, Any]] = field(default_factory=list)  # nodeSelectorTerms
+    preferred_nodes: list[dict[str, Any]] = field(default_factory=list)  # preferred node affinity terms
+    required_pods: list[dict[str, Any]] = field(default_factory=list)  # required pod anti-affinity terms
+    preferred_pods: list[dict[str, Any]] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+
+    def constraint(self, key: str, skew: int, mode: str) -> None:
+        """A topology spread constraint; native allows one per key and mode, so the tighter wins."""
+        table = self.hard if mode == WhenUnsatisfiable.DO_NOT_SCHEDULE else self.soft
+        current = table.get(key)
+        if current is None or skew < current["maxSkew"]:
+            table[key] = {
+                "maxSkew": skew,
+                "topologyKey": key,
+                "whenUnsatisfiable": str(mode),
+                "labelSelector": self.selector,
+            }
+
+    def gap(self, rule: str, limitation: str, cost: str) -> None:
+        self.gaps.append(Gap(rule, limitation, cost))
+
+
+Check = Callable[[Context, NodeInfo], Failure | None]
+Score = Callable[[Context, Sequence[NodeInfo]], tuple[float, list[float]] | None]
+DeadEnd = Callable[[Context, DeadEndTerms], None]
+Translate = Callable[[PlacementPolicySpec, NativeFragment], None]
+Narrow = Callable[[Context, list[NodeInfo], dict[str, Verdict]], list[NodeInfo]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    check: Check
+    dead_end: DeadEnd
+    translate: Translate
+    score: Score | None = None
+    narrow: Narrow | None = None

@@ -1,0 +1,85 @@
+"""Caps: at most so many of the group's pods in one domain (a node, a zone, a rack).
+
+Seed 002's per-node "fewer than 1/3 of the cluster" and per-zone "fewer than 1/2" are caps with
+a fraction of the group size; `max` is an absolute count.
+"""
+
+from __future__ import annotations
+
+from ...policy import PlacementPolicySpec
+from ..context import Context
+from ..model import NodeInfo, Outcome
+from .base import DeadEndTerms, Failure, NativeFragment, Rule, missing_label
+
+NAME = "caps"
+
+
+def check(ctx: Context, node: NodeInfo) -> Failure | None:
+    """Invariant, per cap on key K with limit L (max, or from fraction p/q of group size N:
+    LessThan: L = ceil(p/q x N) - 1; AtMost: L = floor(p/q x N)):
+
+        pods of the group in K(node) + 1 <= L
+
+    A fractional cap without a known group size refuses every node, saying why.
+    """
+    for cap, key, limit in ctx.caps:
+        if limit is None:
+            return Failure(
+                Outcome.UNRESOLVABLE,
+                NAME,
+                f"cap '{cap.describe(None)}' needs the group size, which is unknown: set group.size "
+                "or make the group's StatefulSets visible to the extender",
+            )
+        value = ctx.domain(node, key)
+        if value is None:
+            return missing_label(NAME, key)
+        have = ctx.counts[key].get(value, 0)
+        if have + 1 > limit:
+            return Failure(
+                Outcome.FAIL,
+                NAME,
+                f"{ctx.where(key, value)} already holds {have} of the group's pods; "
+                f"the cap ({cap.describe(ctx.group_size)}) allows {limit}",
+            )
+    return None
+
+
+def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
+    """A cap bounds a domain's final count: an upper bound on the domain's edge in the flow."""
+    for cap, key, limit in ctx.caps:
+        if limit is None:
+            terms.unknown = f"cap '{cap.describe(None)}' needs the group size"
+            return
+        terms.caps.append((key, limit))
+
+
+def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
+    """Natively a cap can only be approximated by maxSkew = its limit (seed 002's formula)."""
+    for cap in spec.caps:
+        key = spec.canonical_key(cap.topologyKey)
+        limit = cap.limit(out.size)
+        if limit is None:
+            out.gap(
+                NAME,
+                f"'{cap.describe(None)}' needs the group size, which is unknown",
+                "no constraint emitted for it: pass --size or set group.size",
+            )
+            continue
+        out.constraint(key, limit, "DoNotSchedule")
+        out.gap(
+            NAME,
+            f"'{cap.describe(out.size)}' becomes maxSkew {limit}, which bounds a domain's pods minus the emptiest "
+            "domain's, not the count itself",
+            "once every domain holds a pod, a domain can exceed the cap (seed 002, conclusion 2); with fewer "
+            "domains than needed the cap is not kept at all",
+        )
+    if any(c.fraction is not None for c in spec.caps) and out.size is not None:
+        out.gap(
+            NAME,
+            f"fractional caps become fixed maxSkew values for a group of {out.size}",
+            "when the group grows or shrinks, every StatefulSet of the group must be updated with the "
+            "recomputed maxSkew (seed 002's operator does this on scaling)",
+        )
+
+
+RULE = Rule(NAME, check, dead_end, translate)

@@ -1,0 +1,59 @@
+"""Ordinal zones: StatefulSet pod i in zone order[i mod Z] (crl-scheduler, seed 003), made stable.
+
+The zone order itself is engine/zone_order.py (the StatefulSet's placed pods and bound volumes
+are its record); the dead-end analysis gives each pod still to come its ordinal's zone
+(lookahead.pods_to_come).
+"""
+
+from __future__ import annotations
+
+from ...policy import PlacementPolicySpec
+from ..context import Context
+from ..model import NodeInfo, Outcome
+from .base import DeadEndTerms, Failure, NativeFragment, Rule
+
+NAME = "ordinalZones"
+
+
+def check(ctx: Context, node: NodeInfo) -> Failure | None:
+    """Invariant: zone(node) = order[ordinal mod len(order)], or zone(node) holds a volume the
+    pod's claims are bound to (a pod is never stranded away from its volume)."""
+    if ctx.zone_order is None:
+        return None
+    zone = ctx.domain(node, ctx.zone_key)
+    if zone is None:
+        return Failure(Outcome.UNRESOLVABLE, NAME, f"node has no zone label ({ctx.zone_key})")
+    if zone == ctx.ideal_zone or zone in ctx.pod.volume_zones:
+        return None
+    if ctx.ideal_zone is None:
+        return Failure(Outcome.UNRESOLVABLE, NAME, "no schedulable node with a zone label in the permitted zones")
+    # Short, and the same for every node of a zone: kube-scheduler counts identical reasons
+    # ("4 ordinal 1 belongs in zone b ...") and the answer stays small; explain says why.
+    order = ", ".join(ctx.zone_order.order)
+    return Failure(
+        Outcome.UNRESOLVABLE,
+        NAME,
+        f"ordinal {ctx.pod.ordinal} belongs in zone {ctx.ideal_zone} (zone order [{order}]); node is in zone {zone}",
+    )
+
+
+def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
+    """Each pod still to come may use only its ordinal's zone (and its volume's)."""
+    if ctx.spec.ordinalZones is not None:
+        terms.zone_needed = True
+
+
+def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
+    """No native rule ties an ordinal to a zone: approximated by a hard zone spread of 1."""
+    if spec.ordinalZones is None:
+        return
+    out.constraint(spec.topology.zone, 1, "DoNotSchedule")
+    out.gap(
+        NAME,
+        "no native rule ties a StatefulSet ordinal to a zone (crl-scheduler, seed 003)",
+        "approximated by zone maxSkew 1: creation is balanced, but a scale-down removes the highest "
+        "ordinals wherever they are and can empty a zone; a rescheduled pod is not steered back",
+    )
+
+
+RULE = Rule(NAME, check, dead_end, translate)
