@@ -141,21 +141,9 @@ class Verbs:
                     Error=f"pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is not in the extender's cache yet; "
                     "refusing to bind blind, kube-scheduler will retry"
                 )
-            try:
-                spec = self.store.resolve_policy(pod)
-                inputs = self.store.decision_inputs(pod, spec, tentative=False) if spec is not None else None
-            except PolicyError as err:
-                return ExtenderBindingResult(Error=str(err))
-            if spec is not None and inputs is not None:
-                # The last word on hard rules: filters for other pods may have raced this one.
-                request, snap = inputs
-                verdict = evaluate(spec, request, snap, [args.Node], dead_end_avoidance=False).verdicts[args.Node]
-                if not verdict.passed:
-                    self.store.reservations.release(pod.uid)
-                    self.metrics.binds.inc(result="refused")
-                    log.info("refused to bind %s to %s: %s", pod.key, args.Node, verdict.reason)
-                    return ExtenderBindingResult(Error=f"refused to bind to {args.Node}: {verdict.reason}")
-                self.store.reservations.commit(pod, args.Node)
+            refusal = self._recheck(pod, args.Node)
+            if refusal is not None:
+                return ExtenderBindingResult(Error=refusal)
         try:
             self.binder.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
         except BindError as err:
@@ -167,21 +155,31 @@ class Verbs:
         self.metrics.binds.inc(result="bound")
         return ExtenderBindingResult()
 
+    def _recheck(self, pod: PodRecord, node: str) -> str | None:
+        """The last word on hard rules, against bound and committed placements only (filters for
+        other pods may have raced this one): a refusal, or None after committing the pod."""
+        try:
+            spec = self.store.resolve_policy(pod)
+            if spec is None:
+                return None
+            request, snap = self.store.decision_inputs(pod, spec, tentative=False)
+        except PolicyError as err:
+            return str(err)
+        verdict = evaluate(spec, request, snap, [node], dead_end_avoidance=False).verdicts[node]
+        if not verdict.passed:
+            self.store.reservations.release(pod.uid)
+            self.metrics.binds.inc(result="refused")
+            log.info("refused to bind %s to %s: %s", pod.key, node, verdict.reason)
+            return f"refused to bind to {node}: {verdict.reason}"
+        self.store.reservations.commit(pod, node)
+        return None
+
     # ---------------------------------------------------------------- preempt
     def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
         """Keep only victim sets after which the preemptor passes our hard rules and no
         policy group of a victim loses its last pod in a zone."""
         pod = _pod(args.Pod)
-        victims: dict[str, list[str]] = {}
-        pdb: dict[str, int] = {}
-        if args.NodeNameToMetaVictims is not None:
-            for node, meta in args.NodeNameToMetaVictims.items():
-                victims[node] = [p.UID for p in meta.Pods or ()]
-                pdb[node] = meta.NumPDBViolations
-        elif args.NodeNameToVictims is not None:
-            for node, full in args.NodeNameToVictims.items():
-                victims[node] = [_pod(p).uid for p in full.Pods or ()]
-                pdb[node] = full.NumPDBViolations
+        victims, pdb = _victims(args)
         kept: dict[str, MetaVictims] = {}
         with self.store.lock.held("preempt"):
             deadline = time.monotonic() + self.decision_deadline
@@ -306,6 +304,21 @@ def _partition(decision: Decision) -> tuple[list[str], dict[str, str], dict[str,
             unresolvable[n] = v.reason
         tally[(outcome, v.rule)] += 1
     return passed, failed, unresolvable, tally
+
+
+def _victims(args: ExtenderPreemptionArgs) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Node -> victim uids, and node -> PDB violations, from either form kube-scheduler sends."""
+    victims: dict[str, list[str]] = {}
+    pdb: dict[str, int] = {}
+    if args.NodeNameToMetaVictims is not None:
+        for node, meta in args.NodeNameToMetaVictims.items():
+            victims[node] = [p.UID for p in meta.Pods or ()]
+            pdb[node] = meta.NumPDBViolations
+    elif args.NodeNameToVictims is not None:
+        for node, full in args.NodeNameToVictims.items():
+            victims[node] = [_pod(p).uid for p in full.Pods or ()]
+            pdb[node] = full.NumPDBViolations
+    return victims, pdb
 
 
 def _copy(v: Verdict) -> Verdict:
