@@ -3,6 +3,11 @@
 Used by `ab` (to count violations on both sides of an A/B run) and by `audit` (to catch drift
 after a scale-down, a node loss, or a pod placed by hand). It recomputes every hard rule from
 the placements alone, without the engine's incremental state, so it also checks the engine.
+
+Deliberately not built from the engine's rule modules (extender/engine/rules/): a simpler,
+independent oracle of what a finished placement must satisfy, so a mistake in a rule's module
+shows up as a disagreement instead of being repeated here. tests/unit/test_checker.py holds its
+own table of cases; test_properties.py holds the engine to it.
 """
 
 from __future__ import annotations
