@@ -23,7 +23,7 @@ from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
 
-from builders import HOST, ZONE, node, pod, statefulset
+from builders import HOST, YAML_FRAGMENTS, ZONE, node, pod, statefulset
 from fakes import RecordedEvents
 
 json_values = st.recursive(
@@ -301,54 +301,6 @@ def policy_texts(draw) -> str:
     if kind == "fragments":
         return "".join(draw(st.lists(st.sampled_from(YAML_FRAGMENTS), max_size=40)))
     return draw(st.sampled_from([json.dumps(CAPS), YAML_POLICY, "{}", "", "null", "caps: 2024-02-30", "[1]"]))
-
-
-YAML_FRAGMENTS = [
-    "[",
-    "]",
-    "{",
-    "}",
-    ":",
-    ": ",
-    ",",
-    "- ",
-    "\n",
-    "  ",
-    "&a ",
-    "*a",
-    "!!binary ",
-    "!!int ",
-    "!!float ",
-    "!!timestamp ",
-    "!!set ",
-    "!!python/object ",
-    "<<: ",
-    "? ",
-    "'",
-    '"',
-    "#",
-    "|",
-    ">",
-    "...",
-    "---",
-    "caps",
-    "topologyKey",
-    "max",
-    "1",
-    "-1",
-    "0x1f",
-    "1e999",
-    ".nan",
-    "2024-02-30",
-    "2001-12-14t21:59:43+99:00",
-    "9" * 4400,
-    "\ud800",
-    "\t",
-    "%YAML 1.1\n",
-    "~",
-    "null",
-    "true",
-]
 
 
 @st.composite

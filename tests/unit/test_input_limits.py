@@ -22,7 +22,7 @@ from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
 from extender.wire import WireError, decode_json, go_json, nests_deeper
 
-from builders import HOST, filter_args, node, pod, statefulset
+from builders import HOST, YAML_FRAGMENTS, filter_args, node, pod, statefulset
 from fakes import RecordedEvents
 
 NAMES = ["n1", "n2", "n3"]
@@ -409,60 +409,6 @@ def test_a_strange_request_id_is_not_echoed(client) -> None:
 
 # -- parsers: property tests --------------------------------------------------------------------------
 
-YAML_FRAGMENTS = [
-    "[",
-    "]",
-    "{",
-    "}",
-    ":",
-    ": ",
-    ",",
-    "- ",
-    "\n",
-    "  ",
-    "&a ",
-    "*a",
-    "!!int ",
-    "!!bool ",
-    "!!float ",
-    "!!timestamp ",
-    "!!binary ",
-    "!!set ",
-    "!!omap ",
-    "!",
-    "<<: ",
-    "? ",
-    "'",
-    '"',
-    "#",
-    "|",
-    ">",
-    "---",
-    "...",
-    "caps",
-    "topologyKey",
-    "max",
-    "group",
-    "size",
-    "zones",
-    "1",
-    "-1",
-    "0x",
-    "1e999",
-    ".nan",
-    "2024-02-30",
-    "+99:00",
-    "9" * 4400,
-    "\ud800",
-    "\t",
-    "\\",
-    "~",
-    "null",
-    "{}",
-    "[]",
-    "=",
-    "%YAML 1.1\n",
-]
 POLICY_TEXT = st.text(st.characters(exclude_categories=()), max_size=60) | st.lists(
     st.sampled_from(YAML_FRAGMENTS), max_size=30
 ).map("".join)
