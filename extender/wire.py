@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from .limits import MAX_REQUEST_DEPTH
@@ -164,13 +165,38 @@ def _go_order(value: Any) -> Any:
     return value
 
 
-def go_json(value: Any) -> str:
-    """json.dumps as Go's encoding/json.Marshal writes it (compact, HTML-safe escapes, raw UTF-8).
+def go_bytes(value: Any) -> bytes:
+    """`value` as Go's encoding/json.Marshal writes it (compact, HTML-safe escapes, raw UTF-8).
 
-    Total over strings: a lone surrogate (Python's json reads "\\ud800" as one) cannot be encoded
-    as UTF-8, so it is written as Go writes invalid UTF-8, the escape \\ufffd. The check costs
-    nothing on the usual all-ASCII answer.
+    orjson writes the same bytes as `json.dumps(separators=(",", ":"), ensure_ascii=False)`
+    (a property test holds them equal), several times faster on a 5,000-node answer; Go's three
+    HTML escapes and U+2028/2029 are added after, and only where such a byte occurs. What orjson
+    refuses (a lone surrogate, an integer beyond 64 bits) takes the slower path below.
     """
+    try:
+        out = orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        return _go_text(value).encode("utf-8")
+    if b"<" in out or b">" in out or b"&" in out:
+        out = out.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+    if not out.isascii():
+        out = out.replace(_LINE_SEPARATOR, b"\\u2028").replace(_PARAGRAPH_SEPARATOR, b"\\u2029")
+    return out
+
+
+_LINE_SEPARATOR = "\u2028".encode()
+_PARAGRAPH_SEPARATOR = "\u2029".encode()
+
+
+def go_json(value: Any) -> str:
+    """As go_bytes, as text."""
+    return go_bytes(value).decode("utf-8")
+
+
+def _go_text(value: Any) -> str:
+    """The json.dumps path: total over strings. A lone surrogate (Python's json reads "\\ud800"
+    as one) cannot be encoded as UTF-8, so it is written as Go writes invalid UTF-8, the escape
+    \\ufffd."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     if not text.isascii():
@@ -180,11 +206,16 @@ def go_json(value: Any) -> str:
     return text
 
 
-def encode(model: BaseModel | Priorities) -> str:
-    """A wire model as Go would marshal it."""
+def encode_bytes(model: BaseModel | Priorities) -> bytes:
+    """A wire model as Go would marshal it (the HTTP answer's body)."""
     if isinstance(model, Priorities):
-        return go_json([{"Host": h, "Score": s} for h, s in model.pairs])
-    return go_json(_go_order(model.model_dump(mode="json")))
+        return go_bytes([{"Host": h, "Score": s} for h, s in model.pairs])
+    return go_bytes(_go_order(model.model_dump(mode="json")))
+
+
+def encode(model: BaseModel | Priorities) -> str:
+    """As encode_bytes, as text."""
+    return encode_bytes(model).decode("utf-8")
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -20,7 +20,15 @@ from werkzeug.exceptions import HTTPException
 
 from ..limits import DEFAULT_MAX_BODY, MAX_CANDIDATE_NODES
 from ..verbs import BadRequest, Verbs
-from ..wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs, WireError, decode_json, encode, go_json
+from ..wire import (
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderPreemptionArgs,
+    WireError,
+    decode_json,
+    encode_bytes,
+    go_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +69,7 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
         return args
 
     def answer(model: BaseModel) -> Response:
-        return Response(encode(model) + "\n", status=200, mimetype="application/json")
+        return Response(encode_bytes(model) + b"\n", status=200, mimetype="application/json")
 
     @app.before_request
     def _start() -> None:
