@@ -74,7 +74,7 @@ def evaluate(
         and len(passing) > 1
         and (snap.group_size is not None or snap.shard_replicas)
     ):
-        analysis = dead_ends(ctx, passing, deadline)
+        analysis = dead_ends(ctx, passing, deadline, signatures)
         stranded = analysis.stranded
         for name, left in stranded.items():
             verdicts[name] = Verdict(

@@ -136,9 +136,18 @@ class _Unknown(Exception):
     """The rules are outside what the model decides; the message says why."""
 
 
-def dead_ends(ctx: Context, candidates: Iterable[NodeInfo], deadline: float | None = None) -> Analysis:
+def dead_ends(
+    ctx: Context,
+    candidates: Iterable[NodeInfo],
+    deadline: float | None = None,
+    signatures: dict[str, tuple] | None = None,
+) -> Analysis:
     """Candidates after which the rest of the group cannot be placed, with the number of pods left
-    stranded, but only when another candidate keeps the group feasible."""
+    stranded, but only when another candidate keeps the group feasible.
+
+    `signatures` (node -> the filter's signature, see Context.signature) lets nodes alike to the
+    rules share one class lookup: a node's class is a function of its signature's domains, its
+    load and whether it is schedulable in a permitted zone."""
     try:
         model = build_model(ctx)
     except _Unknown as why:
@@ -146,8 +155,15 @@ def dead_ends(ctx: Context, candidates: Iterable[NodeInfo], deadline: float | No
     if model.to_come == 0:
         return Analysis(Certainty.EXACT)
     by_class: dict[NodeClass, list[str]] = defaultdict(list)
+    seen: dict[tuple, NodeClass | None] = {}
+    signatures = signatures or {}
     for node in candidates:
-        klass = _class_of(ctx, model, node.name)
+        sig = signatures.get(node.name)
+        if sig is None:
+            klass = _class_of(ctx, model, node.name)
+        else:
+            key = (sig, node.name in model.eligible, model.node_load.get(node.name, 0))
+            klass = seen[key] if key in seen else seen.setdefault(key, _class_of(ctx, model, node.name))
         if klass is not None:
             by_class[klass].append(node.name)
     try:
