@@ -21,6 +21,15 @@ Ratio definitions (medians of per-iteration times, in the same run):
   filter ratio     = filter / noop(filter payload)
   prioritize ratio = prioritize / noop(prioritize payload)
 
+The Go floor (benchmarks/gofloor, built with `go build` into
+${XDG_CACHE_HOME:-~/.cache}/placement-extender/gofloor-<hash>/ on first use, then reused) is a
+do-nothing extender in Go: encoding/json into kube-scheduler's extenderv1.ExtenderArgs, and answers
+of realistic size (filter: every candidate passes; prioritize: score 0 for every candidate). Each
+iteration also sends it the same filter and prioritize payloads; the three groups (verbs, Python
+floors, Go floor) rotate their order between iterations. Beside the ratios above:
+  pair / Go pair, filter / Go filter, prioritize / Go prioritize   (medians, same run)
+Without `go` (or with --no-go-floor) the run goes on and says "Go floor: unavailable (<reason>)".
+
     python -m benchmarks.http_latency                 # 1k, 5k, 1k-nodelist; ~4 min
     python -m benchmarks.http_latency --configs 1k    # one configuration
 """
@@ -46,7 +55,19 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import synthetic  # noqa: E402
-from benchmarks.common import REPO, code_version, loadavg, machine, summary_ms, table, verdict, vm_status, write_result  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    REPO,
+    GoFloorBuild,
+    build_go_floor,
+    code_version,
+    loadavg,
+    machine,
+    summary_ms,
+    table,
+    verdict,
+    vm_status,
+    write_result,
+)
 
 
 @dataclass(frozen=True)
@@ -150,6 +171,23 @@ class Server:
         self.log.close()
 
 
+class GoFloorServer(Server):
+    """The Go floor binary (benchmarks/gofloor) in its own process group; stopped by its pid."""
+
+    def __init__(self, binary: Path, port: int, log_path: Path) -> None:
+        self.port = port
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(binary), "-listen", f"127.0.0.1:{port}"],
+            cwd=REPO,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
 def free_port() -> int:
     import socket
 
@@ -183,10 +221,14 @@ class Client:
 
 
 METRICS = ("filter", "prioritize", "pair", "noop_filter", "noop_prioritize", "noop_pair", "noop_raw")
+# The Go floor's figures: present when the Go floor ran (build_go_floor found or built it).
+GO_METRICS = ("go_filter", "go_prioritize", "go_pair")
 
 
-def run_once(client: Client, filter_body: bytes, prioritize_body: bytes, iterations: int) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {k: [] for k in METRICS}
+def run_once(
+    client: Client, filter_body: bytes, prioritize_body: bytes, iterations: int, go_client: Client | None = None
+) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {k: [] for k in METRICS + (GO_METRICS if go_client else ())}
     gc.collect()
     gc.disable()  # the client's own collector must not land inside a timed request
     try:
@@ -208,24 +250,44 @@ def run_once(client: Client, filter_body: bytes, prioritize_body: bytes, iterati
                 samples["noop_pair"].append(a + b)
                 samples["noop_raw"].append(r)
 
-            if i % 2 == 0:
-                verbs()
-                floors()
-            else:
-                floors()
-                verbs()
+            def go_floor() -> None:
+                assert go_client is not None
+                a, _ = go_client.post("/filter", filter_body)
+                b, _ = go_client.post("/prioritize", prioritize_body)
+                samples["go_filter"].append(a)
+                samples["go_prioritize"].append(b)
+                samples["go_pair"].append(a + b)
+
+            # Rotate the groups' order between iterations: without the Go floor, verbs+floors then
+            # floors+verbs, alternately, as before; with it each group takes each position in turn.
+            groups = [verbs, floors, go_floor] if go_client else [verbs, floors]
+            shift = i % len(groups)
+            for group in groups[shift:] + groups[:shift]:
+                group()
     finally:
         gc.enable()
     return samples
 
 
 def ratios(stats: dict[str, dict[str, float]]) -> dict[str, float]:
-    return {
+    out = {
         "pair_over_2noop_median": round(stats["pair"]["median"] / stats["noop_pair"]["median"], 2),
         "pair_over_2noop_p99": round(stats["pair"]["p99"] / stats["noop_pair"]["p99"], 2),
         "filter_over_noop_median": round(stats["filter"]["median"] / stats["noop_filter"]["median"], 2),
         "prioritize_over_noop_median": round(stats["prioritize"]["median"] / stats["noop_prioritize"]["median"], 2),
     }
+    if "go_pair" in stats:  # the Go floor ran
+        out |= {
+            "pair_over_go_pair_median": round(stats["pair"]["median"] / stats["go_pair"]["median"], 2),
+            "pair_over_go_pair_p99": round(stats["pair"]["p99"] / stats["go_pair"]["p99"], 2),
+            "filter_over_go_filter_median": round(stats["filter"]["median"] / stats["go_filter"]["median"], 2),
+            "prioritize_over_go_prioritize_median": round(
+                stats["prioritize"]["median"] / stats["go_prioritize"]["median"], 2
+            ),
+            # the Python floor (a fixed 90-byte answer) against the Go floor (answers of realistic size)
+            "noop_pair_over_go_pair_median": round(stats["noop_pair"]["median"] / stats["go_pair"]["median"], 2),
+        }
+    return out
 
 
 def gc_delta(before: dict[str, Any], after: dict[str, Any], iterations: int) -> dict[str, Any]:
@@ -240,10 +302,71 @@ def gc_delta(before: dict[str, Any], after: dict[str, Any], iterations: int) -> 
     }
 
 
+def start_go_floor(
+    config: Config, go: GoFloorBuild | None, workdir: Path, filter_body: bytes, prioritize_body: bytes, log=print
+) -> tuple[GoFloorServer | None, Client | None, dict[str, Any]]:
+    """The Go floor's server and client for one configuration, checked with one filter and one
+    prioritize; (None, None, why) when there is no binary or it does not answer as it should."""
+    if go is None or go.path is None:
+        return None, None, {"available": False, "reason": go.reason if go else "not requested"}
+    port = free_port()
+    try:
+        server = GoFloorServer(go.path, port, workdir / f"gofloor-{config.name}.log")
+    except OSError as exc:
+        log(f"[{config.name}] Go floor: unavailable (cannot start {go.path}: {exc})")
+        return None, None, {"available": False, "reason": f"cannot start {go.path}: {exc}"}
+    client: Client | None = None
+    try:
+        ready_s = server.wait_ready(timeout=30)
+        client = Client(port)
+        client.conn.request("GET", "/readyz")
+        go_version = client.conn.getresponse().read().decode().strip()
+        _, filter_answer = client.post("/filter", filter_body)
+        _, prio_answer = client.post("/prioritize", prioritize_body)
+        candidates = json.loads(filter_body)
+        passed = json.loads(filter_answer)
+        if config.node_list:
+            want, got = len(candidates["Nodes"]["items"]), len(passed["Nodes"]["items"])
+        else:
+            want, got = len(candidates["NodeNames"]), len(passed["NodeNames"])
+        if want != got:
+            raise RuntimeError(f"the Go floor passed {got} of {want} candidates")
+    except (OSError, RuntimeError, TimeoutError, KeyError, TypeError, ValueError) as exc:
+        if client is not None:
+            client.close()
+        reason = f"server: {exc}"
+        server.stop()
+        log(f"[{config.name}] Go floor: unavailable ({reason})")
+        return None, None, {"available": False, "reason": reason}
+    info = {
+        "available": True,
+        "go_version": go_version,
+        "server_ready_seconds": round(ready_s, 2),
+        "filter_answer_bytes": len(filter_answer),
+        "prioritize_answer_bytes": len(prio_answer),
+    }
+    log(
+        f"[{config.name}] Go floor ready in {ready_s:.2f}s ({go_version}); filter answer "
+        f"{len(filter_answer):,} bytes, prioritize answer {len(prio_answer):,} bytes"
+    )
+    return server, client, info
+
+
 def measure(
-    config: Config, *, requests: int, runs: int, warmup: int, workdir: Path, gc_freeze: bool = True, log=print
+    config: Config,
+    *,
+    requests: int,
+    runs: int,
+    warmup: int,
+    workdir: Path,
+    gc_freeze: bool = True,
+    log=print,
+    go: GoFloorBuild | None = None,
 ) -> dict[str, Any]:
     filter_body = synthetic.filter_args(config.nodes, node_list=config.node_list)
+    go_server: GoFloorServer | None = None
+    go_client: Client | None = None
+    go_info: dict[str, Any] = {"available": False, "reason": "not started"}
     port = free_port()
     server = Server(
         config.nodes,
@@ -273,12 +396,13 @@ def measure(
         }
         if passed == 0:
             raise RuntimeError(f"the benchmark pod passes no node: {decision}")
-        run_once(client, filter_body, prioritize_body, warmup)
+        go_server, go_client, go_info = start_go_floor(config, go, workdir, filter_body, prioritize_body, log)
+        run_once(client, filter_body, prioritize_body, warmup, go_client)
         per_run = []
         for r in range(runs):
             load = loadavg()
             gc_before = client.get_json("/bench/gc")
-            samples = run_once(client, filter_body, prioritize_body, requests)
+            samples = run_once(client, filter_body, prioritize_body, requests, go_client)
             gc_after = client.get_json("/bench/gc")
             stats = {k: summary_ms(v) for k, v in samples.items()}
             entry = {
@@ -289,18 +413,28 @@ def measure(
                 "server_gc": gc_delta(gc_before, gc_after, requests),
             }
             per_run.append(entry)
+            go_line = ""
+            if go_client is not None:
+                go_line = (
+                    f"; Go floor pair median {stats['go_pair']['median']:.2f} ms, ratio "
+                    f"{entry['ratios']['pair_over_go_pair_median']}x"
+                )
             log(
                 f"[{config.name}] run {r + 1}/{runs}: pair median {stats['pair']['median']:.2f} ms, p99 "
                 f"{stats['pair']['p99']:.2f} ms; "
                 f"2x noop median {stats['noop_pair']['median']:.2f} ms; ratio "
                 f"{entry['ratios']['pair_over_2noop_median']}x "
                 f"(load {load[0]:.2f}); server: {entry['server_gc']['gen2_collections']} full GCs, "
-                f"{entry['server_gc']['gen2_ms_total']:.0f} ms"
+                f"{entry['server_gc']['gen2_ms_total']:.0f} ms" + go_line
             )
         client.close()
         memory = server.worker_memory()
     finally:
         server.stop()
+        if go_client is not None:
+            go_client.close()
+        if go_server is not None:
+            go_server.stop()
     return {
         "config": config.name + ("" if gc_freeze else "+no-gc-freeze"),
         "gc_freeze": gc_freeze,
@@ -313,6 +447,7 @@ def measure(
         "server_ready_seconds": round(ready_s, 1),
         "worker_memory_kib": memory,
         "requests_per_run": requests,
+        "go_floor": go_info,
         "runs": per_run,
         "summary": summarise(config, per_run),
     }
@@ -330,7 +465,8 @@ def summarise(config: Config, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "worst_p99": round(max(r["stats"][metric]["p99"] for r in runs), 3),
             "max": round(max(r["stats"][metric]["max"] for r in runs), 3),
         }
-        for metric in METRICS
+        for metric in METRICS + GO_METRICS
+        if metric in runs[0]["stats"]
     }
     out["ratios"] = {k: round(statistics.median(r["ratios"][k] for r in runs), 2) for k in runs[0]["ratios"]}
     out["server_gc"] = {
@@ -362,7 +498,9 @@ def report(results: list[dict[str, Any]]) -> str:
     rows = []
     for res in results:
         s = res["summary"]
-        for metric in METRICS:
+        for metric in METRICS + GO_METRICS:
+            if metric not in s:
+                continue
             m = s[metric]
             rows.append([res["config"], metric, m["median_of_medians"], m["median_p90"], m["median_p99"], m["max"]])
     lines = [
@@ -397,6 +535,7 @@ def report(results: list[dict[str, Any]]) -> str:
             ],
         ),
         "",
+        *go_floor_report(results),
         "server's full (gen 2) garbage collections during a run of "
         + str(results[0]["requests_per_run"])
         + " iterations (median of runs):",
@@ -415,6 +554,48 @@ def report(results: list[dict[str, Any]]) -> str:
         ),
     ]
     return "\n".join(lines)
+
+
+def go_floor_report(results: list[dict[str, Any]]) -> list[str]:
+    """The Go floor's table (its figures and our ratios to it), or why it did not run."""
+    ran = [r for r in results if "go_pair" in r["summary"]]
+    lines = []
+    if ran:
+        lines += [
+            "Go floor (benchmarks/gofloor: encoding/json into extenderv1.ExtenderArgs, answers of realistic size), "
+            "same run; ms, median of per-run medians; ratios: medians",
+            table(
+                [
+                    "config",
+                    "Go pair",
+                    "Go pair p99",
+                    "Go filter",
+                    "Go prio",
+                    "pair/Go",
+                    "filter/Go",
+                    "prio/Go",
+                    "2noop/Go",
+                ],
+                [
+                    [
+                        r["config"],
+                        r["summary"]["go_pair"]["median_of_medians"],
+                        r["summary"]["go_pair"]["median_p99"],
+                        r["summary"]["go_filter"]["median_of_medians"],
+                        r["summary"]["go_prioritize"]["median_of_medians"],
+                        f"{r['summary']['ratios']['pair_over_go_pair_median']}x",
+                        f"{r['summary']['ratios']['filter_over_go_filter_median']}x",
+                        f"{r['summary']['ratios']['prioritize_over_go_prioritize_median']}x",
+                        f"{r['summary']['ratios']['noop_pair_over_go_pair_median']}x",
+                    ]
+                    for r in ran
+                ],
+            ),
+        ]
+    for r in results:
+        if "go_pair" not in r["summary"]:
+            lines.append(f"{r['config']}: Go floor: unavailable ({r['go_floor'].get('reason')})")
+    return [*lines, ""]
 
 
 def _target(res: dict[str, Any], key: str) -> str:
@@ -439,6 +620,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="skip freeze_heap() after the server loads its cache (the extender's watcher freezes after every list)",
     )
+    parser.add_argument(
+        "--no-go-floor",
+        dest="go_floor",
+        action="store_false",
+        help="do not build or run the Go floor (benchmarks/gofloor)",
+    )
     parser.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/http_latency.json)")
     args = parser.parse_args(argv)
 
@@ -450,6 +637,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}"
     )
+    go = build_go_floor() if args.go_floor else GoFloorBuild(None, "--no-go-floor")
+    info["go_floor"] = go.describe()
+    if go.path is None:
+        print(f"Go floor: unavailable ({go.reason})")
+    else:
+        how = "cached" if go.cached else f"built in {go.build_seconds:.1f}s"
+        print(f"Go floor: {go.path} ({how})")
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         for config in configs:
@@ -461,6 +655,7 @@ def main(argv: list[str] | None = None) -> int:
                     warmup=args.warmup,
                     workdir=Path(tmp),
                     gc_freeze=args.gc_freeze,
+                    go=go,
                 )
             )
     info["loadavg_at_end"] = [round(x, 2) for x in loadavg()]

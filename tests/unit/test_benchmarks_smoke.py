@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -36,6 +37,49 @@ def test_synthetic_request_matches_the_wire_shape() -> None:
     assert set(full["Nodes"]["items"][0]) == {"metadata", "spec", "status"}
 
 
+def test_go_floor_builds_and_answers(tmp_path: Path) -> None:
+    """The Go floor (benchmarks/gofloor) builds, or is reused from its cache, and answers as a
+    do-nothing extender: every candidate passes, score 0 each, /noop the Python floor's answer.
+    The first build compiles k8s.io/api (about a minute with a cold Go build cache); then cached."""
+    from benchmarks import common
+
+    cached = common.go_floor_cache_root() / f"gofloor-{common.go_floor_key()}" / "gofloor"
+    if shutil.which("go") is None and not cached.exists():
+        pytest.skip("no Go toolchain: http_latency reports the Go floor unavailable")
+    go = common.build_go_floor()
+    assert go.path is not None, go.reason
+    port = http_latency.free_port()
+    server = http_latency.GoFloorServer(go.path, port, tmp_path / "gofloor.log")
+    try:
+        server.wait_ready(timeout=30)
+        client = http_latency.Client(port)
+        names_body, list_body = synthetic.filter_args(7), synthetic.filter_args(3, node_list=True)
+        names = json.loads(names_body)["NodeNames"]
+        _, noop = client.post("/noop", names_body)
+        assert json.loads(noop) == {
+            "Nodes": None,
+            "NodeNames": [],
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": {},
+            "Error": "",
+        }
+        _, passed = client.post("/filter", names_body)
+        assert json.loads(passed) == {
+            "Nodes": None,
+            "NodeNames": names,
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": {},
+            "Error": "",
+        }
+        _, scores = client.post("/prioritize", names_body)
+        assert json.loads(scores) == [{"Host": name, "Score": 0} for name in names]
+        _, passed = client.post("/filter", list_body)
+        assert len(json.loads(passed)["Nodes"]["items"]) == 3
+        client.close()
+    finally:
+        server.stop()
+
+
 def test_http_latency_smoke(tmp_path: Path) -> None:
     out = tmp_path / "http.json"
     assert (
@@ -50,6 +94,10 @@ def test_http_latency_smoke(tmp_path: Path) -> None:
     for metric in http_latency.METRICS:
         assert _positive(summary[metric]["median_of_medians"]) and _positive(summary[metric]["median_p99"])
     assert _positive(summary["ratios"]["pair_over_2noop_median"])
+    if result["go_floor"]["available"]:  # `go` present (test_go_floor_builds_and_answers checks it builds)
+        for metric in http_latency.GO_METRICS:
+            assert _positive(summary[metric]["median_of_medians"])
+        assert _positive(summary["ratios"]["pair_over_go_pair_median"])
 
 
 def test_http_latency_smoke_node_list(tmp_path: Path) -> None:
@@ -68,6 +116,7 @@ def test_http_latency_smoke_node_list(tmp_path: Path) -> None:
                 "1",
                 "--warmup",
                 "2",
+                "--no-go-floor",
                 "--out",
                 str(out),
             ]
@@ -76,6 +125,7 @@ def test_http_latency_smoke_node_list(tmp_path: Path) -> None:
     )
     result = json.loads(out.read_text())["results"][0]
     assert result["mode"].startswith("NodeList") and _positive(result["summary"]["pair"]["median_of_medians"])
+    assert result["go_floor"] == {"available": False, "reason": "--no-go-floor"} and "go_pair" not in result["summary"]
 
 
 def test_cache_sync_smoke(tmp_path: Path) -> None:
