@@ -47,7 +47,11 @@ from extender.logs import setup_logging  # noqa: E402
 from extender.metrics import store_gauges  # noqa: E402
 from extender.server.app import create_app  # noqa: E402
 from extender.server.effects import DiscardEvents  # noqa: E402
-from extender.server.serve import ExtenderApplication, ServeOptions  # noqa: E402
+from extender.server.serve import (  # noqa: E402
+    ExtenderApplication,
+    ServeOptions,
+    tune_collector,  # noqa: E402
+)
 from extender.state.reservations import Reservations
 from extender.state.store import ClusterStore  # noqa: E402
 from extender.state.watcher import freeze_heap  # noqa: E402
@@ -155,6 +159,7 @@ class BenchApplication(ExtenderApplication):
         super().__init__(options)
 
     def load(self):  # runs inside the gunicorn worker, like the real build()
+        tune_collector()  # what the real build() does first
         info: dict | None = None
         if self.store_builder is not None:
             built = self.store_builder(self.options)
