@@ -16,10 +16,19 @@ on the namespace's pods has seen all 1,000 with spec.nodeName (read from the API
 
 kube-controller-manager's client is raised to --kube-api-qps 500 / burst 1000 (--kcm-qps; 0 =
 its default 20/30): at the default the StatefulSet controller creates pods at ~20/s, which
-would cap both sides at the same rate and hide the schedulers' throughput. The schedulers keep
-their default client limits (50 QPS, burst 100), as deployed.
+would cap both sides at the same rate and hide the schedulers' throughput.
 
-    python -m benchmarks.e2e_throughput                 # 2 rounds per side; ~4-5 min
+Two variants, each on a fresh control plane (--variants, default both):
+
+- shipped:   both kube-schedulers keep their default client limits (50 QPS, burst 100), as
+             deployed. The default scheduler's Binding calls then cap the native side near
+             (1,000 - 100) / 50 = 18 s, while our scheduler delegates binding to the extender,
+             whose client is not limited.
+- equal-qps: both kube-schedulers at clientConnection qps 500 / burst 1000 (--equal-qps,
+             --equal-burst), so the native side is no longer held by its client rate limit.
+
+    python -m benchmarks.e2e_throughput                 # both variants, 2 rounds per side; ~5 min
+    python -m benchmarks.e2e_throughput --variants equal-qps --equal-qps 1000 --equal-burst 2000
     python -m benchmarks.e2e_throughput --rounds 1 --sets 3 --replicas 50 --nodes 60
 """
 
@@ -53,6 +62,16 @@ POLICY = {
 ZONES = ("zone-a", "zone-b", "zone-c")
 TARGET_RATIO = 0.8
 CLK_TCK = 100
+VARIANTS = ("shipped", "equal-qps")
+
+
+def variant_limits(variant: str, qps: float, burst: int) -> tuple[float | None, int | None]:
+    """Both kube-schedulers' client (qps, burst) for a variant; None keeps kube-scheduler's default."""
+    if variant == "shipped":
+        return None, None
+    if variant == "equal-qps":
+        return qps, burst
+    raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
 
 
 class BenchCluster(LocalCluster):
@@ -87,6 +106,43 @@ def _tree_cpu(pid: int) -> float:
     except (OSError, IndexError, ValueError):
         pass
     return total
+
+
+def verb_totals(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
+    """{verb: (calls, seconds)} from the extender's request-duration histogram (its /metrics)."""
+    port = cluster.ports.get("extender")
+    out: dict[str, tuple[float, float]] = {}
+    try:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except requests.RequestException:
+        return out
+    for line in text.splitlines():
+        for suffix, slot in (("_count", 0), ("_sum", 1)):
+            head = f"extender_request_duration_seconds{suffix}{{"
+            if line.startswith(head) and 'verb="' in line:
+                verb = line.split('verb="', 1)[1].split('"', 1)[0]
+                calls, seconds = out.get(verb, (0.0, 0.0))
+                value = float(line.rsplit(" ", 1)[1])
+                out[verb] = (value, seconds) if slot == 0 else (calls, value)
+    return out
+
+
+def verb_delta(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]], pods: int
+) -> dict[str, dict[str, float]]:
+    """Per verb over a round: calls, wall seconds inside the extender's handlers, ms per call and per pod."""
+    out = {}
+    for verb, (calls, seconds) in sorted(after.items()):
+        c0, s0 = before.get(verb, (0.0, 0.0))
+        n, t = calls - c0, seconds - s0
+        if n > 0:
+            out[verb] = {
+                "calls": int(n),
+                "seconds": round(t, 2),
+                "ms_per_call": round(1000 * t / n, 2),
+                "ms_per_pod": round(1000 * t / pods, 2),
+            }
+    return out
 
 
 def statefulset(name: str, replicas: int, side: str, spec: PlacementPolicySpec) -> dict[str, Any]:
@@ -202,6 +258,7 @@ def run_round(
     watch.start()
     load = loadavg()
     cpu_before = cluster.cpu_seconds()
+    verbs_before = verb_totals(cluster)
     started = time.monotonic()
     for i in range(sets):
         api.create(f"/apis/apps/v1/namespaces/{ns}/statefulsets", statefulset(f"set-{i}", replicas, side, spec))
@@ -209,6 +266,7 @@ def run_round(
     watch.done.wait(timeout)
     watch.stop()
     cpu_after = cluster.cpu_seconds()
+    verbs_after = verb_totals(cluster)
     if watch.error is not None:
         raise watch.error
     bound_times = sorted(t - started for t in watch.bound.values())
@@ -242,12 +300,21 @@ def run_round(
         "rule_violations": _violations(items, zone_of),
         "cpu_seconds": {k: round(cpu_after.get(k, 0) - v, 1) for k, v in cpu_before.items()},
         "loadavg_before": [round(x, 2) for x in load],
+        "extender_verbs": verb_delta(verbs_before, verbs_after, expected),
     }
     log(
         f"{side:>8} round {index}: {result['bound']}/{expected} bound in {result['seconds_to_all_bound']} s "
         f"({result['pods_per_second']} pods/s; all created at {result['seconds_all_created']} s; "
         f"{failed_scheduling} FailedScheduling; {result['rule_violations']} violations; load {load[0]:.2f})"
     )
+    if result["extender_verbs"]:
+        log(
+            "          extender handlers: "
+            + "; ".join(
+                f"{v} {d['calls']} calls {d['ms_per_call']} ms/call ({d['ms_per_pod']} ms/pod)"
+                for v, d in result["extender_verbs"].items()
+            )
+        )
     # Clean up before the next round, so rounds never overlap.
     api.delete(f"/api/v1/namespaces/{ns}")
     try:
@@ -294,7 +361,7 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def report(rounds: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+def report(rounds: list[dict[str, Any]], summary: dict[str, Any], title: str = "") -> str:
     rows = [
         [
             r["side"],
@@ -313,7 +380,8 @@ def report(rounds: list[dict[str, Any]], summary: dict[str, Any]) -> str:
         for r in rounds
     ]
     lines = [
-        "End to end: time from the first StatefulSet create until every pod is bound (watch on the API server)",
+        title
+        or "End to end: time from the first StatefulSet create until every pod is bound (watch on the API server)",
         table(
             [
                 "side",
@@ -341,31 +409,46 @@ def report(rounds: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=500, help="kwok nodes, dealt over 3 zones")
-    parser.add_argument("--sets", type=int, default=10)
-    parser.add_argument("--replicas", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=2, help="rounds per side (sides alternate)")
-    parser.add_argument(
-        "--kcm-qps", type=int, default=500, help="kube-controller-manager --kube-api-qps (0: its default)"
+def variants_table(results: dict[str, dict[str, Any]]) -> str:
+    rows = []
+    for name, v in results.items():
+        s = v["summary"]
+        limits = "default (50/100)" if v["scheduler_qps"] is None else f"{v['scheduler_qps']:g}/{v['scheduler_burst']}"
+        rows.append(
+            [
+                name,
+                limits,
+                s["native"]["median_pods_per_second"] or "-",
+                s["extender"]["median_pods_per_second"] or "-",
+                s["ratio_extender_over_native"] if s["ratio_extender_over_native"] is not None else "-",
+                s["ratio_per_round_pair"],
+                s["target"]["verdict"],
+            ]
+        )
+    return table(
+        [
+            "variant",
+            "kube-schedulers' client qps/burst",
+            "native pods/s",
+            "extender pods/s",
+            "ratio",
+            "per round pair",
+            f"target >= {TARGET_RATIO}",
+        ],
+        rows,
     )
-    parser.add_argument("--timeout", type=float, default=240, help="seconds a round may take")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
 
-    info = machine()
-    print(
-        f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}"
-    )
-    layout = {z: args.nodes // 3 + (1 if i < args.nodes % 3 else 0) for i, z in enumerate(ZONES)}
+
+def run_variant(variant: str, args: argparse.Namespace, layout: dict[str, int], log=print) -> dict[str, Any]:
+    qps, burst = variant_limits(variant, args.equal_qps, args.equal_burst)
     rounds: list[dict[str, Any]] = []
     started = time.monotonic()
-    with BenchCluster(kcm_qps=args.kcm_qps) as cluster:
-        print(f"control plane up in {time.monotonic() - started:.1f}s; adding {args.nodes} kwok nodes {layout}")
+    log(f"\n== variant {variant}: kube-schedulers' client qps/burst {'default' if qps is None else f'{qps:g}/{burst}'}")
+    with BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst) as cluster:
+        log(f"control plane up in {time.monotonic() - started:.1f}s; adding {args.nodes} kwok nodes {layout}")
         t = time.monotonic()
         cluster.add_nodes(zoned_nodes(layout))
-        print(f"nodes Ready in {time.monotonic() - t:.1f}s")
+        log(f"nodes Ready in {time.monotonic() - t:.1f}s")
         api = cluster.admin
         assert api is not None
         zone_of = {
@@ -379,14 +462,66 @@ def main(argv: list[str] | None = None) -> int:
         )
         for index in range(args.rounds):
             for side in ("native", "extender"):
-                rounds.append(run_round(cluster, side, index, args.sets, args.replicas, zone_of, args.timeout))
-    summary = summarise(rounds)
+                rounds.append(run_round(cluster, side, index, args.sets, args.replicas, zone_of, args.timeout, log))
+        if args.keep_logs is not None:
+            cluster.keep_logs(args.keep_logs / variant)
+    return {
+        "variant": variant,
+        "scheduler_qps": qps,
+        "scheduler_burst": burst,
+        "rounds": rounds,
+        "summary": summarise(rounds),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=500, help="kwok nodes, dealt over 3 zones")
+    parser.add_argument("--sets", type=int, default=10)
+    parser.add_argument("--replicas", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per side (sides alternate)")
+    parser.add_argument(
+        "--kcm-qps", type=int, default=500, help="kube-controller-manager --kube-api-qps (0: its default)"
+    )
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated, run in this order, each on a fresh control plane: shipped (both "
+        "kube-schedulers at their default client qps 50 / burst 100) and equal-qps (both at "
+        "--equal-qps / --equal-burst)",
+    )
+    parser.add_argument("--equal-qps", type=float, default=500, help="both kube-schedulers' client qps in equal-qps")
+    parser.add_argument("--equal-burst", type=int, default=1000, help="both kube-schedulers' client burst in equal-qps")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds a round may take")
+    parser.add_argument("--keep-logs", type=Path, help="copy each variant's component logs to DIR/<variant>/")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    for v in variants:
+        if v not in VARIANTS:
+            parser.error(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
+
+    info = machine()
+    print(
+        f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}"
+    )
+    layout = {z: args.nodes // 3 + (1 if i < args.nodes % 3 else 0) for i, z in enumerate(ZONES)}
+    started = time.monotonic()
+    results = {v: run_variant(v, args, layout) for v in variants}
     info["loadavg_at_end"] = [round(x, 2) for x in loadavg()]
     info["code_at_end"] = code_version()
     if info["code_at_end"]["extender_sha256"] != info["code"]["extender_sha256"]:
         print("WARNING: extender/ changed on disk during the run; the figures mix two versions of the code")
+    for name, v in results.items():
+        limits = "default 50/100" if v["scheduler_qps"] is None else f"{v['scheduler_qps']:g}/{v['scheduler_burst']}"
+        print()
+        print(report(v["rounds"], v["summary"], f"Variant {name} (kube-schedulers' client qps/burst {limits})"))
     print()
-    print(report(rounds, summary))
+    print("Variants (median pods/s; ratio = extender / native):")
+    print(variants_table(results))
+    total = round(time.monotonic() - started, 1)
+    print(f"total {total} s")
     path = write_result(
         "e2e_throughput",
         {
@@ -401,9 +536,19 @@ def main(argv: list[str] | None = None) -> int:
                 PlacementPolicySpec.model_validate(POLICY), match_labels={"app": "set-0"}, group_size=args.replicas
             ).fragment,
             "kcm_qps": args.kcm_qps,
-            "rounds": rounds,
-            "summary": summary,
-            "total_seconds": round(time.monotonic() - started, 1),
+            "variants": results,
+            "summary": {
+                name: {
+                    "scheduler_qps": v["scheduler_qps"],
+                    "scheduler_burst": v["scheduler_burst"],
+                    "native_pods_per_second": v["summary"]["native"]["median_pods_per_second"],
+                    "extender_pods_per_second": v["summary"]["extender"]["median_pods_per_second"],
+                    "ratio_extender_over_native": v["summary"]["ratio_extender_over_native"],
+                    "verdict": v["summary"]["target"]["verdict"],
+                }
+                for name, v in results.items()
+            },
+            "total_seconds": total,
         },
         args.out,
     )

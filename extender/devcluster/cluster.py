@@ -123,12 +123,18 @@ class LocalCluster:
         extender: bool = True,
         extender_args: Iterable[str] = (),
         keep_workdir: bool = False,
+        scheduler_qps: float | None = None,
+        scheduler_burst: int | None = None,
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="placement-extender-"))
         self.bin_dir = bin_dir
         self.with_extender = extender
         self.extender_args = list(extender_args)
+        # Both kube-schedulers' client rate limit (KubeSchedulerConfiguration clientConnection
+        # qps/burst). None keeps kube-scheduler's own default (50 QPS, burst 100), as deployed.
+        self.scheduler_qps = scheduler_qps
+        self.scheduler_burst = scheduler_burst
         self.processes: list[Process] = []
         self.ports: dict[str, int] = {}
         self.admin: Api | None = None
@@ -170,16 +176,7 @@ class LocalCluster:
             self.workdir / "scheduler.kubeconfig", self.pki.client("scheduler", "system:kube-scheduler")
         )
         self._start_controller_manager(kcm)
-        self._spawn(
-            "kube-scheduler",
-            [
-                self._bin("kube-scheduler"),
-                f"--kubeconfig={sched}",
-                "--leader-elect=false",
-                f"--secure-port={self.ports['scheduler']}",
-                "--bind-address=127.0.0.1",
-            ],
-        )
+        self._start_default_scheduler(sched)
         stages = self.workdir / "kwok-stages.yaml"
         stages.write_text(kwok_stages(self.bin_dir))
         self._spawn(
@@ -321,6 +318,33 @@ class LocalCluster:
             ],
         )
 
+    def _client_connection(self, kubeconfig: Path) -> dict[str, Any]:
+        connection: dict[str, Any] = {"kubeconfig": str(kubeconfig)}
+        if self.scheduler_qps is not None:
+            connection["qps"] = self.scheduler_qps
+        if self.scheduler_burst is not None:
+            connection["burst"] = self.scheduler_burst
+        return connection
+
+    def _start_default_scheduler(self, kubeconfig: Path) -> None:
+        """The default kube-scheduler: flags only, as ever, unless a client rate limit is asked
+        for; then a KubeSchedulerConfiguration of its own carries clientConnection qps/burst."""
+        argv = [self._bin("kube-scheduler")]
+        if self.scheduler_qps is None and self.scheduler_burst is None:
+            argv += [f"--kubeconfig={kubeconfig}", "--leader-elect=false"]
+        else:
+            config = {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {"leaderElect": False},
+                "clientConnection": self._client_connection(kubeconfig),
+            }
+            path = self.workdir / "kube-scheduler.yaml"
+            path.write_text(yaml.safe_dump(config))
+            argv.append(f"--config={path}")
+        argv += [f"--secure-port={self.ports['scheduler']}", "--bind-address=127.0.0.1"]
+        self._spawn("kube-scheduler", argv)
+
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         """The pinned kubectl against this control plane, as admin."""
         return subprocess.run(
@@ -409,7 +433,7 @@ class LocalCluster:
 
     def _start_placement_scheduler(self, kubeconfig: Path) -> None:
         config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
-        config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+        config["clientConnection"] = self._client_connection(kubeconfig)
         config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{self.ports['extender']}"
         path = self.workdir / "placement-scheduler.yaml"
         path.write_text(yaml.safe_dump(config))

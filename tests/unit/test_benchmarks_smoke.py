@@ -160,6 +160,23 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
     summary = e2e_throughput.summarise(rounds)
     assert summary["ratio_extender_over_native"] == pytest.approx(42.5 / 51.0, abs=0.01)
     assert summary["target"]["verdict"] == "met"
+    # The variants: shipped keeps kube-scheduler's default client limits, equal-qps raises both.
+    assert e2e_throughput.variant_limits("shipped", 500, 1000) == (None, None)
+    assert e2e_throughput.variant_limits("equal-qps", 500, 1000) == (500, 1000)
+    with pytest.raises(ValueError):
+        e2e_throughput.variant_limits("other", 500, 1000)
+    text = e2e_throughput.variants_table(
+        {
+            "shipped": {"scheduler_qps": None, "scheduler_burst": None, "summary": summary},
+            "equal-qps": {"scheduler_qps": 500.0, "scheduler_burst": 1000, "summary": summary},
+        }
+    )
+    assert "equal-qps" in text and "500/1000" in text
+    before = {"filter": (10.0, 0.5), "bind": (4.0, 0.1)}
+    after = {"filter": (30.0, 1.5), "bind": (4.0, 0.1), "prioritize": (5.0, 0.05)}
+    delta = e2e_throughput.verb_delta(before, after, pods=20)
+    assert delta["filter"] == {"calls": 20, "seconds": 1.0, "ms_per_call": 50.0, "ms_per_pod": 50.0}
+    assert "bind" not in delta and delta["prioritize"]["calls"] == 5
 
 
 def test_group_scaling_smoke(tmp_path: Path) -> None:
