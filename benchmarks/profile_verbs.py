@@ -75,6 +75,11 @@ def top(stats: pstats.Stats, total: float, key: str, limit: int) -> list[dict[st
     return rows[:limit]
 
 
+def _rounded(row: dict) -> dict:
+    """A profile row as the JSON keeps it: times and shares to four places."""
+    return dict(row, **{k: round(row[k], 4) for k in ("self_s", "cumulative_s", "self_share", "cumulative_share")})
+
+
 def _profile_name(args: argparse.Namespace) -> str:
     """profile_<nodes>[_nodelist][_<policy>]: the name of this run's result files."""
     mode = "_nodelist" if args.node_list else ""
@@ -211,26 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             "gc_full_collections": gc_count[2],
             "gc_ms_per_full_collection": round(gc_seconds[2] * 1000 / max(gc_count[2], 1), 1),
             "profiled_with_gc": args.keep_gc,
-            "by_self": [
-                dict(
-                    r,
-                    self_s=round(r["self_s"], 4),
-                    cumulative_s=round(r["cumulative_s"], 4),
-                    self_share=round(r["self_share"], 4),
-                    cumulative_share=round(r["cumulative_share"], 4),
-                )
-                for r in by_self
-            ],
-            "by_cumulative": [
-                dict(
-                    r,
-                    self_s=round(r["self_s"], 4),
-                    cumulative_s=round(r["cumulative_s"], 4),
-                    self_share=round(r["self_share"], 4),
-                    cumulative_share=round(r["cumulative_share"], 4),
-                )
-                for r in by_cum
-            ],
+            "by_self": [_rounded(r) for r in by_self],
+            "by_cumulative": [_rounded(r) for r in by_cum],
         },
         args.out,
     )
