@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from .engine import Decision, NodeInfo, Outcome, Verdict, break_tie, evaluate, shared_domains, zone_left_empty
+from .engine import Decision, NodeInfo, break_tie, candidate_names, evaluate, shared_domains, zone_left_empty
 from .limits import DEFAULT_DECISION_DEADLINE
 from .metrics import Metrics
 from .policy import PlacementPolicySpec, PolicyError
@@ -81,12 +81,14 @@ class Verbs:
             if spec is not None:
                 self.store.reservations.hold(pod, decision.passed(), lambda names: shared_domains(decision, names))
                 self._last = (pod.uid, self.store.version, decision)
-        passed, failed, unresolvable, tally = _partition(decision)
-        for (outcome, rule), count in tally.items():
-            self.metrics.node_verdicts.inc(count, outcome=outcome.value, rule=rule or "-")
+        passed = decision.passed()
+        failed, unresolvable = decision.failures()
+        for klass in decision.classes:
+            if klass.names:
+                self.metrics.node_verdicts.inc(len(klass.names), outcome=klass.outcome.value, rule=klass.rule or "-")
         result = "no_policy" if spec is None else ("feasible" if passed else "no_feasible_node")
         self.metrics.pod_decisions.inc(result=result)
-        if result == "no_feasible_node" and decision.verdicts:
+        if result == "no_feasible_node" and decision.order:
             self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
         return _filter_result(args, passed, failed, unresolvable)
 
@@ -108,27 +110,30 @@ class Verbs:
                 decision = self._reuse(pod, candidates) or self._decide(pod, spec, candidates)
             except PolicyError:
                 spec = None  # filter already refused every node; nothing to prefer
-                decision = Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
+                decision = Decision.all_pass(candidate_names(candidates))
             if spec is not None:
                 top = break_tie(pod.uid, decision)
                 self.store.reservations.hold(pod, [top] if top else [], lambda names: shared_domains(decision, names))
-        return Priorities([(n, v.score) for n, v in decision.verdicts.items()])
+        return Priorities(decision.scores())
 
-    def _reuse(self, pod: PodRecord, candidates: Sequence[str | NodeInfo]) -> Decision | None:
-        """Filter's decision for this pod, if nothing the decision read has changed since."""
+    def _reuse(self, pod: PodRecord, candidates: Sequence[str] | Sequence[NodeInfo]) -> Decision | None:
+        """Filter's decision for this pod, narrowed to these candidates, if nothing the decision
+        read has changed since (kube-scheduler sends prioritize the nodes filter passed)."""
         last = self._last
         if last is None or last[0] != pod.uid or last[1] != self.store.version:
             return None
-        verdicts = last[2].verdicts
-        names = [c if isinstance(c, str) else c.name for c in candidates]
-        if any(n not in verdicts for n in names):
+        decision = last[2]
+        names = candidate_names(candidates)
+        wanted = set(names)
+        if len(wanted) != len(names) or not wanted.issubset(decision.order):
             return None
-        # Copies of the passing verdicts only: the tie-break below changes their scores.
-        return Decision(
-            {n: _copy(verdicts[n]) if verdicts[n].passed else verdicts[n] for n in names},
-            list(last[2].notes),
-            last[2].context,
-        )
+        # Copies of the classes (the tie-break changes scores and splits a class), narrowed.
+        classes = []
+        for k in decision.classes:
+            kept = k.names if wanted.issuperset(k.names) else [n for n in k.names if n in wanted]
+            if kept:
+                classes.append(replace(k, names=list(kept)))
+        return Decision(classes, names, list(decision.notes), decision.context, decision.analysis)
 
     # ---------------------------------------------------------------- bind
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
@@ -235,9 +240,9 @@ class Verbs:
         return zone_left_empty(spec, request, snap, victim.node, evicted)
 
     # ---------------------------------------------------------------- helpers
-    def _candidates(self, args: ExtenderArgs) -> Sequence[str | NodeInfo]:
+    def _candidates(self, args: ExtenderArgs) -> Sequence[str] | Sequence[NodeInfo]:
         if args.NodeNames is not None:
-            return list(args.NodeNames)
+            return args.NodeNames
         assert args.Nodes is not None
         try:
             return [parse_node(n) for n in args.Nodes.items]
@@ -245,10 +250,10 @@ class Verbs:
             raise BadRequest(f"Nodes.items: {err}") from None
 
     def _decide(
-        self, pod: PodRecord, spec: PlacementPolicySpec | None, candidates: Sequence[str | NodeInfo]
+        self, pod: PodRecord, spec: PlacementPolicySpec | None, candidates: Sequence[str] | Sequence[NodeInfo]
     ) -> Decision:
         if spec is None:
-            return Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
+            return Decision.all_pass(candidate_names(candidates))
         deadline = time.monotonic() + self.decision_deadline
         request, snap = self.store.decision_inputs(pod, spec)
         decision = evaluate(spec, request, snap, candidates, deadline=deadline)
@@ -276,34 +281,14 @@ def rejection_summary(decision: Decision) -> str:
     """One line for a pod no node could take: how many nodes each rule removed, with an example
     reason per rule. One Event per pod and message, however many nodes the cluster has."""
     by_rule: dict[str, list[str]] = {}
-    for v in decision.verdicts.values():
-        if not v.passed:
-            by_rule.setdefault(v.rule or "other", []).append(v.reason)
-    total = len(decision.verdicts)
-    parts = [
-        f"{len(reasons)} by {rule} (e.g. {reasons[0]})"
-        for rule, reasons in sorted(by_rule.items(), key=lambda kv: -len(kv[1]))
-    ]
-    return f"0/{total} nodes can take this pod under its placement policy: " + "; ".join(parts)
-
-
-def _partition(decision: Decision) -> tuple[list[str], dict[str, str], dict[str, str], Counter]:
-    """Passing names, failed and unresolvable reasons, and a tally by (outcome, rule): one pass,
-    as 5,000 nodes is the common case."""
-    passed: list[str] = []
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
-    tally: Counter = Counter()
-    for n, v in decision.verdicts.items():
-        outcome = v.outcome
-        if outcome is Outcome.PASS:
-            passed.append(n)
-        elif outcome is Outcome.FAIL:
-            failed[n] = v.reason
-        else:
-            unresolvable[n] = v.reason
-        tally[(outcome, v.rule)] += 1
-    return passed, failed, unresolvable, tally
+    count: Counter[str] = Counter()
+    for k in decision.classes:
+        if not k.passed and k.names:
+            rule = k.rule or "other"
+            by_rule.setdefault(rule, []).append(k.reason)
+            count[rule] += len(k.names)
+    parts = [f"{n} by {rule} (e.g. {by_rule[rule][0]})" for rule, n in sorted(count.items(), key=lambda kv: -kv[1])]
+    return f"0/{len(decision.order)} nodes can take this pod under its placement policy: " + "; ".join(parts)
 
 
 def _victims(args: ExtenderPreemptionArgs) -> tuple[dict[str, list[str]], dict[str, int]]:
@@ -321,10 +306,6 @@ def _victims(args: ExtenderPreemptionArgs) -> tuple[dict[str, list[str]], dict[s
     return victims, pdb
 
 
-def _copy(v: Verdict) -> Verdict:
-    return Verdict(v.node, v.outcome, v.rule, v.reason, v.score)
-
-
 def _pod(obj: object) -> PodRecord:
     try:
         return parse_pod(obj)
@@ -336,12 +317,13 @@ def _filter_result(
     args: ExtenderArgs, passed: list[str], failed: dict[str, str], unresolvable: dict[str, str]
 ) -> ExtenderFilterResult:
     """Answer in the mode kube-scheduler asked in: names for names, full Nodes for Nodes."""
-    result = ExtenderFilterResult(FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable)
-    if args.NodeNames is not None:
-        result.NodeNames = passed
-    else:
-        assert args.Nodes is not None
-        keep = set(passed)
-        items = [n for n in args.Nodes.items if (n.get("metadata") or {}).get("name") in keep]
-        result.Nodes = {"metadata": {}, "items": items}
-    return result
+    if args.NodeNames is not None:  # built from validated parts: no need to validate 5,000 entries again
+        return ExtenderFilterResult.model_construct(
+            NodeNames=passed, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable, Nodes=None, Error=""
+        )
+    assert args.Nodes is not None
+    keep = set(passed)
+    items = [n for n in args.Nodes.items if (n.get("metadata") or {}).get("name") in keep]
+    return ExtenderFilterResult(
+        Nodes={"metadata": {}, "items": items}, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable
+    )

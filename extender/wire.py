@@ -103,13 +103,17 @@ class HostPriorityList(RootModel[list[HostPriority]]):
 
 @dataclass(frozen=True, slots=True)
 class Priorities:
-    """A HostPriorityList on the way out: (host, score) pairs, encoded without a model per entry
+    """A HostPriorityList on the way out: host -> score, encoded without a model per entry
     (a 5,000-node answer would otherwise spend milliseconds building models)."""
 
-    pairs: list[tuple[str, int]]
+    scores: dict[str, int]
+
+    @property
+    def pairs(self) -> list[tuple[str, int]]:
+        return list(self.scores.items())
 
     def as_model(self) -> HostPriorityList:
-        return HostPriorityList([HostPriority(Host=h, Score=s) for h, s in self.pairs])
+        return HostPriorityList([HostPriority(Host=h, Score=s) for h, s in self.scores.items()])
 
 
 class ExtenderBindingArgs(_Wire):
@@ -165,18 +169,19 @@ def _go_order(value: Any) -> Any:
     return value
 
 
-def go_bytes(value: Any) -> bytes:
+def go_bytes(value: Any, *, sort_keys: bool = False) -> bytes:
     """`value` as Go's encoding/json.Marshal writes it (compact, HTML-safe escapes, raw UTF-8).
 
     orjson writes the same bytes as `json.dumps(separators=(",", ":"), ensure_ascii=False)`
     (a property test holds them equal), several times faster on a 5,000-node answer; Go's three
     HTML escapes and U+2028/2029 are added after, and only where such a byte occurs. What orjson
     refuses (a lone surrogate, an integer beyond 64 bits) takes the slower path below.
+    `sort_keys` sorts every map's keys, as Go writes a map (not a struct).
     """
     try:
-        out = orjson.dumps(value)
+        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None)
     except (orjson.JSONEncodeError, TypeError):
-        return _go_text(value).encode("utf-8")
+        return _go_text(_sorted_maps(value) if sort_keys else value).encode("utf-8")
     if b"<" in out or b">" in out or b"&" in out:
         out = out.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
     if not out.isascii():
@@ -206,11 +211,40 @@ def _go_text(value: Any) -> str:
     return text
 
 
+def _sorted_maps(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted_maps(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_maps(v) for v in value]
+    return value
+
+
 def encode_bytes(model: BaseModel | Priorities) -> bytes:
     """A wire model as Go would marshal it (the HTTP answer's body)."""
     if isinstance(model, Priorities):
-        return go_bytes([{"Host": h, "Score": s} for h, s in model.pairs])
+        return go_bytes([{"Host": h, "Score": s} for h, s in model.scores.items()])
+    if isinstance(model, ExtenderFilterResult) and model.Nodes is None:
+        return _filter_result_bytes(model)
     return go_bytes(_go_order(model.model_dump(mode="json")))
+
+
+def _filter_result_bytes(result: ExtenderFilterResult) -> bytes:
+    """ExtenderFilterResult in NodeNames mode, field by field in Go's struct order, each map with
+    sorted keys: the same bytes as the model's generic path (a test holds them equal), without
+    dumping a 5,000-entry model to dicts and sorting them in Python first."""
+    return b"".join(
+        (
+            b'{"Nodes":null,"NodeNames":',
+            go_bytes(result.NodeNames),
+            b',"FailedNodes":',
+            go_bytes(result.FailedNodes, sort_keys=True),
+            b',"FailedAndUnresolvableNodes":',
+            go_bytes(result.FailedAndUnresolvableNodes, sort_keys=True),
+            b',"Error":',
+            go_bytes(result.Error),
+            b"}",
+        )
+    )
 
 
 def encode(model: BaseModel | Priorities) -> str:
@@ -242,6 +276,7 @@ _BRACKETS = {ord("{"): 1, ord("["): 1, ord("}"): 255, ord("]"): 255}
 _STRUCTURE = bytes(_BRACKETS.get(b, ord("n") if b in _ESCAPED else b) for b in range(256))
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"\\' + _ESCAPED)
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_LONG_NUMBER = re.compile(rb"[0-9]{20}")
 
 
 def nests_deeper(raw: bytes, limit: int) -> bool:
@@ -286,14 +321,26 @@ def decode_json(raw: bytes, *, max_depth: int = MAX_REQUEST_DEPTH) -> Any:
             "kube-scheduler's requests nest about 15 deep"
         )
     text = raw.decode("utf-8", errors="replace")
+    if _LONG_NUMBER.search(raw):  # orjson reads an integer beyond 64 bits as a float; json keeps it
+        value = _decode_slowly(text, max_depth)
+    else:
+        try:
+            value = orjson.loads(text)  # the common case, several times faster than json.loads
+        except orjson.JSONDecodeError:  # what orjson refuses (NaN, 1e400, a lone surrogate escape):
+            value = _decode_slowly(text, max_depth)  # json.loads decides, and its error is reported
+    if _SURROGATE_ESCAPE.search(raw):
+        value = _replace_surrogates(value)
+    return value
+
+
+def _decode_slowly(text: str, max_depth: int) -> Any:
+    """json.loads, with the refusals Go makes (NaN/Infinity, floats beyond float64)."""
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:  # backstop: the scan above is exact for valid JSON
         raise WireError(f"the body nests arrays/objects more than {max_depth} deep, the limit") from None
     except ValueError as err:
         raise WireError(f"malformed JSON: {_tidy(err)}") from None
-    if _SURROGATE_ESCAPE.search(raw):
-        value = _replace_surrogates(value)
     return value
 
 

@@ -6,7 +6,7 @@ preemption. This package's exports are the whole interface: nothing outside the 
 its modules. The HTTP server, the watch cache and the CLI are thin layers around it.
 """
 
-from .evaluate import broken_rules, evaluate, shared_domains, zone_of
+from .evaluate import broken_rules, candidate_names, evaluate, shared_domains, zone_of
 from .model import Decision, GroupCounts, NodeInfo, Outcome, Placement, PlacementKind, PodRequest, Snapshot, Verdict
 from .preemption import zone_left_empty
 from .rules import Failure, Gap, NativeFragment, translate_rules
@@ -32,6 +32,7 @@ __all__ = [
     "ZoneOrder",
     "break_tie",
     "broken_rules",
+    "candidate_names",
     "evaluate",
     "shared_domains",
     "stable_zone_order",

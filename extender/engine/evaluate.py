@@ -7,16 +7,16 @@ from collections.abc import Sequence
 from ..policy import PlacementPolicySpec
 from .context import Context
 from .lookahead import Analysis, Certainty, dead_ends
-from .model import Decision, NodeInfo, Outcome, PodRequest, Snapshot, Verdict
+from .model import CandidateClass, Decision, NodeInfo, Outcome, PodRequest, Snapshot
 from .rules import NARROWING, Failure, all_failures, first_failure
-from .scoring import score_nodes
+from .scoring import score_classes
 
 
 def evaluate(
     spec: PlacementPolicySpec | None,
     pod: PodRequest,
     snap: Snapshot,
-    candidates: Sequence[str | NodeInfo],
+    candidates: Sequence[str] | Sequence[NodeInfo],
     *,
     dead_end_avoidance: bool = True,
     deadline: float | None = None,
@@ -27,43 +27,24 @@ def evaluate(
     kube-scheduler sent them (nodeCacheCapable: false). `deadline` (a time.monotonic() value)
     bounds the dead-end analysis: past it the hard rules alone decide, and the Decision says so.
     `dead_end_avoidance=False` skips the analysis (bind's re-check judges one node, not the group).
+
+    The work is per class of candidates (nodes alike to the rules, see Context.signature), not
+    per node: the rules, the dead-end analysis and the scores each see a handful of classes.
     """
+    names = candidate_names(candidates)
     if spec is None:
-        return Decision.all_pass([c if isinstance(c, str) else c.name for c in candidates])
+        return Decision.all_pass(names)
     ctx = Context.build(spec, pod, snap)
-    verdicts: dict[str, Verdict] = {}
-    passing: list[NodeInfo] = []
-    index = snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
-    # signature -> the verdict of a failing class (one object shared by its nodes: failing
-    # verdicts are never changed afterwards, and most nodes of a large cluster fail alike), or
-    # None for a passing class (each passing node gets its own: scores are per node).
-    known: dict[tuple, Verdict | None] = {}
-    signatures: dict[str, tuple] = {}
-    nodes = snap.topology.nodes
-    for candidate in candidates:
-        if isinstance(candidate, NodeInfo):
-            name, node, values = candidate.name, candidate, None
-        else:
-            name, node = candidate, nodes.get(candidate)
-            values = index.get(candidate)
-        if node is None:
-            verdicts[name] = Verdict(
-                name, Outcome.FAIL, "cache", "node is not in the extender's cache yet; retry shortly"
-            )
+    classes = classify(ctx, candidates, names)
+    passing: list[CandidateClass] = []
+    for klass in classes:
+        if klass.rule == CACHE:
             continue
-        sig = signatures[name] = ctx.signature(node, values)
-        if sig in known:
-            shared = known[sig]
+        failure = first_failure(ctx, klass.node)
+        if failure is None:
+            passing.append(klass)
         else:
-            failure = first_failure(ctx, node)
-            shared = known[sig] = (
-                None if failure is None else Verdict(name, failure.outcome, failure.rule, failure.reason)
-            )
-        if shared is None:
-            verdicts[name] = Verdict(name)
-            passing.append(node)
-        else:
-            verdicts[name] = shared
+            klass.refuse(failure.outcome, failure.rule, failure.reason)
 
     # Dead ends first: a node that would strand the rest of the group is not feasible, so a
     # fallback zone group whose every node is a dead end hands over to the next group.
@@ -71,28 +52,25 @@ def evaluate(
     if (
         dead_end_avoidance
         and spec.deadEndAvoidance
-        and len(passing) > 1
+        and sum(len(k.names) for k in passing) > 1
         and (snap.group_size is not None or snap.shard_replicas)
     ):
-        analysis = dead_ends(ctx, passing, deadline, signatures)
-        stranded = analysis.stranded
-        for name, left in stranded.items():
-            verdicts[name] = Verdict(
-                name,
+        analysis = dead_ends(ctx, passing, deadline)
+        for i in analysis.dead:
+            passing[i].refuse(
                 Outcome.FAIL,
                 "deadEndAvoidance",
-                f"placing this pod here leaves no valid placement for the group's {left} remaining pod(s); "
-                "other nodes keep it feasible",
+                f"placing this pod here leaves no valid placement for the group's {analysis.to_come} remaining "
+                "pod(s); other nodes keep it feasible",
             )
-        passing = [n for n in passing if n.name not in stranded]
+        passing = [k for k in passing if k.passed]
 
     for rule in NARROWING:  # fallback zone groups: after dead ends, so a group of dead ends hands over
-        passing = rule.narrow(ctx, passing, verdicts)  # type: ignore[misc]
+        passing = rule.narrow(ctx, passing)  # type: ignore[misc]
 
-    for node, score in zip(passing, score_nodes(ctx, passing, signatures), strict=True):
-        verdicts[node.name].score = score
+    score_classes(ctx, passing)
 
-    decision = Decision(verdicts, context=ctx, analysis=analysis)
+    decision = Decision(classes, names, context=ctx, analysis=analysis)
     if ctx.zone_order is not None:
         decision.notes.append(
             f"ordinal {pod.ordinal} -> zone {ctx.ideal_zone} (order [{', '.join(ctx.zone_order.order)}]: "
@@ -105,6 +83,117 @@ def evaluate(
     return decision
 
 
+def candidate_names(candidates: Sequence[str] | Sequence[NodeInfo]) -> list[str]:
+    """The candidates' names (a fresh list). Candidates are all names or all NodeInfo objects,
+    as kube-scheduler sends one or the other."""
+    if not candidates or isinstance(candidates[0], str):
+        return list(candidates)  # type: ignore[arg-type]
+    return [c.name for c in candidates]  # type: ignore[union-attr]
+
+
+CACHE = "cache"  # the rule name of a candidate the watch cache does not know yet
+# The class table is used when there are at least this many candidates per base class; with
+# fewer (a handful of candidates, or a label that makes every node its own class) node by node
+# is cheaper. Either way the classes are the same (tests/unit/test_properties.py).
+CANDIDATES_PER_CLASS = 4
+_NOT_CACHED = "node is not in the extender's cache yet; retry shortly"
+
+
+def classify(ctx: Context, candidates: Sequence[str | NodeInfo], names: list[str]) -> list[CandidateClass]:
+    """The candidates in classes of one signature each (plus one for nodes not in the cache),
+    split by whether the group may use the node (schedulable, in a permitted zone: what the
+    dead-end analysis counts).
+
+    Names are intersected, in C, with the topology's per-version table of base classes (nodes
+    by their domains); only nodes that hold pods of the group (when a rule reads the node key)
+    are looked at one by one. NodeInfo candidates, and few candidates among many classes, take
+    the node-by-node path, which gives the same classes.
+    """
+    topology = ctx.snap.topology
+    keys = tuple(ctx.keys)
+    table, by_node_domain = topology.classes(keys, ctx.zone_key, ctx.node_key)
+    if not names or not isinstance(candidates[0], str) or CANDIDATES_PER_CLASS * len(table) > len(names):
+        return classify_each(ctx, candidates, names)
+    wanted = set(names)
+    if len(wanted) != len(names):  # kube-scheduler never repeats a node; answer each once anyway
+        names[:] = dict.fromkeys(names)
+    known = topology.names()
+    out: list[CandidateClass] = []
+    if not known.issuperset(wanted):
+        missing = wanted - known
+        out.append(
+            CandidateClass(
+                NodeInfo(next(iter(missing)), {}),
+                [n for n in names if n in missing],
+                Outcome.FAIL,
+                CACHE,
+                _NOT_CACHED,
+            )
+        )
+        wanted -= missing
+    # Nodes holding the group's pods: their signature carries their own counts.
+    loaded: set[str] = set()
+    at = ctx.node_position
+    if at is not None:
+        key = ctx.node_key
+        for counts in (ctx.counts[key], ctx.shard_counts[key]):
+            for domain, n in counts.items():
+                if n:
+                    loaded.update(m for m in by_node_domain.get(domain, ()) if m in wanted)
+    nodes = topology.nodes
+    eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
+    for members in table.values():
+        plain = members & wanted
+        if loaded:
+            plain -= loaded
+        if not plain:
+            continue
+        inside = plain & eligible
+        for part in (inside, plain - inside) if inside and len(inside) < len(plain) else (plain,):
+            out.append(CandidateClass(nodes[next(iter(part))], list(part)))
+    if loaded:
+        out += classify_each(ctx, [n for n in names if n in loaded])
+    return out
+
+
+def classify_each(
+    ctx: Context, candidates: Sequence[str | NodeInfo], names: list[str] | None = None
+) -> list[CandidateClass]:
+    """Node by node: each candidate's signature, classes in the order first seen. A repeated
+    name is judged once (and dropped from `names`, the decision's order)."""
+    topology = ctx.snap.topology
+    index = topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+    nodes = topology.nodes
+    eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
+    by_signature: dict[tuple, CandidateClass] = {}
+    missing: CandidateClass | None = None
+    seen: set[str] = set()
+    for candidate in candidates:
+        if isinstance(candidate, NodeInfo):
+            name, node, values = candidate.name, candidate, None
+        else:
+            name, node = candidate, nodes.get(candidate)
+            values = index.get(candidate)
+        if name in seen:
+            continue
+        seen.add(name)
+        if node is None:
+            if missing is None:
+                missing = CandidateClass(NodeInfo(name, {}), [], Outcome.FAIL, CACHE, _NOT_CACHED)
+            missing.names.append(name)
+            continue
+        sig = (ctx.signature(node, values), name in eligible)
+        klass = by_signature.get(sig)
+        if klass is None:
+            by_signature[sig] = CandidateClass(node, [name])
+        else:
+            klass.names.append(name)
+    if names is not None and len(seen) != len(names):
+        names[:] = dict.fromkeys(names)
+    out = list(by_signature.values())
+    return out + [missing] if missing is not None else out
+
+
 def _describe(analysis: Analysis) -> str:
     """One line for explain: what the dead-end analysis decided, and how surely."""
     if analysis.certainty is Certainty.DEADLINE:
@@ -112,7 +201,7 @@ def _describe(analysis: Analysis) -> str:
     if analysis.certainty is Certainty.UNKNOWN:
         return f"dead-end avoidance not applied: {analysis.why}"
     found = (
-        f"{len(analysis.stranded)} candidate(s) would strand the rest"
+        f"{analysis.stranded} candidate(s) would strand the rest"
         if analysis.stranded
         else "no candidate strands the rest"
     )
@@ -134,5 +223,19 @@ def zone_of(decision: Decision, node: NodeInfo) -> str | None:
 
 def shared_domains(decision: Decision, names: list[str]) -> dict[str, str]:
     """The domains every node of `names` shares: what a reservation records while the pod's node
-    is not known yet (kube-scheduler binds asynchronously)."""
-    return decision.context.common_domains(names) if decision.context is not None else {}
+    is not known yet (kube-scheduler binds asynchronously). Read from the classes' representatives
+    (a class shares every domain but the node's own), so it costs O(classes), not O(nodes)."""
+    ctx = decision.context
+    if ctx is None or not names:
+        return {}
+    wanted = set(names)
+    touched = [k for k in decision.classes if not wanted.isdisjoint(k.names)]
+    if any(k.rule == CACHE for k in touched):
+        return {}
+    shared = ctx.common_domains([k.node.name for k in touched])
+    node_domain = shared.get(ctx.node_key)
+    if node_domain is not None and len(wanted) > 1:
+        _, by_node_domain = ctx.snap.topology.classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+        if not wanted.issubset(by_node_domain.get(node_domain, ())):
+            del shared[ctx.node_key]
+    return shared

@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -59,7 +59,7 @@ from typing import NamedTuple
 from ..limits import MAX_SPREAD_LEVELS
 from .context import Context
 from .flow import INFINITE, DeadlineExceeded, Network
-from .model import NodeInfo
+from .model import CandidateClass
 from .rules import dead_end_terms
 
 Zones = frozenset[str] | None  # zones a pod may use; None = any
@@ -78,9 +78,10 @@ class Analysis:
     """What the dead-end analysis found for one decision."""
 
     certainty: Certainty
-    stranded: dict[str, int] = field(default_factory=dict)  # dead-end candidate -> pods left stranded
-    to_come: int = 0
+    dead: list[int] = field(default_factory=list)  # indices of the candidate classes that are dead ends
+    to_come: int = 0  # pods of the group still to come: what a dead end strands
     why: str = ""  # for UNKNOWN / RELAXED: the reason, for logs and explain
+    stranded: int = 0  # candidate nodes in the dead classes
 
     @property
     def fell_back(self) -> bool:
@@ -136,38 +137,22 @@ class _Unknown(Exception):
     """The rules are outside what the model decides; the message says why."""
 
 
-def dead_ends(
-    ctx: Context,
-    candidates: Iterable[NodeInfo],
-    deadline: float | None = None,
-    signatures: dict[str, tuple] | None = None,
-) -> Analysis:
-    """Candidates after which the rest of the group cannot be placed, with the number of pods left
-    stranded, but only when another candidate keeps the group feasible.
+def dead_ends(ctx: Context, candidates: Sequence[CandidateClass], deadline: float | None = None) -> Analysis:
+    """The candidate classes after which the rest of the group cannot be placed, but only when
+    another candidate keeps the group feasible.
 
-    `signatures` (node -> the filter's signature, see Context.signature) lets nodes alike to the
-    rules share one class lookup: a node's class is a function of its signature's domains, its
-    load and whether it is schedulable in a permitted zone."""
+    A filter class (one signature: the same domains, and for the node key the same load; all of
+    its nodes usable by the group or none, see evaluate.classify) maps to one node class of the
+    model, read from its representative; a class the group cannot use is never a dead end."""
     try:
         model = build_model(ctx)
     except _Unknown as why:
         return Analysis(Certainty.UNKNOWN, why=str(why))
     if model.to_come == 0:
         return Analysis(Certainty.EXACT)
-    by_class: dict[NodeClass, list[str]] = defaultdict(list)
-    seen: dict[tuple, NodeClass | None] = {}
-    signatures = signatures or {}
-    for node in candidates:
-        sig = signatures.get(node.name)
-        if sig is None:
-            klass = _class_of(ctx, model, node.name)
-        else:
-            key = (sig, node.name in model.eligible, model.node_load.get(node.name, 0))
-            klass = seen[key] if key in seen else seen.setdefault(key, _class_of(ctx, model, node.name))
-        if klass is not None:
-            by_class[klass].append(node.name)
+    of = [_class_of(ctx, model, candidate.node.name) for candidate in candidates]
     try:
-        feasible = feasible_classes(ctx, model, list(by_class), deadline)
+        feasible = feasible_classes(ctx, model, list({k for k in of if k is not None}), deadline)
     except DeadlineExceeded:
         return Analysis(Certainty.DEADLINE, to_come=model.to_come, why="deadline passed during the dead-end analysis")
     except _Unknown as why:
@@ -176,8 +161,8 @@ def dead_ends(
     why = "; ".join(model.relaxed)
     if not feasible:
         return Analysis(certainty, to_come=model.to_come, why=why)  # all alike: filtering would only strand this pod
-    stranded = {name: model.to_come for klass, names in by_class.items() if klass not in feasible for name in names}
-    return Analysis(certainty, stranded, model.to_come, why)
+    dead = [i for i, klass in enumerate(of) if klass is not None and klass not in feasible]
+    return Analysis(certainty, dead, model.to_come, why, sum(len(candidates[i].names) for i in dead))
 
 
 # ---------------------------------------------------------------------------------------- the model

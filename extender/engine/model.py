@@ -219,8 +219,7 @@ class Outcome(StrEnum):
 
 @dataclass(slots=True)
 class Verdict:
-    """One node's answer. A failing verdict may be shared by every node of the same class (its
-    `node` is then the first of them): read a node's name from the Decision's key."""
+    """One node's answer (Decision.verdicts: a per-node view for explain and tests)."""
 
     node: str
     outcome: Outcome = Outcome.PASS
@@ -233,9 +232,33 @@ class Verdict:
         return self.outcome is Outcome.PASS
 
 
+@dataclass(slots=True)
+class CandidateClass:
+    """Candidate nodes the rules cannot tell apart (one signature, see Context.signature), and
+    their one answer. The rules read only what the signature holds, so they judge `node`, any
+    one of them, and the answer holds for all: a 5,000-node cluster is judged as a handful."""
+
+    node: NodeInfo  # a representative
+    names: list[str]
+    outcome: Outcome = Outcome.PASS
+    rule: str = ""
+    reason: str = ""
+    score: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is Outcome.PASS
+
+    def refuse(self, outcome: Outcome, rule: str, reason: str) -> None:
+        self.outcome, self.rule, self.reason = outcome, rule, reason
+
+
 @dataclass
 class Decision:
-    verdicts: dict[str, Verdict]
+    """The answer for every candidate, class by class; `order` keeps the candidates as sent."""
+
+    classes: list[CandidateClass]
+    order: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # pod-level facts (ideal zone, zone order, group size)
     context: Any = field(default=None, repr=False)  # the engine.context.Context it was made with, if any
     analysis: Any = None  # the engine.lookahead.Analysis of dead ends, when one ran
@@ -248,7 +271,48 @@ class Decision:
     @classmethod
     def all_pass(cls, names: list[str]) -> Decision:
         """A pod without a policy: every node passes, scores neutral."""
-        return cls({name: Verdict(name) for name in names})
+        names = list(dict.fromkeys(names))
+        return cls([CandidateClass(NodeInfo(names[0], {}), list(names))] if names else [], names)
+
+    @property
+    def verdicts(self) -> dict[str, Verdict]:
+        """Node -> its verdict, in candidate order (a fresh view: O(nodes), for explain and tests)."""
+        by_name = {n: c for c in self.classes for n in c.names}
+        return {
+            n: Verdict(n, c.outcome, c.rule, c.reason, c.score) for n in self.order if (c := by_name.get(n)) is not None
+        }
+
+    def verdict(self, name: str) -> Verdict | None:
+        """One node's verdict (bind's re-check and preemption judge one node)."""
+        for c in self.classes:
+            if name in c.names:
+                return Verdict(name, c.outcome, c.rule, c.reason, c.score)
+        return None
 
     def passed(self) -> list[str]:
-        return [n for n, v in self.verdicts.items() if v.passed]
+        """Names of the passing nodes, in candidate order."""
+        passing = [c for c in self.classes if c.passed]
+        if not passing:
+            return []
+        if len(passing) == 1 and len(passing[0].names) == len(self.order):
+            return list(self.order)
+        keep = set().union(*(c.names for c in passing))
+        return list(filter(keep.__contains__, self.order))
+
+    def failures(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(failed, unresolvable): node -> reason, for the filter's answer (built class by class)."""
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        for c in self.classes:
+            if c.outcome is Outcome.FAIL:
+                failed.update(dict.fromkeys(c.names, c.reason))
+            elif c.outcome is Outcome.UNRESOLVABLE:
+                unresolvable.update(dict.fromkeys(c.names, c.reason))
+        return failed, unresolvable
+
+    def scores(self) -> dict[str, int]:
+        """Node -> score, in candidate order (failing nodes 0: kube-scheduler scores only feasible ones)."""
+        score: dict[str, int] = {}
+        for c in self.classes:
+            score.update(dict.fromkeys(c.names, c.score))
+        return {n: score[n] for n in self.order if n in score}

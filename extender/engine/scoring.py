@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from dataclasses import replace
+from itertools import repeat
 
 from .context import Context
-from .model import Decision, NodeInfo
+from .model import CandidateClass, Decision, NodeInfo
 from .rules import SCORED, spread
 
 MAX_SCORE = 10
@@ -36,26 +38,12 @@ def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
     return loads
 
 
-def score_nodes(ctx: Context, nodes: Sequence[NodeInfo], signatures: dict[str, tuple] | None = None) -> list[int]:
-    """Scores depend only on what a node's signature holds, so they are computed once per
-    distinct signature (a handful) and spread over the nodes."""
-    if not nodes:
-        return []
-    signatures = signatures or {}
-    firsts: dict[tuple, int] = {}
-    which: list[int] = []
-    distinct: list[NodeInfo] = []
-    for node in nodes:
-        sig = signatures.get(node.name)
-        if sig is None:
-            sig = ctx.signature(node)
-        at = firsts.get(sig)
-        if at is None:
-            at = firsts[sig] = len(distinct)
-            distinct.append(node)
-        which.append(at)
-    scores = _score_distinct(ctx, distinct)
-    return [scores[i] for i in which]
+def score_classes(ctx: Context, classes: Sequence[CandidateClass]) -> None:
+    """Scores depend only on what a class's signature holds: each class is scored once, through
+    its representative node, and the score holds for all its nodes."""
+    if classes:
+        for klass, score in zip(classes, _score_distinct(ctx, [k.node for k in classes]), strict=True):
+            klass.score = score
 
 
 def _score_distinct(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
@@ -82,20 +70,38 @@ def break_tie(seed: str, decision: Decision) -> str | None:
     Which node wins is a stable hash of (seed, node), the seed being the pod's uid, so a burst of
     one group's pods fans out over the equals instead of piling onto one. With the extender's
     weight above kube-scheduler's own score range (config/), the scheduler follows; if it does
-    not, bind still enforces the rules.
+    not, bind still enforces the rules. The winner leaves its class for a class of its own.
     """
-    passed = [v for v in decision.verdicts.values() if v.passed]
+    passed = [c for c in decision.classes if c.passed and c.names]
     if not passed:
         return None
-    best = max(v.score for v in passed)
-    top = [v for v in passed if v.score == best]
-    if len(top) == 1:
-        return top[0].node
-    pick = min(top, key=lambda v: zlib.crc32(f"{seed}/{v.node}".encode("utf-8", "surrogatepass")))
+    best = max(c.score for c in passed)
+    top = [c for c in passed if c.score == best]
+    if len(top) == 1 and len(top[0].names) == 1:
+        return top[0].names[0]
+    # crc32 of "seed/node", continued from the seed's part: the same value, computed in C per node
+    prefix = zlib.crc32(f"{seed}/".encode("utf-8", "surrogatepass"))
+    winners = [(_lowest(c.names, prefix), c) for c in top]
+    (_, pick), home = min(winners, key=lambda w: w[0])
     if best < MAX_SCORE:
-        pick.score += 1
+        score = best + 1
     else:
-        for v in top:
-            if v is not pick:
-                v.score -= 1
-    return pick.node
+        score = best
+        for c in top:
+            c.score -= 1
+    if len(home.names) == 1:
+        home.score = score
+    else:
+        home.names.remove(pick)
+        decision.classes.append(replace(home, names=[pick], score=score))
+    return pick
+
+
+def _lowest(names: list[str], prefix: int) -> tuple[int, str]:
+    """(hash, name) of the name whose crc32 continued from `prefix` is lowest (first on a tie)."""
+    try:
+        hashes = list(map(zlib.crc32, map(str.encode, names), repeat(prefix)))
+    except UnicodeEncodeError:  # a lone surrogate (the wire layer replaces them; a caller may not)
+        hashes = [zlib.crc32(n.encode("utf-8", "surrogatepass"), prefix) for n in names]
+    low = min(hashes)
+    return low, names[hashes.index(low)]

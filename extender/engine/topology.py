@@ -86,6 +86,37 @@ class Topology:
             self._memo[memo_key] = cached
         return cached  # type: ignore[return-value]
 
+    def classes(
+        self, keys: tuple[str, ...], zone_key: str, node_key: str = HOSTNAME_KEY
+    ) -> tuple[dict[tuple, frozenset[str]], dict[str, list[str]]]:
+        """The nodes by their domains for `keys`, the node key's domain reduced to whether it is
+        set (base class -> its node names), and the nodes by their node-key domain (usually one
+        each). Built once per topology version: a request intersects its candidates with a
+        handful of classes instead of looking at each node (see engine.evaluate)."""
+        memo_key = ("classes", keys, zone_key, node_key)
+        cached = self._memo.get(memo_key)
+        if cached is None:
+            at = keys.index(node_key) if node_key in keys else None
+            members: dict[tuple, set[str]] = defaultdict(set)
+            by_node_domain: dict[str, list[str]] = defaultdict(list)
+            for name, values in self.values_index(keys, zone_key, node_key).items():
+                if at is None:
+                    base = values
+                else:
+                    base = values[:at] + (values[at] is not None,) + values[at + 1 :]
+                    if values[at] is not None:
+                        by_node_domain[values[at]].append(name)
+                members[base].add(name)
+            cached = self._memo[memo_key] = ({b: frozenset(m) for b, m in members.items()}, dict(by_node_domain))
+        return cached  # type: ignore[return-value]
+
+    def names(self) -> frozenset[str]:
+        """Every node's name (a node added or removed bumps the version, clearing the memo)."""
+        cached = self._memo.get(("names",))
+        if cached is None:
+            cached = self._memo[("names",)] = frozenset(self.nodes)
+        return cached  # type: ignore[return-value]
+
     def value_counts(
         self, keys: tuple[str, ...], zone_key: str, permitted_zones: frozenset[str] | None, node_key: str = HOSTNAME_KEY
     ) -> dict[tuple[str | None, ...], int]:

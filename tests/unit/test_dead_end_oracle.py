@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from extender.engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, evaluate
 from extender.engine.context import Context
+from extender.engine.evaluate import classify
 from extender.engine.lookahead import Certainty, dead_ends
 from extender.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
 
@@ -140,9 +141,11 @@ def _agree(case) -> None:  # noqa: ANN001
     me, rest = unplaced[0], unplaced[1:]
     candidates = _legal(policy, nodes, replicas, placed, me)
     ctx = Context.build(policy, PodRequest(f"db/{me[0]}-{me[1]}", me[0], me[1]), _snapshot(nodes, replicas, placed))
-    analysis = dead_ends(ctx, [n for n in nodes if n.name in candidates])
+    names = [n.name for n in nodes if n.name in candidates]
+    classes = classify(ctx, names, list(names))  # as evaluate sees them: nodes alike in one class
+    analysis = dead_ends(ctx, classes)
     oracle = _oracle_dead_ends(policy, nodes, replicas, placed, me, rest)
-    found = set(analysis.stranded)
+    found = {name for i in analysis.dead for name in classes[i].names}
     if analysis.certainty is Certainty.EXACT:
         assert found == (oracle or set()), (analysis, oracle, placed, me)
     else:

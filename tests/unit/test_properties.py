@@ -6,6 +6,7 @@ from the node labels and placements alone; it shares no code with the engine.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from extender.engine import NodeInfo, Outcome, Placement, PodRequest, Snapshot, Topology, evaluate
 from extender.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
 
+evaluate_module = importlib.import_module("extender.engine.evaluate")  # the module (the package exports the function)
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SHARDS = ["s0", "s1", "s2"]
 RACK = "example.com/rack"
@@ -253,3 +255,31 @@ def test_no_policy_passes_all(case: Case):
     decision = evaluate(None, case.pod, case.snapshot(), names)
     assert decision.passed() == names
     assert all(v.score == 0 for v in decision.verdicts.values())
+
+
+@SETTINGS
+@given(cases(), st.randoms(use_true_random=False), st.booleans())
+def test_class_table_and_node_by_node_agree(case: Case, rng, with_strangers: bool):
+    """The two ways of forming classes (the topology's class table, and each node's signature)
+    give the same answer for every node, whatever subset and order of candidates is asked."""
+    names = [n.name for n in case.nodes]
+    rng.shuffle(names)
+    names = names[: rng.randint(1, len(names))]
+    if with_strangers:
+        names += ["not-in-cache", names[0]]  # a node the cache lacks, and a repeated one
+    spec = parse_spec(case.policy, "property")
+    answers = []
+    for ratio in (0, 10**9):  # class table always, never
+        saved, evaluate_module.CANDIDATES_PER_CLASS = evaluate_module.CANDIDATES_PER_CLASS, ratio
+        try:
+            decision = evaluate(spec, case.pod, case.snapshot(), list(names))
+        finally:
+            evaluate_module.CANDIDATES_PER_CLASS = saved
+        answers.append(
+            (
+                decision.order,
+                decision.passed(),
+                {n: (v.outcome, v.rule, v.reason, v.score) for n, v in decision.verdicts.items()},
+            )
+        )
+    assert answers[0] == answers[1]

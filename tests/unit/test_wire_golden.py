@@ -125,3 +125,48 @@ def test_the_fast_encoder_writes_what_the_reference_path_writes(value) -> None: 
     """orjson's bytes, plus Go's escapes, equal json.dumps's with the same escapes, for any value
     (surrogates and huge integers go through the reference path itself)."""
     assert wire.go_bytes(value) == wire._go_text(value).encode("utf-8")
+
+
+names = st.text(max_size=8)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(names, max_size=5),
+    st.dictionaries(names, st.text(max_size=8), max_size=5),
+    st.dictionaries(names, st.text(max_size=8), max_size=5),
+    st.text(max_size=8),
+)
+def test_the_filter_answer_encoder_writes_what_the_generic_path_writes(passed, failed, unresolvable, error) -> None:  # noqa: ANN001
+    """The NodeNames-mode filter answer, written field by field, is the model's generic encoding
+    (struct fields in Go's order, maps with sorted keys, Go's escapes)."""
+    result = wire.ExtenderFilterResult(
+        NodeNames=passed, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable, Error=error
+    )
+    assert wire._filter_result_bytes(result) == wire.go_bytes(wire._go_order(result.model_dump(mode="json")))
+
+
+json_floats = st.floats(allow_nan=False, allow_infinity=False)
+json_texts = st.recursive(
+    st.none() | st.booleans() | st.integers() | json_floats | st.text(),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+    max_leaves=12,
+).map(lambda v: json.dumps(v, ensure_ascii=False))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(json_texts | st.sampled_from(["1e400", "NaN", '"\\ud800"', "[18446744073709551616]", "[1,]", "{"]))
+def test_the_fast_decoder_reads_what_json_loads_reads(text: str) -> None:
+    """orjson's reading of a body equals the reference json.loads path, value for value, and
+    whatever it refuses gets the reference path's answer (a value, or its WireError)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    try:
+        expected = wire._decode_slowly(raw.decode("utf-8", "replace"), 128)
+        if wire._SURROGATE_ESCAPE.search(raw):
+            expected = wire._replace_surrogates(expected)
+    except wire.WireError as err:
+        with pytest.raises(wire.WireError) as got:
+            wire.decode_json(raw)
+        assert str(got.value) == str(err)
+        return
+    assert repr(wire.decode_json(raw)) == repr(expected)

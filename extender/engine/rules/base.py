@@ -7,7 +7,8 @@ A rule module (caps.py, spread.py, ...) holds everything its rule means, and exp
 * `dead_end(ctx, terms)`: what it asks of the dead-end analysis (engine/lookahead.py), in that
   analysis's terms: caps, spreads, anti-affinity keys, whether zones matter.
 * `translate(spec, out)`: its closest native constraints, and what retiring to them gives up.
-* `narrow(ctx, passing, verdicts)`: a last word on the nodes that passed (fallback zone groups).
+* `narrow(ctx, passing)`: a last word on the classes of nodes that passed (fallback zone
+  groups): refuses some (CandidateClass.refuse) and returns the rest.
 
 The engine iterates over `rules.RULES`; no other module knows a rule's semantics.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 from ...policy import PlacementPolicySpec, WhenUnsatisfiable
 from ..context import Context
-from ..model import NodeInfo, Outcome, Verdict
+from ..model import CandidateClass, NodeInfo, Outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,7 @@ Check = Callable[[Context, NodeInfo], Failure | None]
 Score = Callable[[Context, Sequence[NodeInfo]], tuple[float, list[float]] | None]
 DeadEnd = Callable[[Context, DeadEndTerms], None]
 Translate = Callable[[PlacementPolicySpec, NativeFragment], None]
-Narrow = Callable[[Context, list[NodeInfo], dict[str, Verdict]], list[NodeInfo]]
+Narrow = Callable[[Context, list[CandidateClass]], list[CandidateClass]]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ...policy import PlacementPolicySpec
 from ..context import Context
-from ..model import NodeInfo, Outcome, Verdict
+from ..model import CandidateClass, NodeInfo, Outcome
 from .base import DeadEndTerms, Failure, NativeFragment, Rule
 
 NAME = "zones"
@@ -35,21 +35,20 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
     return None
 
 
-def narrow(ctx: Context, passing: list[NodeInfo], verdicts: dict[str, Verdict]) -> list[NodeInfo]:
+def narrow(ctx: Context, passing: list[CandidateClass]) -> list[CandidateClass]:
     """Fallback groups, in order: keep only the first group that has a feasible candidate. Runs
     after dead-end avoidance, so a group whose every node is a dead end hands over to the next."""
     groups = ctx.spec.zones.fallbackGroups if ctx.spec.zones else None
     if not groups or not passing:
         return passing
-    by_zone = {n.name: ctx.domain(n, ctx.zone_key) for n in passing}
+    zone = {id(k): ctx.domain(k.node, ctx.zone_key) for k in passing}  # a class is within one zone
     for index, group in enumerate(groups, start=1):
         members = set(group)
-        chosen = [n for n in passing if by_zone[n.name] in members]
+        chosen = [k for k in passing if zone[id(k)] in members]
         if chosen:
-            for n in passing:
-                if by_zone[n.name] not in members:
-                    verdicts[n.name] = Verdict(
-                        n.name,
+            for k in passing:
+                if zone[id(k)] not in members:
+                    k.refuse(
                         Outcome.FAIL,
                         FALLBACK,
                         f"zone group {index} ({', '.join(group)}) still has feasible nodes; "
