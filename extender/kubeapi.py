@@ -9,13 +9,31 @@ the server's effects (server/effects.py); it imports nothing of the extender.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
+import orjson
 import requests
 from kubernetes import client, config
 
 log = logging.getLogger(__name__)
+
+
+def decode_json(data: bytes) -> Any:
+    """JSON from the API server, decoded by orjson: half the CPU of the standard library on a
+    watch event, a fifth less on a list page (benchmarks/watch_cost.py).
+
+    A document orjson refuses but the standard library reads (a lone surrogate escape, NaN, a
+    number beyond a double) goes to the standard library, so it decodes as before. The one
+    silent difference, an integer literal outside the 64-bit range (orjson makes it a float),
+    does not come from an API server: it decodes every object, custom resources included,
+    into Go's int64 or float64 and encodes it back, so such a number is already a float there.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 class KubeApiError(Exception):
@@ -78,7 +96,8 @@ class KubeHttp:
             raise KubeApiError(response.status_code, reason, message)
         if stream:
             return response
-        return response.json() if response.content else None
+        content = response.content
+        return decode_json(content) if content else None
 
 
 def connect(kubeconfig: str | None = None) -> KubeHttp:

@@ -125,15 +125,16 @@ class Verbs:
         decision = last[2]
         names = candidate_names(candidates)
         wanted = set(names)
-        if len(wanted) != len(names) or not wanted.issubset(decision.order):
+        if len(wanted) != len(names) or not wanted.issubset(decision.members):
             return None
         # Copies of the classes (the tie-break changes scores and splits a class), narrowed.
         classes = []
         for k in decision.classes:
-            kept = k.names if wanted.issuperset(k.names) else [n for n in k.names if n in wanted]
-            if kept:
-                classes.append(replace(k, names=list(kept)))
-        return Decision(classes, names, list(decision.notes), decision.context, decision.analysis)
+            if wanted.isdisjoint(k.names):
+                continue
+            kept = k.names if wanted.issuperset(k.names) else list(wanted.intersection(k.names))
+            classes.append(replace(k, names=list(kept)))
+        return Decision(classes, names, wanted, list(decision.notes), decision.context, decision.analysis)
 
     # ---------------------------------------------------------------- bind
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:

@@ -276,7 +276,9 @@ _BRACKETS = {ord("{"): 1, ord("["): 1, ord("}"): 255, ord("]"): 255}
 _STRUCTURE = bytes(_BRACKETS.get(b, ord("n") if b in _ESCAPED else b) for b in range(256))
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"\\' + _ESCAPED)
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)
-_LONG_NUMBER = re.compile(rb"[0-9]{20}")
+# Twenty digits in a row, found at C speed (a regex scan costs a millisecond on a 5,000-node body).
+_DIGITS = bytes(ord("0") if chr(b).isdigit() and b < 128 else ord(".") for b in range(256))
+_LONG_DIGITS = b"0" * 20
 
 
 def nests_deeper(raw: bytes, limit: int) -> bool:
@@ -321,7 +323,7 @@ def decode_json(raw: bytes, *, max_depth: int = MAX_REQUEST_DEPTH) -> Any:
             "kube-scheduler's requests nest about 15 deep"
         )
     text = raw.decode("utf-8", errors="replace")
-    if _LONG_NUMBER.search(raw):  # orjson reads an integer beyond 64 bits as a float; json keeps it
+    if _LONG_DIGITS in raw.translate(_DIGITS):  # orjson reads an integer beyond 64 bits as a float; json keeps it
         value = _decode_slowly(text, max_depth)
     else:
         try:

@@ -35,7 +35,10 @@ def evaluate(
     if spec is None:
         return Decision.all_pass(names)
     ctx = Context.build(spec, pod, snap)
-    classes = classify(ctx, candidates, names)
+    members = set(names)
+    if len(members) != len(names):  # kube-scheduler never repeats a node; answer each once anyway
+        names = list(dict.fromkeys(names))
+    classes = classify(ctx, candidates, names, members)
     passing: list[CandidateClass] = []
     for klass in classes:
         if klass.rule == CACHE:
@@ -70,7 +73,7 @@ def evaluate(
 
     score_classes(ctx, passing)
 
-    decision = Decision(classes, names, context=ctx, analysis=analysis)
+    decision = Decision(classes, names, members, context=ctx, analysis=analysis)
     if ctx.zone_order is not None:
         decision.notes.append(
             f"ordinal {pod.ordinal} -> zone {ctx.ideal_zone} (order [{', '.join(ctx.zone_order.order)}]: "
@@ -99,7 +102,9 @@ CANDIDATES_PER_CLASS = 4
 _NOT_CACHED = "node is not in the extender's cache yet; retry shortly"
 
 
-def classify(ctx: Context, candidates: Sequence[str | NodeInfo], names: list[str]) -> list[CandidateClass]:
+def classify(
+    ctx: Context, candidates: Sequence[str] | Sequence[NodeInfo], names: list[str], members: set[str] | None = None
+) -> list[CandidateClass]:
     """The candidates in classes of one signature each (plus one for nodes not in the cache),
     split by whether the group may use the node (schedulable, in a permitted zone: what the
     dead-end analysis counts).
@@ -113,10 +118,8 @@ def classify(ctx: Context, candidates: Sequence[str | NodeInfo], names: list[str
     keys = tuple(ctx.keys)
     table, by_node_domain = topology.classes(keys, ctx.zone_key, ctx.node_key)
     if not names or not isinstance(candidates[0], str) or CANDIDATES_PER_CLASS * len(table) > len(names):
-        return classify_each(ctx, candidates, names)
-    wanted = set(names)
-    if len(wanted) != len(names):  # kube-scheduler never repeats a node; answer each once anyway
-        names[:] = dict.fromkeys(names)
+        return classify_each(ctx, candidates)
+    wanted = members if members is not None else set(names)
     known = topology.names()
     out: list[CandidateClass] = []
     if not known.issuperset(wanted):
@@ -130,7 +133,7 @@ def classify(ctx: Context, candidates: Sequence[str | NodeInfo], names: list[str
                 _NOT_CACHED,
             )
         )
-        wanted -= missing
+        wanted = wanted - missing
     # Nodes holding the group's pods: their signature carries their own counts.
     loaded: set[str] = set()
     at = ctx.node_position
@@ -156,11 +159,9 @@ def classify(ctx: Context, candidates: Sequence[str | NodeInfo], names: list[str
     return out
 
 
-def classify_each(
-    ctx: Context, candidates: Sequence[str | NodeInfo], names: list[str] | None = None
-) -> list[CandidateClass]:
+def classify_each(ctx: Context, candidates: Sequence[str] | Sequence[NodeInfo]) -> list[CandidateClass]:
     """Node by node: each candidate's signature, classes in the order first seen. A repeated
-    name is judged once (and dropped from `names`, the decision's order)."""
+    name is judged once."""
     topology = ctx.snap.topology
     index = topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
     nodes = topology.nodes
@@ -188,8 +189,6 @@ def classify_each(
             by_signature[sig] = CandidateClass(node, [name])
         else:
             klass.names.append(name)
-    if names is not None and len(seen) != len(names):
-        names[:] = dict.fromkeys(names)
     out = list(by_signature.values())
     return out + [missing] if missing is not None else out
 

@@ -259,6 +259,7 @@ class Decision:
 
     classes: list[CandidateClass]
     order: list[str] = field(default_factory=list)
+    members: frozenset[str] | set[str] = frozenset()  # the names of `order`, as a set (empty: not kept)
     notes: list[str] = field(default_factory=list)  # pod-level facts (ideal zone, zone order, group size)
     context: Any = field(default=None, repr=False)  # the engine.context.Context it was made with, if any
     analysis: Any = None  # the engine.lookahead.Analysis of dead ends, when one ran

@@ -3,19 +3,38 @@
 One thread per kind: a paginated list replaces the kind's content, then a watch from the list's
 resourceVersion applies events. A broken watch resumes from the last resourceVersion seen; a
 410 Gone (or any failure to resume) relists. The store reports ready once every kind has listed.
+
+What the requests ask of the API server, and why (measured in benchmarks/watch_cost.py against
+Kubernetes v1.36.3; figures in benchmarks/results/watch_cost.md):
+
+- Lists are consistent reads: no resourceVersion, `limit` 500 a page. Since v1.31 the API
+  server serves them from its watch cache once it has confirmed the cache is current (one
+  cheap revision request to etcd), so asking for resourceVersion "0" saved nothing measurable,
+  while it (a) may answer with data older than a watch of ours already showed (resourceVersion
+  "0" with NotOlderThan means "any age", notably from a lagging API server in HA): relisted
+  after a 410, the cache could step back in time and count a bound pod as unbound; and (b)
+  ignores `limit`, so a whole 150,000-pod list would sit in memory at once on both sides. A
+  consistent list is at least as new as anything observed before, so a relist never goes back.
+- Watches ask for bookmarks, so a resumed watch starts from a recent resourceVersion and 410s
+  stay rare. No streaming list (sendInitialEvents=true): it cost the API server about 1.5 times
+  the CPU of the paginated list (an event written and flushed per object), for less client CPU.
+- No field selector: Succeeded and Failed pods stay in the cache (the store decides what they
+  count for), and every kind needs its spec or status, so a metadata-only
+  (PartialObjectMetadata) list would not do. JSON only: protobuf has no Python decoder here.
+- Responses are decoded by orjson (kubeapi.decode_json): half the client CPU of the standard
+  library on watch events, a fifth less on list pages.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..kubeapi import KubeApiError, KubeHttp
+from ..kubeapi import KubeApiError, KubeHttp, decode_json
 from ..policy import API_GROUP, API_VERSION, PLURAL
 from .objects import ObjectError
 from .store import PARSERS, ClusterStore
@@ -96,7 +115,12 @@ class Watcher:
     def _list(self, resource: Resource) -> str:
         """Page by page, each page parsed into slim records at once: the decoded JSON of a
         150,000-pod list never sits in memory whole. The collector is paused meanwhile (the
-        records are all long-lived) and the heap frozen after."""
+        records are all long-lived) and the heap frozen after.
+
+        A consistent list (no resourceVersion; the continue token pins later pages to the first
+        page's snapshot): after a 410 Gone the relist is at least as new as every event the
+        expired watch applied, so replacing the kind's content never moves the cache back in
+        time. See the module docstring for why not resourceVersion "0"."""
         parse = PARSERS[resource.kind]
         records: list[Any] = []
         token = ""
@@ -188,13 +212,29 @@ def list_once(api: KubeHttp, store: ClusterStore | None = None, page_size: int =
     return store
 
 
-def _lines(response: Any) -> Iterator[dict[str, Any]]:
-    buffer = b""
+def _lines(response: Any) -> Iterator[Any]:
+    """The watch stream's events, one JSON document a line, whatever the chunking.
+
+    Each chunk is split once: a chunk holding a backlog of many events (the API server flushes
+    only when its queue is empty) costs one pass, not one copy of the rest per line; an event
+    spread over several chunks is joined once, when its newline arrives."""
+    pending: list[bytes] = []  # the start of a line whose newline has not come yet
     for chunk in response.iter_content(chunk_size=None):
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+        if b"\n" not in chunk:
+            if chunk:
+                pending.append(chunk)
+            continue
+        lines = chunk.split(b"\n")
+        if pending:
+            pending.append(lines[0])
+            lines[0] = b"".join(pending)
+            pending.clear()
+        tail = lines.pop()
+        if tail:
+            pending.append(tail)
+        for line in lines:
             if line.strip():
-                yield json.loads(line)
-    if buffer.strip():
-        yield json.loads(buffer)
+                yield decode_json(line)
+    rest = b"".join(pending)
+    if rest.strip():
+        yield decode_json(rest)
