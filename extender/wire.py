@@ -103,17 +103,17 @@ class HostPriorityList(RootModel[list[HostPriority]]):
 
 @dataclass(frozen=True, slots=True)
 class Priorities:
-    """A HostPriorityList on the way out: host -> score, encoded without a model per entry
-    (a 5,000-node answer would otherwise spend milliseconds building models)."""
+    """A HostPriorityList on the way out, as (hosts, score) groups: encoded without a model or a
+    dict per entry (kube-scheduler reads the list as a map, so the order is the groups')."""
 
-    scores: dict[str, int]
+    groups: list[tuple[list[str], int]]
 
     @property
-    def pairs(self) -> list[tuple[str, int]]:
-        return list(self.scores.items())
+    def scores(self) -> dict[str, int]:
+        return {host: score for hosts, score in self.groups for host in hosts}
 
     def as_model(self) -> HostPriorityList:
-        return HostPriorityList([HostPriority(Host=h, Score=s) for h, s in self.scores.items()])
+        return HostPriorityList([HostPriority(Host=h, Score=s) for hosts, s in self.groups for h in hosts])
 
 
 class ExtenderBindingArgs(_Wire):
@@ -222,10 +222,27 @@ def _sorted_maps(value: Any) -> Any:
 def encode_bytes(model: BaseModel | Priorities) -> bytes:
     """A wire model as Go would marshal it (the HTTP answer's body)."""
     if isinstance(model, Priorities):
-        return go_bytes([{"Host": h, "Score": s} for h, s in model.scores.items()])
+        return _priorities_bytes(model)
     if isinstance(model, ExtenderFilterResult) and model.Nodes is None:
         return _filter_result_bytes(model)
     return go_bytes(_go_order(model.model_dump(mode="json")))
+
+
+def _priorities_bytes(priorities: Priorities) -> bytes:
+    """[{"Host":h,"Score":s},...] written group by group at C speed: a group's hosts encoded as one
+    JSON array, whose item separators (a `","` can occur nowhere else in it: a quote inside a
+    string is escaped) become the text between one entry's host and the next's. The same bytes
+    as encoding the list of dicts (a test holds them equal)."""
+    parts = []
+    for hosts, score in priorities.groups:
+        if not hosts:
+            continue
+        if not isinstance(score, int) or not -(2**63) <= score < 2**63:
+            return go_bytes([{"Host": h, "Score": s} for hosts, s in priorities.groups for h in hosts])
+        names = go_bytes(hosts)  # ["a","b"], Go's escapes applied
+        tail = b'","Score":%d}' % score
+        parts.append(b'{"Host":"' + names[2:-2].replace(b'","', tail + b',{"Host":"') + tail)
+    return b"[" + b",".join(parts) + b"]"
 
 
 def _filter_result_bytes(result: ExtenderFilterResult) -> bytes:

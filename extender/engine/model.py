@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import chain
 from typing import Any
 
 
@@ -291,14 +292,8 @@ class Decision:
         return None
 
     def passed(self) -> list[str]:
-        """Names of the passing nodes, in candidate order."""
-        passing = [c for c in self.classes if c.passed]
-        if not passing:
-            return []
-        if len(passing) == 1 and len(passing[0].names) == len(self.order):
-            return list(self.order)
-        keep = set().union(*(c.names for c in passing))
-        return list(filter(keep.__contains__, self.order))
+        """Names of the passing nodes, class by class (kube-scheduler reads them as a set)."""
+        return list(chain.from_iterable(c.names for c in self.classes if c.passed))
 
     def failures(self) -> tuple[dict[str, str], dict[str, str]]:
         """(failed, unresolvable): node -> reason, for the filter's answer (built class by class)."""
@@ -311,9 +306,7 @@ class Decision:
                 unresolvable.update(dict.fromkeys(c.names, c.reason))
         return failed, unresolvable
 
-    def scores(self) -> dict[str, int]:
-        """Node -> score, in candidate order (failing nodes 0: kube-scheduler scores only feasible ones)."""
-        score: dict[str, int] = {}
-        for c in self.classes:
-            score.update(dict.fromkeys(c.names, c.score))
-        return {n: score[n] for n in self.order if n in score}
+    def scores(self) -> list[tuple[list[str], int]]:
+        """(names, score) class by class: prioritize's answer (failing nodes 0: kube-scheduler
+        asks only about feasible ones)."""
+        return [(c.names, c.score) for c in self.classes if c.names]

@@ -54,7 +54,7 @@ def do_filter(verbs, p, candidates):
 
 
 def do_prioritize(verbs, p, candidates):
-    return dict(verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, candidates))).pairs)
+    return verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, candidates))).scores
 
 
 def do_bind(verbs, p, node_name):
