@@ -51,22 +51,14 @@ class Context:
         ctx.caps = [(c, spec.canonical_key(c.topologyKey), c.limit(snap.group_size)) for c in spec.caps]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}
         ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
-        # Bound pods are counted per node first (in C), then each occupied node's domains come
-        # from the per-topology-version index: the walk over the group is one Counter, not a
-        # label lookup per pod and key.
-        index = snap.topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+        # The group's pods arrive counted per node; each domain's count is the sum over the
+        # occupied nodes of each class of alike nodes (the topology's class table), in C.
         ctx.node_load = snap.node_pods()
         my_shard = pod.shard
         siblings = snap.shard_node_pods(my_shard) if my_shard is not None else Counter()
         for target, per_node in ((ctx.counts, ctx.node_load), (ctx.shard_counts, siblings)):
-            columns = [target[k] for k in ctx.keys]
-            for node, n in per_node.items():
-                values = index.get(node)
-                if values is None:  # the node is gone; its pods will be too
-                    continue
-                for column, value in zip(columns, values, strict=True):
-                    if value is not None:
-                        column[value] += n
+            if per_node:
+                ctx._count_domains(target, per_node)
         for p in snap.placements:  # tentative placements known only by the domains they share
             if p.node is None and p.domains:
                 sibling = my_shard is not None and p.shard == my_shard
@@ -80,6 +72,39 @@ class Context:
             ctx.zone_order = ctx.shard_zone_order(pod.shard)
             ctx.ideal_zone = ctx.zone_order.zone_for(pod.ordinal)
         return ctx
+
+    def _count_domains(self, target: dict[str, dict[str, int]], per_node: Counter[str]) -> None:
+        """Add the pods of `per_node` to `target`'s domain counts, for every key. A node the
+        topology no longer has is skipped (its pods will go too)."""
+        topology = self.snap.topology
+        keys = tuple(self.keys)
+        table = topology.classes(keys, self.zone_key, self.node_key)
+        present = per_node.keys() & topology.names()
+        at = self.node_position
+        if 4 * len(present) < len(table.members):  # few occupied nodes among many classes
+            index = topology.values_index(keys, self.zone_key, self.node_key)
+            for node in present:
+                for key, value in zip(keys, index[node], strict=True):
+                    if value is not None:
+                        target[key][value] += per_node[node]
+            return
+        for base, members in table.members.items():
+            here = members & present
+            if here:
+                total = sum(map(per_node.__getitem__, here))
+                for i, key in enumerate(keys):
+                    if i != at and base[i] is not None:
+                        target[key][base[i]] += total
+        if at is not None:
+            column = target[self.node_key]
+            if table.node_domain_is_name:
+                column.update(zip(present, map(per_node.__getitem__, present), strict=True))
+            else:
+                index = topology.values_index(keys, self.zone_key, self.node_key)
+                for node in present:
+                    value = index[node][at]
+                    if value is not None:
+                        column[value] += per_node[node]
 
     # -- domains --
     def where(self, key: str, value: str) -> str:

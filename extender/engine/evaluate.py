@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 from ..policy import PlacementPolicySpec
@@ -115,9 +116,8 @@ def classify(
     the node-by-node path, which gives the same classes.
     """
     topology = ctx.snap.topology
-    keys = tuple(ctx.keys)
-    table, by_node_domain = topology.classes(keys, ctx.zone_key, ctx.node_key)
-    if not names or not isinstance(candidates[0], str) or CANDIDATES_PER_CLASS * len(table) > len(names):
+    table = topology.classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+    if not names or not isinstance(candidates[0], str) or CANDIDATES_PER_CLASS * len(table.members) > len(names):
         return classify_each(ctx, candidates)
     wanted = members if members is not None else set(names)
     known = topology.names()
@@ -134,19 +134,28 @@ def classify(
             )
         )
         wanted = wanted - missing
-    # Nodes holding the group's pods: their signature carries their own counts.
-    loaded: set[str] = set()
-    at = ctx.node_position
-    if at is not None:
-        key = ctx.node_key
-        for counts in (ctx.counts[key], ctx.shard_counts[key]):
-            for domain, n in counts.items():
-                if n:
-                    loaded.update(m for m in by_node_domain.get(domain, ()) if m in wanted)
     nodes = topology.nodes
     eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
-    for members in table.values():
-        plain = members & wanted
+    # Nodes holding the group's pods (where a rule reads the node key): their signature carries
+    # their own counts, so they are grouped by (base class, counts, usable) in one tight loop.
+    loaded: set[str] = set()
+    if ctx.node_position is not None:
+        key = ctx.node_key
+        counts, shard_counts = ctx.counts[key], ctx.shard_counts[key]
+        for column in (counts, shard_counts):
+            for domain, n in column.items():
+                if n:
+                    loaded.update(m for m in table.by_node_domain.get(domain, ()) if m in wanted)
+        at = ctx.node_position
+        index = topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+        by_key: dict[tuple, list[str]] = defaultdict(list)
+        base_of = table.base_of
+        for name in loaded:
+            domain = index[name][at]
+            by_key[(base_of[name], counts.get(domain, 0), shard_counts.get(domain, 0), name in eligible)].append(name)
+        out += [CandidateClass(nodes[group[0]], group) for group in by_key.values()]
+    for members_of_class in table.members.values():
+        plain = members_of_class & wanted
         if loaded:
             plain -= loaded
         if not plain:
@@ -154,8 +163,6 @@ def classify(
         inside = plain & eligible
         for part in (inside, plain - inside) if inside and len(inside) < len(plain) else (plain,):
             out.append(CandidateClass(nodes[next(iter(part))], list(part)))
-    if loaded:
-        out += classify_each(ctx, [n for n in names if n in loaded])
     return out
 
 
@@ -234,7 +241,7 @@ def shared_domains(decision: Decision, names: list[str]) -> dict[str, str]:
     shared = ctx.common_domains([k.node.name for k in touched])
     node_domain = shared.get(ctx.node_key)
     if node_domain is not None and len(wanted) > 1:
-        _, by_node_domain = ctx.snap.topology.classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
-        if not wanted.issubset(by_node_domain.get(node_domain, ())):
+        table = ctx.snap.topology.classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+        if not wanted.issubset(table.by_node_domain.get(node_domain, ())):
             del shared[ctx.node_key]
     return shared

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from ..policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY
 from .model import NodeInfo
+
+
+class NodeClassTable(NamedTuple):
+    """Nodes by their domains for some keys, the node key's domain reduced to whether it is set."""
+
+    members: dict[tuple, frozenset[str]]  # base class -> its node names
+    by_node_domain: dict[str, list[str]]  # node-key domain -> the nodes in it (usually one)
+    base_of: dict[str, tuple]  # node name -> its base class
+    node_domain_is_name: bool  # every node's node-key domain is its name (the usual hostname label)
 
 
 class Topology:
@@ -86,19 +96,18 @@ class Topology:
             self._memo[memo_key] = cached
         return cached  # type: ignore[return-value]
 
-    def classes(
-        self, keys: tuple[str, ...], zone_key: str, node_key: str = HOSTNAME_KEY
-    ) -> tuple[dict[tuple, frozenset[str]], dict[str, list[str]]]:
-        """The nodes by their domains for `keys`, the node key's domain reduced to whether it is
-        set (base class -> its node names), and the nodes by their node-key domain (usually one
-        each). Built once per topology version: a request intersects its candidates with a
-        handful of classes instead of looking at each node (see engine.evaluate)."""
+    def classes(self, keys: tuple[str, ...], zone_key: str, node_key: str = HOSTNAME_KEY) -> NodeClassTable:
+        """The nodes by their domains for `keys` (see NodeClassTable). Built once per topology
+        version: a request intersects its candidates with a handful of classes instead of
+        looking at each node (see engine.evaluate)."""
         memo_key = ("classes", keys, zone_key, node_key)
         cached = self._memo.get(memo_key)
         if cached is None:
             at = keys.index(node_key) if node_key in keys else None
             members: dict[tuple, set[str]] = defaultdict(set)
             by_node_domain: dict[str, list[str]] = defaultdict(list)
+            base_of: dict[str, tuple] = {}
+            is_name = at is not None
             for name, values in self.values_index(keys, zone_key, node_key).items():
                 if at is None:
                     base = values
@@ -106,8 +115,12 @@ class Topology:
                     base = values[:at] + (values[at] is not None,) + values[at + 1 :]
                     if values[at] is not None:
                         by_node_domain[values[at]].append(name)
+                    is_name = is_name and values[at] == name
                 members[base].add(name)
-            cached = self._memo[memo_key] = ({b: frozenset(m) for b, m in members.items()}, dict(by_node_domain))
+                base_of[name] = base
+            cached = self._memo[memo_key] = NodeClassTable(
+                {b: frozenset(m) for b, m in members.items()}, dict(by_node_domain), base_of, is_name
+            )
         return cached  # type: ignore[return-value]
 
     def names(self) -> frozenset[str]:

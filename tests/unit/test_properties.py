@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.engine import NodeInfo, Outcome, Placement, PodRequest, Snapshot, Topology, evaluate
+from extender.engine.context import Context
 from extender.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
 
 evaluate_module = importlib.import_module("extender.engine.evaluate")  # the module (the package exports the function)
@@ -283,3 +284,25 @@ def test_class_table_and_node_by_node_agree(case: Case, rng, with_strangers: boo
             )
         )
     assert answers[0] == answers[1]
+
+
+@SETTINGS
+@given(cases())
+def test_domain_counts_are_the_placements_counted_one_by_one(case: Case):
+    """Context's per-domain counts (summed class by class from per-node counts) equal a plain
+    count of the placed pods, domain by domain, for every key the policy reads."""
+    spec = parse_spec(case.policy, "property")
+    ctx = Context.build(spec, case.pod, case.snapshot())
+    by_name = {n.name: n for n in case.nodes}
+    for key in ctx.keys:
+        expected: dict[str, int] = {}
+        siblings: dict[str, int] = {}
+        for p in case.placements:
+            node = by_name.get(p.node or "")
+            value = Topology.domain(node, key, ctx.zone_key, ctx.node_key) if node is not None else None
+            if value is not None:
+                expected[value] = expected.get(value, 0) + 1
+                if case.pod.shard is not None and p.shard == case.pod.shard:
+                    siblings[value] = siblings.get(value, 0) + 1
+        assert {d: n for d, n in ctx.counts[key].items() if n} == expected, key
+        assert {d: n for d, n in ctx.shard_counts[key].items() if n} == siblings, key
