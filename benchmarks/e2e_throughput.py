@@ -439,6 +439,21 @@ def variants_table(results: dict[str, dict[str, Any]]) -> str:
     )
 
 
+def add_zoned_nodes(cluster: LocalCluster, layout: dict[str, int], nodes: int) -> dict[str, str | None]:
+    """Add the kwok nodes, wait until the extender's cache holds them all; node -> zone."""
+    cluster.add_nodes(zoned_nodes(layout))
+    api = cluster.admin
+    assert api is not None
+    zone_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")}
+    port = cluster.ports["extender"]
+    wait_for(
+        "the extender's cache to hold every node",
+        lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()["cache"]["nodes"] >= nodes,
+        60,
+    )
+    return zone_of
+
+
 def run_variant(variant: str, args: argparse.Namespace, layout: dict[str, int], log=print) -> dict[str, Any]:
     qps, burst = variant_limits(variant, args.equal_qps, args.equal_burst)
     rounds: list[dict[str, Any]] = []
@@ -447,19 +462,8 @@ def run_variant(variant: str, args: argparse.Namespace, layout: dict[str, int], 
     with BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst) as cluster:
         log(f"control plane up in {time.monotonic() - started:.1f}s; adding {args.nodes} kwok nodes {layout}")
         t = time.monotonic()
-        cluster.add_nodes(zoned_nodes(layout))
+        zone_of = add_zoned_nodes(cluster, layout, args.nodes)
         log(f"nodes Ready in {time.monotonic() - t:.1f}s")
-        api = cluster.admin
-        assert api is not None
-        zone_of = {
-            n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")
-        }
-        port = cluster.ports["extender"]
-        wait_for(
-            "the extender's cache to hold every node",
-            lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()["cache"]["nodes"] >= args.nodes,
-            60,
-        )
         for index in range(args.rounds):
             for side in ("native", "extender"):
                 rounds.append(run_round(cluster, side, index, args.sets, args.replicas, zone_of, args.timeout, log))

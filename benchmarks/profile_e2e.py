@@ -56,9 +56,7 @@ if __package__ in (None, ""):
 import requests  # noqa: E402
 
 from benchmarks.common import RESULTS, code_version, machine, percentile, table, write_result  # noqa: E402
-from benchmarks.e2e_throughput import POLICY, ZONES, BenchCluster, run_round  # noqa: E402
-from extender.devcluster.api import wait_for  # noqa: E402
-from extender.devcluster.cluster import ZONE, zoned_nodes  # noqa: E402
+from benchmarks.e2e_throughput import POLICY, ZONES, BenchCluster, add_zoned_nodes, run_round  # noqa: E402
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 
@@ -778,18 +776,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     with ProfileCluster(kcm_qps=args.kcm_qps, scheduler_qps=args.qps, scheduler_burst=args.burst) as cluster:
         print(f"control plane up in {time.monotonic() - started:.1f}s; {args.nodes} kwok nodes", flush=True)
-        cluster.add_nodes(zoned_nodes(layout))
-        api = cluster.admin
-        assert api is not None
-        zone_of = {
-            n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")
-        }
-        port = cluster.ports["extender"]
-        wait_for(
-            "the extender's cache to hold every node",
-            lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()["cache"]["nodes"] >= args.nodes,
-            60,
-        )
+        zone_of = add_zoned_nodes(cluster, layout, args.nodes)
         plan: list[tuple[str, str, float | None]] = []
         if args.native:
             plan.append(("native", "none", None))
