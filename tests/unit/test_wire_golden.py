@@ -155,7 +155,10 @@ json_texts = st.recursive(
 
 
 @settings(max_examples=2000, deadline=None)
-@given(json_texts | st.sampled_from(["1e400", "NaN", '"\\ud800"', "[18446744073709551616]", "[1,]", "{"]))
+@given(
+    json_texts
+    | st.sampled_from(["1e400", "NaN", '"\\ud800"', "[18446744073709551616]", "-9223372036854775809", "[1,]", "{"])
+)
 def test_the_fast_decoder_reads_what_json_loads_reads(text: str) -> None:
     """orjson's reading of a body equals the reference json.loads path, value for value, and
     whatever it refuses gets the reference path's answer (a value, or its WireError)."""
