@@ -242,7 +242,11 @@ def parser() -> argparse.ArgumentParser:
         help="kubeconfig path (default: in-cluster credentials, else ~/.kube/config)",
     )
     serve.add_argument(
-        "--threads", type=int, default=int(_env("EXTENDER_THREADS", str(DEFAULT_THREADS)) or DEFAULT_THREADS)
+        "--threads",
+        type=int,
+        default=int(_env("EXTENDER_THREADS", str(DEFAULT_THREADS)) or DEFAULT_THREADS),
+        help="connections served at once, each by its own thread; when all are taken the longest idle "
+        "one is closed to make room",
     )
     serve.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes")
     serve.add_argument(

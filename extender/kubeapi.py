@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 import requests
+import urllib3
 from kubernetes import client, config
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ class KubeHttp:
             self.session.cert = (cfg.cert_file, cfg.key_file)
         if cfg.proxy:
             self.session.proxies = {"https": cfg.proxy, "http": cfg.proxy}
+        self._pool = _pool(cfg)
+        self._base = cfg.host.rstrip("/")
 
     def _headers(self) -> dict[str, str]:
         if self.cfg.refresh_api_key_hook is not None:
@@ -98,6 +101,44 @@ class KubeHttp:
             return response
         content = response.content
         return decode_json(content) if content else None
+
+    def create(self, path: str, body: Any, *, timeout: float = 30) -> None:
+        """POST `body` where the answer is not needed (Bindings, Events): straight on urllib3.
+
+        A Binding is the one call per pod; through requests it cost 0.75 CPU-ms of the extender's
+        6.4 per pod in the e2e profile (preparing the request, merging headers and settings,
+        parsing the URL again), on urllib3 with a prebuilt URL about half. The answer's errors
+        are the same KubeApiError as call()'s; network faults are urllib3's exceptions.
+        """
+        response = self._pool.request(
+            "POST",
+            self._base + path,
+            body=orjson.dumps(body),
+            headers=self._headers(),
+            timeout=urllib3.Timeout(total=timeout),
+            retries=False,
+        )
+        if response.status >= 400:
+            try:
+                status = decode_json(response.data)
+                reason, message = status.get("reason", response.reason), status.get("message", "")
+            except (ValueError, AttributeError):
+                reason, message = response.reason, response.data[:200].decode("utf-8", "replace")
+            raise KubeApiError(response.status, reason or "", message)
+
+
+def _pool(cfg: client.Configuration) -> urllib3.PoolManager:
+    """A connection pool with the kubeconfig's TLS settings (those the requests session uses)."""
+    options: dict[str, Any] = {"maxsize": 32, "block": False, "retries": False}
+    if cfg.host.startswith("https"):
+        options["cert_reqs"] = "CERT_REQUIRED" if cfg.verify_ssl else "CERT_NONE"
+        if cfg.verify_ssl and cfg.ssl_ca_cert:
+            options["ca_certs"] = cfg.ssl_ca_cert
+        if cfg.cert_file and cfg.key_file:
+            options.update(cert_file=cfg.cert_file, key_file=cfg.key_file)
+    if cfg.proxy:
+        return urllib3.ProxyManager(cfg.proxy, **options)
+    return urllib3.PoolManager(**options)
 
 
 def connect(kubeconfig: str | None = None) -> KubeHttp:

@@ -35,9 +35,7 @@ class KubeBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            self.api.call(
-                "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body, timeout=self.timeout
-            )
+            self.api.create(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body, timeout=self.timeout)
         except KubeApiError as err:
             raise BindError(f"binding {namespace}/{name} to {node} failed: {err}") from None
         except Exception as err:  # network faults: the scheduler retries the pod
@@ -98,7 +96,7 @@ class KubeEventSink:
                 "count": 1,
             }
             try:
-                self.api.call("POST", f"/api/v1/namespaces/{pod.namespace}/events", body=body, timeout=10)
+                self.api.create(f"/api/v1/namespaces/{pod.namespace}/events", body, timeout=10)
             except Exception as err:  # an event is best effort; never let it kill the thread
                 log.warning("could not record event %s on %s: %s", reason, pod.key, err)
 

@@ -1,4 +1,4 @@
-"""Serving under gunicorn: one worker process with threads.
+"""Serving under gunicorn: one worker process, a thread per connection (server/worker.py).
 
 All state (the watch cache, reservations) lives in one process on purpose: kube-scheduler calls
 filter and prioritize one pod at a time, while binds arrive concurrently from its binding
@@ -96,7 +96,7 @@ class ExtenderApplication(BaseApplication):
         settings = {
             "bind": self.options.listen,
             "workers": 1,  # one cache, one set of reservations: see the module docstring
-            "worker_class": "gthread",
+            "worker_class": "extender.server.worker.ConnectionWorker",  # a thread per connection
             "threads": self.options.threads,
             "timeout": self.options.timeout,
             "graceful_timeout": 10,

@@ -1,0 +1,501 @@
+"""A gunicorn worker that gives each client connection its own thread.
+
+Why not gunicorn's gthread: kube-scheduler keeps a few persistent connections and sends one request
+at a time on each. gthread parks every kept-alive connection in its main thread's poller and hands
+each request to a pool thread: two thread wake-ups per request and a third to re-arm keep-alive,
+plus gunicorn's pure-Python HTTP parser. In the e2e profile (benchmarks/results/profile_e2e.md)
+that serving cost 2.1 CPU-ms per pod, a third of the extender and more than filter's decision.
+Here the thread that reads a request answers it, and the request is parsed in C (httptools, the
+llhttp parser). The worker keeps what gunicorn's master expects of a worker: the heartbeat, the
+signals, a graceful stop, TLS from the same settings.
+
+Bounds, so that no client can hold the worker:
+- at most `threads` connections at once; when all are taken, the connection idle the longest is
+  closed to make room (never one with a request under way), and if none is idle, new connections
+  wait in the listen backlog;
+- a request's head and body must arrive within REQUEST_READ_TIMEOUT of its first byte, and a
+  TLS handshake within the same time (408 or close otherwise); an answer must be taken by the
+  client within it too;
+- a body above the app's MAX_CONTENT_LENGTH is refused (413) before it is read, and the
+  connection closed;
+- an idle connection is closed after IDLE_TIMEOUT, longer than Go's client-side idle timeout
+  (90 s), so kube-scheduler closes idle connections first and a request never meets a closing one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import selectors
+import socket
+import ssl
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+import httptools
+from gunicorn.sock import ssl_context
+from gunicorn.workers.base import Worker
+
+from ..limits import DEFAULT_MAX_BODY
+
+IDLE_TIMEOUT = 120.0  # seconds an idle kept-alive connection stays open (Go's client: 90 s)
+REQUEST_READ_TIMEOUT = 30.0  # seconds from a request's first byte to its last; also per answer sent
+MAX_HEAD_BYTES = 64 * 1024  # request line plus headers
+RECEIVE_SIZE = 256 * 1024
+
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+
+
+class _Request:
+    __slots__ = ("url", "headers", "body", "size", "head_size", "method", "keep_alive", "too_large", "complete")
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+        self.size = 0
+        self.head_size = 0
+        self.method = b""
+        self.keep_alive = False
+        self.too_large = False  # the body is over the limit: answered 413 without reading it
+        self.complete = False
+
+
+class _Connection:
+    """One client connection: its parser's callbacks and the loop that reads and answers."""
+
+    def __init__(self, worker: ConnectionWorker, sock: socket.socket, address: Any) -> None:
+        self.worker = worker
+        self.sock = sock
+        self.address = address
+        self.parser = httptools.HttpRequestParser(self)
+        self.current: _Request | None = None
+        self.ready: deque[_Request] = deque()
+        self.idle = True  # no request under way: may be closed to make room (under worker.lock)
+        self.idle_since = time.monotonic()
+        self.evicted = False
+
+    # ------------------------------------------------------------ parser callbacks
+    def on_message_begin(self) -> None:
+        self.current = _Request()
+
+    def on_url(self, url: bytes) -> None:
+        request = self.current
+        assert request is not None
+        request.url += url
+        request.head_size += len(url)
+        if request.head_size > MAX_HEAD_BYTES:
+            raise _TooLarge("request line and headers")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        request = self.current
+        assert request is not None
+        request.headers.append((name, value))
+        request.head_size += len(name) + len(value) + 4
+        if request.head_size > MAX_HEAD_BYTES:
+            raise _TooLarge("request line and headers")
+
+    def on_headers_complete(self) -> None:
+        request = self.current
+        assert request is not None
+        request.method = self.parser.get_method()
+        request.keep_alive = self.parser.should_keep_alive()
+        for name, value in request.headers:
+            if name.lower() == b"content-length" and value.strip().isdigit():
+                if int(value) > self.worker.max_body:
+                    request.too_large = True
+                    request.size = int(value)
+                    self.ready.append(request)  # answered at once; the body is never read
+
+    def on_body(self, body: bytes) -> None:
+        request = self.current
+        assert request is not None
+        if request.too_large:
+            return
+        request.size += len(body)
+        if request.size > self.worker.max_body:  # a chunked body that grew past the limit
+            request.too_large = True
+            request.body.clear()
+            self.ready.append(request)
+        else:
+            request.body.append(body)
+
+    def on_message_complete(self) -> None:
+        request = self.current
+        assert request is not None
+        request.complete = True
+        if not request.too_large:
+            self.ready.append(request)
+        self.current = None
+
+    # ------------------------------------------------------------ the loop
+    def serve(self) -> None:
+        try:
+            if self.worker.tls is not None:
+                self.sock.settimeout(REQUEST_READ_TIMEOUT)
+                self.sock = self.worker.tls().wrap_socket(self.sock, server_side=True)
+            self._loop()
+        except OSError:  # ssl.SSLError and TimeoutError included
+            pass  # the client went away, timed out or was evicted; nothing to answer
+        except Exception:  # a fault of ours: log it, drop this connection, keep the worker
+            self.worker.log.exception("connection from %s failed", self.address)
+        finally:
+            self.worker.forget(self)
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+    def _loop(self) -> None:
+        sock = self.sock
+        deadline = 0.0
+        while True:
+            started = self.current is not None
+            if started:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._send_error(HTTPStatus.REQUEST_TIMEOUT, "the request did not arrive in time")
+                    return
+                sock.settimeout(remaining)
+            else:
+                sock.settimeout(IDLE_TIMEOUT)
+            try:
+                data = sock.recv(RECEIVE_SIZE)
+            except TimeoutError:
+                if started:
+                    self._send_error(HTTPStatus.REQUEST_TIMEOUT, "the request did not arrive in time")
+                return
+            if not data:
+                return
+            if not started:
+                if not self.worker.claim(self):
+                    return  # evicted while idle: the bytes belong to a connection being closed
+                deadline = time.monotonic() + REQUEST_READ_TIMEOUT
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserUpgrade:
+                self._send_error(HTTPStatus.BAD_REQUEST, "protocol upgrades are not supported")
+                return
+            except httptools.HttpParserError as err:
+                cause = err.__context__ if isinstance(err.__context__, _TooLarge) else None
+                if cause is not None:
+                    self._send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"{cause} over {MAX_HEAD_BYTES} bytes")
+                else:
+                    self._send_error(HTTPStatus.BAD_REQUEST, f"malformed HTTP request: {_text(err)}")
+                return
+            while self.ready:
+                if not self._answer(self.ready.popleft()):
+                    return
+                deadline = time.monotonic() + REQUEST_READ_TIMEOUT  # for a pipelined request's rest
+            if self.current is None and not self.worker.release(self):
+                return  # the worker is stopping: close between requests
+
+    def _answer(self, request: _Request) -> bool:
+        """Run the app for one request and send its answer; whether to keep the connection."""
+        started = time.perf_counter()
+        environ = self._environ(request)
+        status, headers, body = self.worker.call_app(environ)
+        keep_alive = request.keep_alive and request.complete and not request.too_large and self.worker.alive
+        head = [f"HTTP/1.1 {status}\r\n".encode("latin-1")]
+        for name, value in headers:
+            if name.lower() not in _HOP_BY_HOP:
+                head.append(f"{name}: {value}\r\n".encode("latin-1"))
+        head.append(b"Date: %s\r\n" % _http_date().encode())
+        head.append(b"Content-Length: %d\r\n" % len(body))
+        head.append(b"Connection: keep-alive\r\n\r\n" if keep_alive else b"Connection: close\r\n\r\n")
+        if request.method == b"HEAD":
+            body = b""
+        self.sock.settimeout(REQUEST_READ_TIMEOUT)
+        self.sock.sendall(b"".join(head) + body)
+        self.worker.access(environ, status, len(body), time.perf_counter() - started)
+        return keep_alive
+
+    def _environ(self, request: _Request) -> dict[str, Any]:
+        path, _, query = request.url.partition(b"?")
+        body = b"".join(request.body)
+        server_name, server_port = self.worker.server_address
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": request.method.decode("latin-1"),
+            "SCRIPT_NAME": "",
+            "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
+            "QUERY_STRING": query.decode("latin-1"),
+            "RAW_URI": request.url.decode("latin-1"),
+            "SERVER_NAME": server_name,
+            "SERVER_PORT": server_port,
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": self.address[0] if isinstance(self.address, tuple) else str(self.address),
+            "CONTENT_LENGTH": str(request.size if request.too_large else len(body)),
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "https" if self.worker.tls is not None else "http",
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+        }
+        for name, value in request.headers:
+            key = name.decode("latin-1").upper().replace("-", "_")
+            if key == "CONTENT_LENGTH" or key == "TRANSFER_ENCODING":
+                continue  # the body is handed over whole, de-chunked; its length is set above
+            if key != "CONTENT_TYPE":
+                key = "HTTP_" + key
+            text = value.decode("latin-1")
+            environ[key] = f"{environ[key]},{text}" if key in environ else text
+        return environ
+
+    def _send_error(self, status: HTTPStatus, message: str) -> None:
+        """An error the transport answers itself (the app never saw the request); then close."""
+        body = b'{"error":%s}\n' % _json_string(message)
+        head = (
+            f"HTTP/1.1 {status.value} {status.phrase}\r\nContent-Type: application/json\r\n"
+            f"Date: {_http_date()}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        try:
+            self.sock.settimeout(REQUEST_READ_TIMEOUT)
+            self.sock.sendall(head.encode("latin-1") + body)
+        except OSError:
+            pass
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class ConnectionWorker(Worker):
+    """gunicorn worker: a thread per connection, at most `threads` connections (see module doc)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lock = threading.Lock()
+        self.connections: set[_Connection] = set()
+        self.max_connections = max(1, self.cfg.threads)
+        self.max_body = DEFAULT_MAX_BODY
+        self.server_address = ("localhost", "0")
+        self.tls: Callable[[], ssl.SSLContext] | None = None
+        self._tls_context: tuple[tuple[float, ...], ssl.SSLContext] | None = None
+
+    def init_process(self) -> None:
+        if self.cfg.is_ssl:
+            self.tls = self._current_tls_context
+        super().init_process()
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        config = getattr(self.wsgi, "config", None)
+        if config is not None and config.get("MAX_CONTENT_LENGTH"):
+            self.max_body = int(config["MAX_CONTENT_LENGTH"])
+
+    # ------------------------------------------------------------ main thread
+    def run(self) -> None:
+        listeners = list(self.sockets)
+        if listeners:
+            name = listeners[0].getsockname()
+            if isinstance(name, tuple):
+                self.server_address = (str(name[0]), str(name[1]))
+        selector = selectors.DefaultSelector()
+        selector.register(self.PIPE[0], selectors.EVENT_READ)
+        for listener in listeners:
+            listener.setblocking(False)
+        accepting = False
+        try:
+            while self.alive:
+                self.notify()
+                if self.ppid != os.getppid():
+                    self.log.info("Parent changed, shutting down: %s", self)
+                    break
+                if not accepting and self._has_room():
+                    for listener in listeners:
+                        selector.register(listener, selectors.EVENT_READ)
+                    accepting = True
+                for key, _ in selector.select(1.0):
+                    if key.fileobj == self.PIPE[0]:
+                        _drain(self.PIPE[0])
+                    elif accepting and not self._accept(key.fileobj):  # type: ignore[arg-type]
+                        # every connection is busy: the others wait in the listen backlog until
+                        # one ends (its thread wakes this loop through the pipe)
+                        for listener in listeners:
+                            selector.unregister(listener)
+                        accepting = False
+        finally:
+            selector.close()
+            self._stop()
+
+    def _accept(self, listener: socket.socket) -> bool:
+        """Accept the connection waiting on `listener` if there is room; False if there is none."""
+        if not self._make_room():
+            return False
+        try:
+            client, address = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError as err:
+            self.log.warning("accept failed: %s", err)
+            return True
+        client.setblocking(True)
+        if client.family in (socket.AF_INET, socket.AF_INET6):
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connection = _Connection(self, client, address)
+        with self.lock:
+            self.connections.add(connection)
+        threading.Thread(target=connection.serve, name="conn", daemon=True).start()
+        return True
+
+    def _has_room(self) -> bool:
+        with self.lock:
+            return len(self.connections) < self.max_connections or any(c.idle for c in self.connections)
+
+    def _make_room(self) -> bool:
+        """Whether one more connection fits, closing the longest idle one if it must."""
+        with self.lock:
+            if len(self.connections) < self.max_connections:
+                return True
+            idle = [c for c in self.connections if c.idle and not c.evicted]
+            if not idle:
+                return False
+            oldest = min(idle, key=lambda c: c.idle_since)
+            oldest.evicted = True
+            _shutdown(oldest.sock)
+            self.connections.discard(oldest)
+            return True
+
+    def _stop(self) -> None:
+        """Graceful stop: no new connections; idle ones closed now, busy ones after their answer."""
+        for listener in self.sockets:
+            try:
+                listener.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + self.cfg.graceful_timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                for connection in self.connections:
+                    if connection.idle and not connection.evicted:
+                        connection.evicted = True
+                        _shutdown(connection.sock)
+                if not self.connections:
+                    return
+            self.notify()
+            time.sleep(0.05)
+
+    # ------------------------------------------------------------ called by connection threads
+    def claim(self, connection: _Connection) -> bool:
+        """A request begins on `connection`: no longer idle, unless it was just closed to make room."""
+        with self.lock:
+            if connection.evicted:
+                return False
+            connection.idle = False
+            return True
+
+    def release(self, connection: _Connection) -> bool:
+        """`connection` answered and waits for the next request; False if the worker is stopping."""
+        with self.lock:
+            connection.idle = True
+            connection.idle_since = time.monotonic()
+            return self.alive
+
+    def forget(self, connection: _Connection) -> None:
+        with self.lock:
+            self.connections.discard(connection)
+        try:
+            os.write(self.PIPE[1], b".")  # a slot is free: wake the accept loop
+        except OSError:
+            pass
+
+    def call_app(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        """The WSGI app's answer as (status, headers, body); a 500 if the app itself fails."""
+        answer: list[Any] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+            answer[:] = [status, headers]
+            return _no_write
+
+        try:
+            result: Iterable[bytes] = self.wsgi(environ, start_response)
+            try:
+                body = b"".join(result)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+        except Exception:
+            self.log.exception("the app failed on %s %s", environ["REQUEST_METHOD"], environ["PATH_INFO"][:200])
+            return "500 Internal Server Error", [("Content-Type", "application/json")], b'{"error":"internal error"}\n'
+        return answer[0], answer[1], body
+
+    def access(self, environ: dict[str, Any], status: str, size: int, seconds: float) -> None:
+        if self.cfg.accesslog:
+            self.log.access_log.info(
+                '%s "%s %s" %s %d %.1fms',
+                environ["REMOTE_ADDR"],
+                environ["REQUEST_METHOD"],
+                environ["RAW_URI"][:200],
+                status.split(" ", 1)[0],
+                size,
+                seconds * 1000,
+            )
+
+    def _current_tls_context(self) -> ssl.SSLContext:
+        """The TLS context, built again when a certificate file changes (rotation takes effect
+        for new connections without a restart, as it did with gthread)."""
+        stamp = tuple(_mtime(path) for path in (self.cfg.certfile, self.cfg.keyfile, self.cfg.ca_certs))
+        cached = self._tls_context
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, ssl_context(self.cfg))
+            self._tls_context = cached
+        return cached[1]
+
+
+def _mtime(path: str | None) -> float:
+    if not path:
+        return 0.0
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return -1.0
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+
+
+def _no_write(data: bytes) -> None:
+    raise RuntimeError("the write() callable of start_response is not supported; return the body")
+
+
+_date_cache: tuple[int, str] = (0, "")
+
+
+def _http_date() -> str:
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, formatdate(now, usegmt=True))
+    return _date_cache[1]
+
+
+def _json_string(text: str) -> bytes:
+    return json.dumps(text).encode()
+
+
+def _text(err: Exception) -> str:
+    text = str(err) or type(err).__name__
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -1,0 +1,76 @@
+"""KubeHttp.create, the urllib3 path the Bindings and Events take, against a local HTTP server:
+the bytes sent, the credentials, and the API server's errors as KubeApiError."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from extender.kubeapi import KubeApiError, KubeHttp
+
+BINDING = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "namespace": "db"}}
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    seen: list[dict[str, Any]] = []
+    answer: tuple[int, bytes] = (201, b"{}")
+
+    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        length = int(self.headers["Content-Length"])
+        type(self).seen.append({"path": self.path, "headers": dict(self.headers), "body": self.rfile.read(length)})
+        status, body = type(self).answer
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def api():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Recorder.seen = []
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    cfg.api_key = {"authorization": "Bearer t0ken"}
+    yield KubeHttp(cfg)
+    server.shutdown()
+    server.server_close()
+
+
+def test_create_posts_the_json_body_with_the_credentials(api) -> None:
+    _Recorder.answer = (201, b'{"kind":"Status","status":"Success"}')
+    api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
+    api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)  # the pooled connection again
+    assert len(_Recorder.seen) == 2
+    sent = _Recorder.seen[0]
+    assert sent["path"] == "/api/v1/namespaces/db/pods/p/binding"
+    assert json.loads(sent["body"]) == BINDING
+    assert sent["headers"]["Authorization"] == "Bearer t0ken"
+    assert sent["headers"]["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    "status,body,reason,message",
+    [
+        (409, b'{"kind":"Status","reason":"Conflict","message":"pod p is already assigned"}', "Conflict", "already"),
+        (500, b"not json at all", "Internal Server Error", "not json"),
+        (404, b'["a list"]', "Not Found", "a list"),
+    ],
+)
+def test_create_turns_an_error_answer_into_kube_api_error(api, status, body, reason, message) -> None:
+    _Recorder.answer = (status, body)
+    with pytest.raises(KubeApiError) as err:
+        api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
+    assert err.value.status == status and err.value.reason == reason
+    assert message in str(err.value)

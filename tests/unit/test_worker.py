@@ -1,0 +1,241 @@
+"""The connection worker (extender/server/worker.py) under a real gunicorn master, over sockets.
+
+Each case sends raw bytes and reads what comes back: the answer's status, and whether the worker
+kept the connection. The fuzz test holds the promise that whatever arrives, the worker answers or
+closes, and keeps serving.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from extender.server.worker import MAX_HEAD_BYTES
+
+TESTS = Path(__file__).parent.parent
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def _start(threads: int, idle_timeout: float = 30.0) -> tuple[subprocess.Popen, int]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(TESTS), TEST_IDLE_TIMEOUT=str(idle_timeout))
+    command = [sys.executable, "-m", "gunicorn", "-k", "extender.server.worker.ConnectionWorker"]
+    command += ["--threads", str(threads), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "3"]
+    command += ["--no-control-socket", "worker_app:app"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with _connect(port) as sock:
+                sock.sendall(HEALTHZ)
+                if _read(sock).startswith(b"HTTP/1.1 200"):
+                    return process, port
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"gunicorn did not start: {process.stderr.read().decode() if process.stderr else ''}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def server():
+    process, port = _start(threads=4)
+    yield port
+    _stop(process)
+
+
+def _connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.settimeout(5)
+    return sock
+
+
+def _read(sock: socket.socket) -> bytes:
+    """One answer (head and Content-Length bytes of body), b"" if the worker closed first."""
+    data = b""
+    while True:
+        head, sep, body = data.partition(b"\r\n\r\n")
+        if sep:
+            length = re.search(rb"\r\nContent-Length: (\d+)", head)
+            if length and len(body) >= int(length.group(1)):
+                return data
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _status(answer: bytes) -> int:
+    match = re.match(rb"HTTP/1\.1 (\d{3}) ", answer)
+    assert match, answer[:200]
+    return int(match.group(1))
+
+
+CASES = [
+    # name, bytes sent, status, connection kept
+    ("keep-alive by default", HEALTHZ, 200, True),
+    ("client asks to close", b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 200, False),
+    ("HTTP/1.0 closes", b"GET /healthz HTTP/1.0\r\n\r\n", 200, False),
+    ("verb with a bad body", b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", 400, True),
+    (
+        "chunked body is read whole",
+        b"POST /bind HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        400,
+        True,
+    ),
+    ("wrong method on a verb", b"GET /filter HTTP/1.1\r\nHost: x\r\n\r\n", 405, True),
+    ("unknown path", b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", 404, True),
+    ("not HTTP", b"HELLO THERE\r\n\r\n", 400, False),
+    ("upgrade refused", b"GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", 400, False),
+    (
+        "body over --max-body, never read",
+        b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 99999\r\n\r\n",
+        413,
+        False,
+    ),
+    (
+        "chunked body growing over --max-body",
+        b"POST /filter HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1400\r\n" + b" " * 5120 + b"\r\n",
+        413,
+        False,
+    ),
+    ("head too large", b"GET /healthz HTTP/1.1\r\nX-Big: " + b"a" * MAX_HEAD_BYTES + b"\r\n\r\n", 431, False),
+]
+
+
+@pytest.mark.parametrize("sent,status,kept", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_each_request_gets_its_answer_and_the_connection_its_fate(server, sent, status, kept) -> None:
+    with _connect(server) as sock:
+        sock.sendall(sent)
+        answer = _read(sock)
+        assert _status(answer) == status, answer[:300]
+        assert answer.split(b"\r\n\r\n", 1)[0].count(b"Content-Type: application/json") == 1
+        if kept:
+            sock.sendall(HEALTHZ)
+            assert _status(_read(sock)) == 200
+        else:
+            assert _closed(sock)
+
+
+def test_pipelined_requests_are_answered_in_order(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(HEALTHZ + b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n" + HEALTHZ)
+        data = b""
+        while data.count(b"HTTP/1.1 ") < 3 or not data.endswith(b"}\n"):
+            data += sock.recv(65536)
+        assert [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", data)] == [200, 404, 200]
+
+
+def test_a_request_that_stops_arriving_gets_408_after_the_read_timeout(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+        started = time.monotonic()
+        assert _status(_read(sock)) == 408
+        assert time.monotonic() - started < 4  # the test app's read timeout is 1 s
+        assert _closed(sock)
+
+
+def test_head_answers_carry_no_body(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + HEALTHZ)
+        data = b""
+        while data.count(b"HTTP/1.1 200") < 2 or not data.endswith(b"}\n"):
+            data += sock.recv(65536)
+        first, second = data.split(b"HTTP/1.1 200")[1:]
+        assert first.endswith(b"\r\n\r\n") and b'"ok"' in second
+
+
+def test_when_every_slot_is_taken_the_longest_idle_connection_makes_room() -> None:
+    process, port = _start(threads=2)
+    try:
+        oldest, newer = _connect(port), _connect(port)
+        for sock in (oldest, newer):  # both answered once, then idle; the oldest idle first
+            sock.sendall(HEALTHZ)
+            assert _status(_read(sock)) == 200
+            time.sleep(0.05)
+        with _connect(port) as third:
+            third.sendall(HEALTHZ)
+            assert _status(_read(third)) == 200
+        assert _closed(oldest)
+        newer.sendall(HEALTHZ)
+        assert _status(_read(newer)) == 200
+    finally:
+        _stop(process)
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout() -> None:
+    process, port = _start(threads=2, idle_timeout=0.5)
+    try:
+        with _connect(port) as sock:
+            sock.sendall(HEALTHZ)
+            assert _status(_read(sock)) == 200
+            assert _closed(sock)  # within the socket's 5 s timeout
+    finally:
+        _stop(process)
+
+
+def test_sigterm_stops_the_worker_promptly_with_idle_connections_open() -> None:
+    process, port = _start(threads=4)
+    idle = _connect(port)
+    idle.sendall(HEALTHZ)
+    assert _status(_read(idle)) == 200
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    process.wait(15)
+    assert time.monotonic() - started < 3  # the graceful timeout (3 s) never needed
+    assert _closed(idle)
+    idle.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.builds(
+            lambda line, rest: line + rest,
+            st.sampled_from([b"POST /filter HTTP/1.1\r\n", b"GET /healthz HTTP/1.1\r\n", b"POST /bind HTTP/1.0\r\n"]),
+            st.binary(max_size=300),
+        ),
+    )
+)
+def test_any_bytes_are_answered_or_closed_and_the_worker_keeps_serving(server, sent: bytes) -> None:
+    with _connect(server) as sock:
+        sock.sendall(sent)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except ConnectionResetError:
+            pass
+        for answer in re.findall(rb"HTTP/1\.1 (\d{3}) ", data):
+            assert int(answer) < 500, data[:300]
+    with _connect(server) as sock:
+        sock.sendall(HEALTHZ)
+        assert _status(_read(sock)) == 200
