@@ -47,6 +47,14 @@ class PodRequest:
     volume_zones: frozenset[str] = frozenset()  # zones of PVs its claims are bound to
 
 
+_SIGNATURE_MASK = (1 << 64) - 1
+
+
+def _placement_hash(p: Placement) -> int:
+    """What the counts keep of a placement, hashed (the kind is not counted apart)."""
+    return hash((p.node, p.shard, p.ordinal))
+
+
 @dataclass
 class GroupCounts:
     """The group's pods on nodes, counted: everything the rules and the dead-end analysis read of
@@ -60,6 +68,10 @@ class GroupCounts:
     ordinal_pods: dict[str, Counter[int]] = field(default_factory=dict)  # shard -> ordinal -> pods
     ordinals: dict[str, list[int]] = field(default_factory=dict)  # shard -> its distinct ordinals, sorted
     ordinal_node: dict[str, dict[int, str]] = field(default_factory=dict)  # shard -> ordinal -> a node holding it
+    # The sum of the counted placements' hashes: equal sums (with equal `pods`) mean the same
+    # counts, whatever events came and went in between (a pod update removes and adds its
+    # placement again). Lets prioritize tell in O(1) that filter's decision still holds.
+    signature: int = 0
 
     @classmethod
     def of(cls, placements: Iterable[Placement]) -> GroupCounts:
@@ -67,6 +79,7 @@ class GroupCounts:
         of 150,000 placed pods builds its counts in a fraction of the decision deadline."""
         placed = [p for p in placements if p.node is not None]
         counts = cls(pods=len(placed), per_node=Counter(p.node for p in placed))
+        counts.signature = sum(map(_placement_hash, placed)) & _SIGNATURE_MASK
         by_shard: dict[str, list[Placement]] = {}
         for p in placed:
             if p.shard is not None:
@@ -88,6 +101,7 @@ class GroupCounts:
         """Count a placement on a node (bound or terminating)."""
         assert p.node is not None
         self.pods += 1
+        self.signature = (self.signature + _placement_hash(p)) & _SIGNATURE_MASK
         self.per_node[p.node] += 1
         if p.shard is None:
             return
@@ -110,6 +124,7 @@ class GroupCounts:
     def remove(self, p: Placement) -> None:
         assert p.node is not None
         self.pods -= 1
+        self.signature = (self.signature - _placement_hash(p)) & _SIGNATURE_MASK
         _decrement(self.per_node, p.node)
         if p.shard is None:
             return

@@ -7,6 +7,7 @@ word when a guess was wrong.
 
 from __future__ import annotations
 
+from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import BindError, Verbs
@@ -286,3 +287,60 @@ def test_the_lock_hold_time_is_reported_by_holder() -> None:
     do_filter(verbs, pod("w-0", sts="w", policy={"caps": [{"topologyKey": HOST, "max": 1}]}), ["n1"])
     assert verbs.metrics.lock_hold.count(holder="filter") == 1
     assert 'extender_store_lock_hold_seconds_bucket{holder="filter",le="+Inf"} 1' in verbs.metrics.render()
+
+
+# -- prioritize reuses filter's decision exactly when nothing it read changed ----------------------
+
+SPREAD_CAP = {"caps": [{"topologyKey": HOST, "max": 2}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
+EVENTS = {
+    # name: (changes what the group's decision reads, apply(store))
+    "another namespace's pod": (False, lambda s: s.apply("pods", "ADDED", pod("x-0", namespace="other", sts="x"))),
+    "a group pod updated in place": (
+        False,
+        lambda s: s.apply("pods", "MODIFIED", pod("r-0", sts="r", node_name="n0", policy=SPREAD_CAP, phase="Running")),
+    ),
+    "another group's reservation": (
+        False,
+        lambda s: s.reservations.commit(parse_pod(pod("y-0", namespace="other", sts="y")), "n1"),
+    ),
+    "a group pod bound": (True, lambda s: s.apply("pods", "ADDED", pod("r-2", sts="r", node_name="n3"))),
+    "a node relabelled": (True, lambda s: s.apply("nodes", "MODIFIED", node("n5", "a"))),
+    "a group pod deleted": (True, lambda s: s.apply("pods", "DELETED", pod("r-0", sts="r", node_name="n0"))),
+}
+
+
+def _counting(monkeypatch) -> list[int]:
+    import extender.verbs
+
+    calls = [0]
+    real = extender.verbs.evaluate
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(extender.verbs, "evaluate", counted)
+    return calls
+
+
+def _reuse_setup():
+    store, _, verbs = make([node(f"n{i}", "abc"[i % 3]) for i in range(6)])
+    store.apply("statefulsets", "ADDED", statefulset("r", 6))
+    store.apply("pods", "ADDED", pod("r-0", sts="r", node_name="n0", policy=SPREAD_CAP))
+    store.apply("pods", "ADDED", pod("r-1", sts="r", node_name="n1", policy=SPREAD_CAP))
+    me = pod("r-3", sts="r", policy=SPREAD_CAP)
+    store.apply("pods", "ADDED", me)
+    return store, verbs, me
+
+
+def test_prioritize_reuses_filters_decision_when_nothing_it_read_changed(monkeypatch) -> None:
+    for name, (changes, apply) in EVENTS.items():
+        store, verbs, me = _reuse_setup()
+        calls = _counting(monkeypatch)
+        passed = do_filter(verbs, me, names(store)).NodeNames
+        apply(store)
+        calls[0] = 0
+        scores = do_prioritize(verbs, me, passed)
+        assert calls[0] == (1 if changes else 0), name  # decided again exactly when an input moved
+        verbs._last = None
+        assert scores == do_prioritize(verbs, me, passed), name  # the scores of a fresh decision either way
