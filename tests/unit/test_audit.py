@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 
 from extender.audit import audit, group_report, render
+from extender.explain import explain
+from extender.explain import render as render_explanation
 from extender.state.store import KINDS, ClusterStore
 
 from builders import HOST, node, pod, policy_object, statefulset
@@ -116,3 +118,23 @@ def test_group_report_is_the_audit_of_the_pods_group() -> None:
     for name in ("crdb-0", "rogue"):
         report = group_report(store, store.pod_by_name("db", name))
         assert report is not None and report.group == "StatefulSet crdb" and len(report.violations) == 1
+
+
+# -- explain states the breach of the pod's group --------------------------------------------------
+
+
+def test_explain_states_a_breach_of_the_pods_group() -> None:
+    store = cluster(replicas=2)
+    store.apply("statefulsets", "MODIFIED", statefulset("crdb", 3, labels=LABELS, policy=CAP))
+    store.apply("pods", "ADDED", pod("crdb-2", sts="crdb", labels=LABELS, policy=CAP))  # Pending
+    by_hand(store, "rogue", "n0", labels=LABELS, policy=CAP)
+    e = explain(store, "db", "crdb-2")
+    assert e.breaches == [f"caps: {HOST}=n0 holds 2 pods (db/crdb-0, db/rogue); at most 1 per {HOST} allows 1"]
+    text = render_explanation(e)
+    assert "group, StatefulSet crdb, breaks a hard rule now (1)" in text and f"{HOST}=n0 holds 2 pods" in text
+    assert e.as_dict()["breaches"] == e.breaches
+
+
+def test_explain_of_a_compliant_group_states_no_breach() -> None:
+    e = explain(cluster(), "db", "crdb-1")
+    assert e.breaches == [] and "breaks a hard rule" not in render_explanation(e)
