@@ -9,14 +9,14 @@ CronJob alarm (deploy/optional/audit-cronjob.yaml).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .checker import Member, violations, zones_of
 from .engine import Topology
 from .placement_table import zone_table
-from .policy import PlacementPolicySpec, PolicyError
-from .state.objects import PodRecord
+from .policy import PlacementPolicySpec, PolicyError, parse_annotation
+from .state.objects import PodRecord, StatefulSetRecord
 from .state.store import ClusterStore
 
 
@@ -32,6 +32,7 @@ class GroupReport:
     next_scale_down_empties: list[str] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)  # pod -> why
     error: str | None = None
+    notes: list[str] = field(default_factory=list)  # how pods without an owner were counted
 
 
 def _group_key(pod: PodRecord, spec: PlacementPolicySpec) -> tuple[str, str, str]:
@@ -42,8 +43,35 @@ def _group_key(pod: PodRecord, spec: PlacementPolicySpec) -> tuple[str, str, str
     return pod.namespace, f"StatefulSet {pod.shard}" if pod.shard else f"pod {pod.name}", policy
 
 
+GroupKey = tuple[str, str, str]  # namespace, how the group is named, where its policy comes from
+
+
 def audit(store: ClusterStore, namespace: str | None = None) -> list[GroupReport]:
-    reports: dict[tuple[str, str, str], GroupReport] = {}
+    return [
+        entry if isinstance(entry, GroupReport) else _report(store, *entry)
+        for entry in _groups(store, namespace).values()
+    ]
+
+
+def group_report(store: ClusterStore, pod: PodRecord) -> GroupReport | None:
+    """The audit of the group `pod` counts in (None without a valid policy): what `explain`
+    states about the group. Walks the pod's namespace, to find pods placed without an owner."""
+    try:
+        spec = store.resolve_policy(pod)
+    except PolicyError:
+        return None
+    if spec is None:
+        return None
+    entry = _groups(store, pod.namespace).get(_group_key(counted_as(store, pod, spec), spec))
+    return None if entry is None or isinstance(entry, GroupReport) else _report(store, *entry)
+
+
+def _groups(
+    store: ClusterStore, namespace: str | None
+) -> dict[GroupKey, GroupReport | tuple[PodRecord, PlacementPolicySpec, GroupKey, list[PodRecord]]]:
+    """Every group with a policy, in pod order: (a pod of it, its policy, its key, the pods
+    counted in it that no StatefulSet owns), or the report of a pod whose policy is invalid."""
+    groups: dict[GroupKey, Any] = {}
     for pod in sorted(store.pods.values(), key=lambda p: p.key):
         if namespace is not None and pod.namespace != namespace:
             continue
@@ -53,23 +81,62 @@ def audit(store: ClusterStore, namespace: str | None = None) -> list[GroupReport
             spec = store.resolve_policy(pod)
         except PolicyError as err:
             key = (pod.namespace, f"pod {pod.name}", "invalid policy")
-            reports.setdefault(key, GroupReport(pod.namespace, key[1], key[2], None, {}, {}, error=str(err)))
+            groups.setdefault(key, GroupReport(pod.namespace, key[1], key[2], None, {}, {}, error=str(err)))
             if not pod.node:
-                reports[key].pending[pod.key] = str(err)
+                groups[key].pending[pod.key] = str(err)
             continue
         if spec is None:
             continue
-        key = _group_key(pod, spec)
-        if key in reports:
-            continue
-        reports[key] = _report(store, pod, spec, key)
-    return list(reports.values())
+        counted = counted_as(store, pod, spec)
+        key = _group_key(counted, spec)
+        entry = groups.setdefault(key, (counted, spec, key, []))
+        if counted is not pod:
+            entry[3].append(counted)
+    return groups
 
 
-def _report(store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec, key: tuple[str, str, str]) -> GroupReport:
+def counted_as(store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec) -> PodRecord:
+    """The pod as its group counts it. A default group (no group.selector) is the pods of one
+    StatefulSet, known by the pod's owner reference; a pod created by hand, e.g. placed with
+    spec.nodeName next to its StatefulSet's pods, has none (the StatefulSet controller even
+    releases a pod whose name is not one of its ordinals). It still belongs to the StatefulSet
+    whose pod template it copies: the template's labels (non-empty, all of them) and the same
+    policy. Counted there, without an ordinal; with several such StatefulSets, the one whose
+    template has the most labels (then by name). Otherwise the pod is its own group, as before.
+    """
+    if spec.group.selector is not None or pod.shard is not None:
+        return pod
+    owners = [s for s in store.statefulsets.values() if s.namespace == pod.namespace and _copies(pod, s, spec)]
+    if not owners:
+        return pod
+    owner = min(owners, key=lambda s: (-len(s.template_labels), s.name))
+    return replace(pod, shard=owner.name, ordinal=None)
+
+
+def _copies(pod: PodRecord, sts: StatefulSetRecord, spec: PlacementPolicySpec) -> bool:
+    labels = sts.template_labels
+    if not labels or any(pod.labels.get(k) != v for k, v in labels.items()):
+        return False
+    if pod.policy_ref is not None:
+        return sts.policy_ref == pod.policy_ref
+    if sts.policy_ref is not None or sts.policy_annotation is None:
+        return False
+    if sts.policy_annotation == pod.policy_annotation:
+        return True
+    try:
+        return parse_annotation(sts.policy_annotation, "template") == spec
+    except PolicyError:
+        return False
+
+
+def _report(
+    store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec, key: GroupKey, unowned: list[PodRecord]
+) -> GroupReport:
     _, snap = store.decision_inputs(pod, spec, tentative=False)
-    uids = set(store._group_uids(pod, spec)) | {pod.uid}
-    records = [store.pods[u] for u in uids if u in store.pods and not store.pods[u].finished]
+    counted = {p.uid: p for p in unowned}  # pods without an owner, as their group counts them
+    uids = set(store._group_uids(pod, spec)) | {pod.uid} | counted.keys()
+    records = [counted.get(u) or store.pods[u] for u in sorted(uids) if u in store.pods]
+    records = [r for r in records if not r.finished]
     nodes = store.topology.nodes
     members = [Member(r.key, r.node, r.shard, r.ordinal, _volume_zone(store, r)) for r in records if r.node]
     report = GroupReport(
@@ -84,7 +151,13 @@ def _report(store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec, key:
             if m.node in nodes
         },
     )
-    report.violations = [f"{v.rule}: {v.message}" for v in violations(spec, members, nodes, snap.group_size)]
+    found = violations(spec, members, nodes, snap.group_size, snap.volume_zones)
+    report.violations = [f"{v.rule}: {v.message}" for v in found]
+    report.notes = [
+        f"{p.key} has no StatefulSet owner; counted in StatefulSet {p.shard}, whose pod template's labels "
+        "and policy it carries"
+        for p in sorted(counted.values(), key=lambda p: p.key)
+    ]
     report.pending = {r.key: r.unschedulable or "not scheduled yet" for r in records if not r.node}
     if spec.uses_zones:
         held = zones_of(spec, members, nodes)
@@ -120,6 +193,7 @@ def render(reports: list[GroupReport]) -> str:
         )
         if r.error:
             out.append(f"   policy error: {r.error}")
+        out.extend(f"   note: {n}" for n in r.notes)
         if r.placed:
             out.extend("   " + line for line in zone_table(dict(r.placed), r.zones).splitlines())
         out.extend(f"   violation: {v}" for v in r.violations)

@@ -8,6 +8,14 @@ Deliberately not built from the engine's rule modules (extender/engine/rules/): 
 independent oracle of what a finished placement must satisfy, so a mistake in a rule's module
 shows up as a disagreement instead of being repeated here. tests/unit/test_checker.py holds its
 own table of cases; test_properties.py holds the engine to it.
+
+One thing is deliberately the engine's: which zone order a StatefulSet follows. That order is
+read from a record (the set's placed pods and bound volumes, engine/zone_order.py), and a second
+reading of the same record would disagree with the engine exactly where it matters: after a zone
+is added, the engine keeps the rotation its running pods show, and a checker reading volumes
+only called pods that never moved misplaced (issue 13). So the order comes from the engine's own
+derivation, through evaluate(); the checker still checks on its own that each pod sits in its
+ordinal's zone (or its volume's).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .engine import NodeInfo, Topology, stable_zone_order
+from .engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, ZoneOrder, evaluate
 from .policy import AntiAffinityMode, PlacementPolicySpec, WhenUnsatisfiable
 
 
@@ -41,10 +49,21 @@ def _domain(node: NodeInfo | None, key: str, spec: PlacementPolicySpec) -> str |
     return Topology.domain(node, spec.canonical_key(key), spec.topology.zone, spec.topology.node)
 
 
+VolumeZones = Mapping[str, Mapping[int, str]]  # StatefulSet -> ordinal -> zone of its bound volume
+
+
 def violations(
-    spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo], group_size: int | None
+    spec: PlacementPolicySpec,
+    members: Sequence[Member],
+    nodes: Mapping[str, NodeInfo],
+    group_size: int | None,
+    volume_zones: VolumeZones | None = None,
 ) -> list[Violation]:
-    """Every hard rule the placement breaks, each with the numbers."""
+    """Every hard rule the placement breaks, each with the numbers.
+
+    `volume_zones`: the bound volumes of the group's StatefulSets, also of ordinals with no pod
+    now (claims outlive a scale-down), as the engine's snapshot holds them; the members' own
+    volume zones are added to it."""
     out: list[Violation] = []
     zone_key = spec.topology.zone
     permitted = spec.zones.permitted() if spec.zones else None
@@ -57,21 +76,34 @@ def violations(
         limit = cap.limit(group_size)
         if limit is None:
             continue
-        counts = Counter(_domain(nodes.get(m.node), cap.topologyKey, spec) for m in members)
-        for domain, count in sorted(counts.items(), key=lambda kv: str(kv[0])):
-            if domain is not None and count > limit:
+        pods: dict[str | None, list[str]] = defaultdict(list)
+        for m in members:
+            pods[_domain(nodes.get(m.node), cap.topologyKey, spec)].append(m.pod)
+        for domain, here in sorted(pods.items(), key=lambda kv: str(kv[0])):
+            if domain is not None and len(here) > limit:
                 out.append(
                     Violation(
                         "caps",
-                        f"{cap.topologyKey}={domain} holds {count} pods; {cap.describe(group_size)} allows {limit}",
+                        f"{cap.topologyKey}={domain} holds {len(here)} pods ({_some(here)}); "
+                        f"{cap.describe(group_size)} allows {limit}",
                     )
                 )
     for s in spec.spread:
         if s.whenUnsatisfiable is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
             continue
-        skew = max_skew(spec, s.topologyKey, members, nodes)
-        if skew > s.maxSkew:
-            out.append(Violation("spread", f"{s.topologyKey} skew {skew} > maxSkew {s.maxSkew}"))
+        counts = domain_counts(spec, s.topologyKey, members, nodes)
+        if counts:
+            fullest = max(counts, key=lambda d: (counts[d], d))
+            emptiest = min(counts, key=lambda d: (counts[d], d))
+            skew = counts[fullest] - counts[emptiest]
+            if skew > s.maxSkew:
+                out.append(
+                    Violation(
+                        "spread",
+                        f"{s.topologyKey} skew {skew} > maxSkew {s.maxSkew}: {s.topologyKey}={fullest} holds "
+                        f"{counts[fullest]} pods, {s.topologyKey}={emptiest} {counts[emptiest]}",
+                    )
+                )
     for rule in spec.shardAntiAffinity:
         if rule.mode is not AntiAffinityMode.REQUIRED:
             continue
@@ -88,43 +120,74 @@ def violations(
                     )
                 )
     if spec.ordinalZones is not None:
-        out.extend(_ordinal_violations(spec, members, nodes))
+        out.extend(_ordinal_violations(spec, members, nodes, volume_zones or {}))
     return out
 
 
 def _ordinal_violations(
-    spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo]
+    spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo], volume_zones: VolumeZones
 ) -> list[Violation]:
     zone_key = spec.topology.zone
-    permitted = spec.zones.permitted() if spec.zones else None
-    zone_nodes: Counter = Counter()
-    for node in nodes.values():
-        zone = _domain(node, zone_key, spec)
-        if node.schedulable and zone is not None and (permitted is None or zone in permitted):
-            zone_nodes[zone] += 1
     out = []
     by_shard: dict[str, list[Member]] = defaultdict(list)
     for m in members:
         if m.shard is not None and m.ordinal is not None:
             by_shard[m.shard].append(m)
-    for _shard, shard_members in sorted(by_shard.items()):
-        # The order a fresh placement would use: node counts, pinned by volumes only (not by the
-        # pods under test, which would make any placement look consistent).
-        evidence = {m.ordinal: m.volume_zone for m in shard_members if m.volume_zone is not None}
-        explicit = spec.ordinalZones.order if spec.ordinalZones else None
-        order = stable_zone_order(zone_nodes, evidence, explicit)  # type: ignore[arg-type]
+    if not by_shard:
+        return out
+    record = snapshot(members, nodes, volume_zones)
+    for shard, shard_members in sorted(by_shard.items()):
+        order = zone_order(spec, record, shard)
         for m in sorted(shard_members, key=lambda m: m.ordinal or 0):
             zone = _domain(nodes.get(m.node), zone_key, spec)
             ideal = order.zone_for(m.ordinal)  # type: ignore[arg-type]
             if zone != ideal and zone != m.volume_zone:
                 out.append(
-                    Violation("ordinalZones", f"{m.pod} (ordinal {m.ordinal}) is in zone {zone}; its zone is {ideal}")
+                    Violation(
+                        "ordinalZones",
+                        f"{m.pod} (ordinal {m.ordinal}) is on {m.node} in zone {zone}; its zone is {ideal} "
+                        f"(order [{', '.join(order.order)}]: {order.how})",
+                    )
                 )
     return out
 
 
+def snapshot(members: Sequence[Member], nodes: Mapping[str, NodeInfo], volume_zones: VolumeZones) -> Snapshot:
+    """The record as the engine reads it: every member on its node, and the bound volumes."""
+    volumes: dict[str, dict[int, str]] = {shard: dict(zones) for shard, zones in volume_zones.items()}
+    for m in members:
+        if m.shard is not None and m.ordinal is not None and m.volume_zone is not None:
+            volumes.setdefault(m.shard, {}).setdefault(m.ordinal, m.volume_zone)
+    placements = tuple(Placement(m.pod, m.node, m.shard, m.ordinal) for m in members)
+    return Snapshot(topology=Topology(nodes.values()), placements=placements, volume_zones=volumes)
+
+
+def zone_order(spec: PlacementPolicySpec, record: Snapshot, shard: str) -> ZoneOrder:
+    """The zone order the engine follows for `shard` given the whole record: what filter would
+    use for the set's next pod. Made by evaluate() itself (engine.context's shard_zone_order),
+    with no candidates to judge, so the checker and the engine cannot read the record apart."""
+    decision = evaluate(spec, PodRequest(f"{shard}/(zone order)", shard, 0), record, [])
+    order = getattr(decision.context, "zone_order", None)
+    return order if order is not None else ZoneOrder((), "no zone order (ordinal zones off)")
+
+
+def _some(pods: list[str], shown: int = 5) -> str:
+    """Pod names for a message: the first few, sorted, and how many more."""
+    names = sorted(pods)
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def max_skew(spec: PlacementPolicySpec, key: str, members: Sequence[Member], nodes: Mapping[str, NodeInfo]) -> int:
     """Pods in the fullest minus the emptiest eligible domain (schedulable nodes, permitted zones)."""
+    values = domain_counts(spec, key, members, nodes).values()
+    return (max(values) - min(values)) if values else 0
+
+
+def domain_counts(
+    spec: PlacementPolicySpec, key: str, members: Sequence[Member], nodes: Mapping[str, NodeInfo]
+) -> dict[str, int]:
+    """The group's pods in each eligible domain of `key` (schedulable nodes, permitted zones)."""
     permitted = spec.zones.permitted() if spec.zones else None
     domains = set()
     for node in nodes.values():
@@ -136,8 +199,7 @@ def max_skew(spec: PlacementPolicySpec, key: str, members: Sequence[Member], nod
         if value is not None:
             domains.add(value)
     counts = Counter(_domain(nodes.get(m.node), key, spec) for m in members)
-    values = [counts.get(d, 0) for d in domains]
-    return (max(values) - min(values)) if values else 0
+    return {d: counts.get(d, 0) for d in domains}
 
 
 def zones_of(spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo]) -> set[str]:

@@ -2,7 +2,8 @@
 
 Built from the live cluster (one list of every kind, the same inputs the extender's cache
 holds) and the same engine call as filter, so its verdicts are filter's verdicts; on top, a
-failed node lists every hard rule it breaks, not just the first.
+failed node lists every hard rule it breaks, not just the first, and a group that breaks a hard
+rule now (a pod placed by hand, a node lost) is said so, with audit's words for the breach.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .audit import group_report
 from .engine import broken_rules, evaluate, zone_of
 from .policy import PolicyError
 from .state.store import ClusterStore
@@ -33,6 +35,8 @@ class Explanation:
     policy: str  # where it came from, or the validation error
     notes: list[str]
     nodes: list[NodeExplanation]
+    group: str | None = None  # the group the pod counts in, as audit names it
+    breaches: list[str] = field(default_factory=list)  # hard rules the group's placement breaks now
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,11 +83,17 @@ def explain(store: ClusterStore, namespace: str, name: str) -> Explanation:
         notes.insert(0, f"the pod is bound to {pod.node}; verdicts show where it could go if scheduled now")
     if pod.unschedulable:
         notes.append(f"kube-scheduler says: {pod.unschedulable}")
-    return Explanation(pod.key, pod.node, source, notes, out)
+    group = group_report(store, pod)
+    if group is None:
+        return Explanation(pod.key, pod.node, source, notes, out)
+    return Explanation(pod.key, pod.node, source, notes + group.notes, out, group.group, list(group.violations))
 
 
 def render(e: Explanation) -> str:
     lines = [f"pod {e.pod}   policy: {e.policy}"]
+    if e.breaches:
+        lines.append(f"  the pod's group, {e.group}, breaks a hard rule now ({len(e.breaches)}):")
+        lines += [f"    {b}" for b in e.breaches]
     lines += [f"  {n}" for n in e.notes]
     if not e.nodes:
         return "\n".join(lines)

@@ -28,6 +28,16 @@ MAX_POLICY_DEPTH = 12
 MAX_POLICY_MESSAGE = 1024
 MAX_POLICY_ERRORS = 5  # field errors listed in one message; the rest are counted
 
+# Caps in one policy: one per topology key (node, rack, zone, region...), so a handful in practice.
+# Bounded, like a cap's fraction below, so that the CRD can check a fraction with a CEL rule: the
+# API server refuses a rule whose cost, estimated over the longest list and string the schema
+# allows, is over its budget (an unbounded caps list made the fraction rule 11x too costly).
+MAX_CAPS = 16
+
+# A cap's fraction "p/q", in characters. Each number then has at most 18 digits, so the CRD's CEL
+# rule compares them as int64; a group of at most MAX_GROUP_SIZE pods needs no finer fraction.
+MAX_FRACTION_LENGTH = 20
+
 # -- requests ---------------------------------------------------------------------------------------
 # Nesting depth of a request body. A Pod as kube-scheduler sends it nests about 15 levels
 # (managedFields' fieldsV1 is the deepest part); Python's decoder would give up near 1,000.

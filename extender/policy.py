@@ -17,7 +17,15 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .limits import MAX_GROUP_SIZE, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH, MAX_POLICY_ERRORS, MAX_POLICY_MESSAGE
+from .limits import (
+    MAX_CAPS,
+    MAX_FRACTION_LENGTH,
+    MAX_GROUP_SIZE,
+    MAX_POLICY_ANNOTATION_BYTES,
+    MAX_POLICY_DEPTH,
+    MAX_POLICY_ERRORS,
+    MAX_POLICY_MESSAGE,
+)
 
 API_GROUP = "placement.extender.dev"
 API_VERSION = "v1alpha1"
@@ -113,6 +121,9 @@ class GroupSpec(_Model):
     )
 
 
+FRACTION_PATTERN = r"^[0-9]+/[1-9][0-9]*$"  # "p/q"; in (0, 1] by the validator (and the CRD's CEL rule)
+
+
 class Cap(_Model):
     """At most so many of the group's pods in one topology domain (a node, a zone, a rack...)."""
 
@@ -120,14 +131,23 @@ class Cap(_Model):
     max: int | None = Field(default=None, ge=1, description="Absolute maximum pods of the group per domain.")
     fraction: str | None = Field(
         default=None,
-        pattern=r"^[0-9]+/[1-9][0-9]*$",
-        description='A fraction of the group size, written "p/q", e.g. "1/3".',
+        pattern=FRACTION_PATTERN,
+        max_length=MAX_FRACTION_LENGTH,
+        description='A fraction of the group size in (0, 1], written "p/q", e.g. "1/3".',
     )
     comparison: Comparison | None = Field(
         default=None,
         description='Required with fraction. LessThan: pods in a domain < fraction x size (NetEase "fewer than 1/3"). '
         "AtMost: pods in a domain <= fraction x size (avoids the 3-shard deadlock).",
     )
+
+    @field_validator("fraction")
+    @classmethod
+    def _fraction_in_unit_interval(cls, fraction: str | None) -> str | None:
+        # The CRD holds the same bound as a CEL rule (extender/schema.py): model and API server agree.
+        if fraction is not None and not 0 < Fraction(fraction) <= 1:
+            raise ValueError(f"fraction {fraction} must be in (0, 1]")
+        return fraction
 
     @model_validator(mode="after")
     def _one_form(self) -> Cap:
@@ -136,9 +156,6 @@ class Cap(_Model):
         if self.fraction is not None:
             if self.comparison is None:
                 raise ValueError('a fractional cap must spell out its comparison: "LessThan" or "AtMost"')
-            value = Fraction(self.fraction)
-            if not 0 < value <= 1:
-                raise ValueError(f"fraction {self.fraction} must be in (0, 1]")
         elif self.comparison is not None:
             raise ValueError("comparison goes with fraction; max is always 'at most'")
         return self
@@ -198,7 +215,9 @@ class OrdinalZones(_Model):
 
 class Zones(_Model):
     allowed: list[ZoneName] | None = Field(
-        default=None, description="Required zones: nodes outside them, or without a zone label, are filtered."
+        default=None,
+        min_length=1,
+        description="Required zones (at least one): nodes outside them, or without a zone label, are filtered.",
     )
     fallbackGroups: list[list[ZoneName]] | None = Field(
         default=None,
@@ -247,7 +266,9 @@ class PlacementPolicySpec(_Model):
 
     group: GroupSpec = Field(default_factory=GroupSpec)
     topology: TopologyKeys = Field(default_factory=TopologyKeys)
-    caps: list[Cap] = Field(default_factory=list, description="Hard caps per topology domain.")
+    caps: list[Cap] = Field(
+        default_factory=list, max_length=MAX_CAPS, description="Hard caps per topology domain, one per topologyKey."
+    )
     zones: Zones | None = None
     ordinalZones: OrdinalZones | None = None
     spread: list[Spread] = Field(default_factory=list)

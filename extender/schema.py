@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .policy import API_GROUP, API_VERSION, KIND, PLURAL, PlacementPolicySpec
+from .policy import API_GROUP, API_VERSION, FRACTION_PATTERN, KIND, PLURAL, PlacementPolicySpec
 
 # CEL rules mirroring the model validators, keyed by the definition they sit on.
 _CEL_RULES: dict[str, list[dict[str, str]]] = {
@@ -40,6 +40,22 @@ _CEL_RULES: dict[str, list[dict[str, str]]] = {
             "rule": "!(self.operator in ['Exists', 'DoesNotExist']) || size(self.values) == 0",
             "message": "operators Exists and DoesNotExist take no values",
         },
+    ],
+}
+
+
+# CEL rules on one property of a definition (`self` is the property's value), for a field
+# validator of the model that a pattern cannot express. The API server reports them at the field.
+# A fraction "p/q" in (0, 1]: the pattern and maxLength (at most 18 digits a number, so int64
+# holds each) come from the model; the guard leaves a malformed string to the pattern's message.
+_FRACTION_PARTS = "self.split('/')"
+_PROPERTY_CEL_RULES: dict[tuple[str, str], list[dict[str, str]]] = {
+    ("Cap", "fraction"): [
+        {
+            "rule": f"!self.matches('{FRACTION_PATTERN}') || "
+            f"(int({_FRACTION_PARTS}[0]) > 0 && int({_FRACTION_PARTS}[0]) <= int({_FRACTION_PARTS}[1]))",
+            "messageExpression": "'fraction ' + self + ' must be in (0, 1]'",
+        }
     ],
 }
 
@@ -85,6 +101,10 @@ def _structural(node: Any, defs: dict[str, Any], name: str | None = None) -> Any
             continue  # not structural; the API server prunes, and strict field validation rejects, unknown fields
         if key == "properties":
             out[key] = {k: _structural(v, defs) for k, v in value.items()}
+            for prop, schema in out[key].items():
+                rules = _PROPERTY_CEL_RULES.get((name, prop)) if name is not None else None
+                if rules:
+                    schema["x-kubernetes-validations"] = rules
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
             out[key] = _structural(value, defs)
         else:

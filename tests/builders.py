@@ -88,12 +88,19 @@ def statefulset(
     *,
     labels: dict[str, str] | None = None,
     claim_templates: tuple[str, ...] = (),
+    policy: dict[str, Any] | None = None,
+    policy_name: str | None = None,
 ) -> dict[str, Any]:
+    annotations = {}
+    if policy is not None:
+        annotations[INLINE_POLICY_ANNOTATION] = json.dumps(policy)
+    if policy_name is not None:
+        annotations[POLICY_REF_ANNOTATION] = policy_name
     return {
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "replicas": replicas,
-            "template": {"metadata": {"labels": dict(labels or {})}},
+            "template": {"metadata": {"labels": dict(labels or {}), "annotations": annotations}},
             "volumeClaimTemplates": [{"metadata": {"name": t}} for t in claim_templates],
         },
     }

@@ -14,6 +14,7 @@ import yaml
 
 from extender.devcluster.api import Api, ApiError
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE
+from extender.policy import PolicyError, parse_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -47,6 +48,10 @@ def policy(name: str, spec: dict) -> dict:
     }
 
 
+def fraction_cap(fraction: str) -> dict:
+    return {"caps": [{"topologyKey": "kubernetes.io/hostname", "fraction": fraction, "comparison": "AtMost"}]}
+
+
 @pytest.mark.parametrize(
     "spec,field,words",
     [
@@ -60,6 +65,11 @@ def policy(name: str, spec: dict) -> dict:
         ),
         ({"ordinalZones": {}, "zones": {"fallbackGroups": [["a"]]}}, "spec", "cannot be combined"),
         ({"group": {"size": 100_000_000}}, "spec.group.size", "less than or equal to 1000000"),
+        (fraction_cap("4/3"), "spec.caps[0].fraction", "fraction 4/3 must be in (0, 1]"),
+        (fraction_cap("0/3"), "spec.caps[0].fraction", "must be in (0, 1]"),
+        (fraction_cap("1/99999999999999999999"), "spec.caps[0].fraction", "20"),
+        ({"zones": {"allowed": []}}, "spec.zones.allowed", "at least 1"),
+        ({"caps": [{"topologyKey": f"example.com/level-{i}", "max": 1} for i in range(17)]}, "spec.caps", "16"),
     ],
     ids=[
         "cap-without-limit",
@@ -68,6 +78,11 @@ def policy(name: str, spec: dict) -> dict:
         "bad-mode",
         "ordinal-and-fallback",
         "group-size-over-limit",
+        "fraction-above-one",
+        "fraction-zero",
+        "fraction-too-long",
+        "allowed-empty",
+        "caps-over-limit",
     ],
 )
 def test_api_server_rejects_an_invalid_policy_naming_the_field(cluster, spec, field, words) -> None:
@@ -75,6 +90,26 @@ def test_api_server_rejects_an_invalid_policy_naming_the_field(cluster, spec, fi
         cluster.admin.create(POLICIES, policy("bad", spec))
     assert err.value.status == 422
     assert field in str(err.value) and words in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "fraction", ["1/3", "1/1", "3/3", "007/8", "1/999999999999999999", "2/1", "999999999999999999/1", "10/9", "0/1"]
+)
+def test_api_server_and_model_agree_on_a_fraction(cluster, fraction) -> None:
+    """The CRD's CEL rule and the model's validator, on the same strings (dry run: nothing stored)."""
+    spec = fraction_cap(fraction)
+    try:
+        parse_spec(spec, "test")
+        model_accepts = True
+    except PolicyError:
+        model_accepts = False
+    try:
+        cluster.admin.create(POLICIES, policy("fraction", spec), dryRun="All")
+        server_accepts = True
+    except ApiError as err:
+        assert err.status == 422 and "spec.caps[0].fraction" in str(err), err
+        server_accepts = False
+    assert server_accepts == model_accepts
 
 
 def test_api_server_rejects_unknown_fields_under_strict_validation(cluster) -> None:

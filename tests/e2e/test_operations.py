@@ -13,7 +13,7 @@ import requests
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, zoned_nodes
 
-from workloads import create_statefulset, statefulset, wait_settled
+from workloads import create_statefulset, node_zones, ordinal, pods, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -127,3 +127,68 @@ def test_explain_agrees_with_filter(ops) -> None:
     assert len(result["NodeNames"]) == 3  # the three nodes without a web pod
     human = cli(cluster, "explain", f"{ns}/held-0")
     assert "3/6 nodes pass" in human.stdout and "caps:" in human.stdout
+
+
+# -- issue 13: an audit that never cries wolf, and misses no pod placed by hand ----------------------
+# These come last: they add zone-d, which the tests above do not expect.
+
+
+def test_audit_stays_quiet_when_a_zone_is_added_under_ordinal_zones(ops) -> None:
+    """No volumes: the placed pods are the rotation's only record. The engine keeps the 3-zone
+    rotation they show; audit used to read volumes only and call crdb-3 misplaced in zone-d."""
+    cluster, _ = ops
+    ns = cluster.namespace("ordinal")
+    create_statefulset(cluster.admin, ns, statefulset("crdb", 6, policy={"ordinalZones": {}}))
+    placed = wait_settled(cluster.admin, ns, "app=crdb", 6)
+    zones = node_zones(cluster.admin)
+    by_ordinal = {ordinal(p): zones[p["spec"]["nodeName"]] for p in placed}
+    assert all(by_ordinal[i] == by_ordinal[i % 3] for i in range(6)) and len(set(by_ordinal.values())) == 3
+
+    before = cli(cluster, "audit", "-n", ns)
+    assert before.returncode == 0, before.stdout + before.stderr
+    cluster.add_nodes(zoned_nodes({"zone-d": 2}))
+    after = cli(cluster, "audit", "-n", ns, "--json")
+    assert after.returncode == 0, after.stdout + after.stderr
+    (group,) = json.loads(after.stdout)["groups"]
+    assert group["group"] == "StatefulSet crdb" and group["violations"] == []
+    # Nothing moved: the pods are where they were, read back from the API server.
+    now = {ordinal(p): zones[p["spec"]["nodeName"]] for p in pods(cluster.admin, ns, "app=crdb")}
+    assert now == by_ordinal
+
+
+def test_audit_counts_a_pod_placed_by_hand_in_its_default_group(ops) -> None:
+    """No group.selector: the group is the StatefulSet's pods. A copy of its pod placed with
+    spec.nodeName on an occupied node has no owner, and still breaks the group's cap."""
+    cluster, _ = ops
+    ns = cluster.namespace("handmade")
+    manifest = statefulset("kv", 3, policy={"caps": [{"topologyKey": "kubernetes.io/hostname", "max": 1}]})
+    create_statefulset(cluster.admin, ns, manifest)
+    placed = wait_settled(cluster.admin, ns, "app=kv", 3)
+    ok = cli(cluster, "audit", "-n", ns)
+    assert ok.returncode == 0 and "StatefulSet kv" in ok.stdout, ok.stdout + ok.stderr
+
+    taken = placed[0]["spec"]["nodeName"]
+    template = manifest["spec"]["template"]
+    cluster.admin.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "kv-by-hand", **template["metadata"]},
+            "spec": {"nodeName": taken, "containers": template["spec"]["containers"]},
+        },
+    )
+    bad = cli(cluster, "audit", "-n", ns, "--json")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    (group,) = json.loads(bad.stdout)["groups"]
+    assert group["group"] == "StatefulSet kv" and f"{ns}/kv-by-hand" in group["placed"]
+    (violation,) = group["violations"]
+    assert violation.startswith(f"caps: kubernetes.io/hostname={taken} holds 2 pods"), violation
+    assert f"{ns}/kv-by-hand" in violation and "at most 1 per kubernetes.io/hostname allows 1" in violation
+    human = cli(cluster, "audit", "-n", ns)
+    assert human.returncode == 1 and "StatefulSet kv" in human.stdout and "VIOLATED" in human.stdout
+
+    # explain on a pod of the group states the breach: rule, domain, count against the limit.
+    explained = json.loads(cli(cluster, "explain", f"{ns}/kv-1", "--json").stdout)
+    assert explained["group"] == "StatefulSet kv" and explained["breaches"] == [violation]
+    cluster.admin.delete(f"/api/v1/namespaces/{ns}/pods/kv-by-hand", gracePeriodSeconds="0")

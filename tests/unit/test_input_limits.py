@@ -200,11 +200,23 @@ def test_the_deepest_valid_policy_is_well_within_the_depth_limit() -> None:
 
 def test_a_policy_error_message_stays_short_however_many_entries_are_wrong() -> None:
     with pytest.raises(PolicyError) as err:
-        parse_annotation("caps: [" + "a, " * 10_000 + "]", "annotation on pod db/x")
+        parse_annotation("shardAntiAffinity: [" + "a, " * 10_000 + "]", "annotation on pod db/x")
     message = str(err.value)
     assert len(message) <= 1024
-    assert message.startswith("invalid placement policy in annotation on pod db/x: caps.0: ")
-    assert message.endswith("caps.4: Input should be a valid dictionary or instance of Cap; and 9995 more")
+    assert message.startswith("invalid placement policy in annotation on pod db/x: shardAntiAffinity.0: ")
+    assert message.endswith(
+        "shardAntiAffinity.4: Input should be a valid dictionary or instance of ShardAntiAffinity; and 9995 more"
+    )
+
+
+def test_thousands_of_caps_get_one_error() -> None:
+    """Caps are bounded (limits.MAX_CAPS): the list's length is the one error, its entries unread."""
+    with pytest.raises(PolicyError) as err:
+        parse_annotation("caps: [" + "a, " * 10_000 + "]", "annotation on pod db/x")
+    assert str(err.value) == (
+        "invalid placement policy in annotation on pod db/x: caps: List should have at most 16 items after "
+        "validation, not 10000"
+    )
 
 
 def test_a_policy_object_with_thousands_of_errors_gets_a_short_message() -> None:
@@ -213,7 +225,7 @@ def test_a_policy_object_with_thousands_of_errors_gets_a_short_message() -> None
     from extender.policy import parse_spec
 
     with pytest.raises(PolicyError) as err:
-        parse_spec({"caps": ["a"] * 10_000}, "PlacementPolicy db/p")
+        parse_spec({"shardAntiAffinity": ["a"] * 10_000}, "PlacementPolicy db/p")
     assert len(str(err.value)) < 600 and str(err.value).endswith("; and 9995 more")
 
 

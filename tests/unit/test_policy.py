@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from extender.policy import (
+    FRACTION_PATTERN,
     HOSTNAME_KEY,
     LEGACY_ZONE_KEY,
+    MAX_FRACTION_LENGTH,
     ZONE_KEY,
     Cap,
     PlacementPolicySpec,
@@ -33,6 +40,10 @@ VALID = [
     pytest.param({"caps": [host_cap(fraction="1/3", comparison="LessThan")]}, id="cap-fraction-lessthan"),
     pytest.param({"caps": [zone_cap(fraction="1/2", comparison="AtMost")]}, id="cap-fraction-atmost"),
     pytest.param({"caps": [host_cap(fraction="1/1", comparison="AtMost")]}, id="cap-fraction-one"),
+    pytest.param({"caps": [host_cap(fraction="3/3", comparison="AtMost")]}, id="cap-fraction-one-unreduced"),
+    pytest.param({"caps": [host_cap(fraction="007/8", comparison="AtMost")]}, id="cap-fraction-leading-zeros"),
+    pytest.param({"caps": [host_cap(fraction="1/999999999999999999", comparison="AtMost")]}, id="cap-fraction-longest"),
+    pytest.param({"zones": {"allowed": ["a"]}}, id="allowed-one-zone"),
     pytest.param({"caps": [host_cap(max=1), zone_cap(max=3), {"topologyKey": "rack", "max": 2}]}, id="caps-three-keys"),
     pytest.param({"zones": {"allowed": ["a", "b"], "fallbackGroups": [["a"], ["b"]]}}, id="fallback-within-allowed"),
     pytest.param({"zones": {"fallbackGroups": [["a", "b"], ["c"]]}}, id="fallback-alone"),
@@ -90,9 +101,21 @@ INVALID = [
         ["caps.0", "comparison goes with fraction"],
         id="max-with-comparison",
     ),
-    pytest.param({"caps": [host_cap(fraction="0/3", comparison="AtMost")]}, ["caps.0", "(0, 1]"], id="fraction-zero"),
     pytest.param(
-        {"caps": [host_cap(fraction="4/3", comparison="AtMost")]}, ["caps.0", "(0, 1]"], id="fraction-above-one"
+        {"caps": [host_cap(fraction="0/3", comparison="AtMost")]}, ["caps.0.fraction", "(0, 1]"], id="fraction-zero"
+    ),
+    pytest.param(
+        {"caps": [host_cap(fraction="4/3", comparison="AtMost")]},
+        ["caps.0.fraction: fraction 4/3 must be in (0, 1]"],
+        id="fraction-above-one",
+    ),
+    pytest.param(
+        {"caps": [host_cap(fraction="10/9", comparison="LessThan")]}, ["caps.0.fraction", "(0, 1]"], id="fraction-10/9"
+    ),
+    pytest.param(
+        {"caps": [host_cap(fraction="1/9999999999999999999", comparison="AtMost")]},
+        ["caps.0.fraction", "at most 20 characters"],
+        id="fraction-too-long",
     ),
     pytest.param(
         {"caps": [host_cap(fraction="1/0", comparison="AtMost")]}, ["caps.0.fraction"], id="fraction-zero-denominator"
@@ -155,6 +178,12 @@ INVALID = [
         id="fallback-empty-group",
     ),
     pytest.param({"zones": {"weights": {"a": 101}}}, ["zones.weights.a"], id="weight-above-100"),
+    pytest.param({"zones": {"allowed": []}}, ["zones.allowed", "at least 1 item"], id="allowed-empty"),
+    pytest.param(
+        {"caps": [{"topologyKey": f"example.com/level-{i}", "max": 1} for i in range(17)]},
+        ["caps", "at most 16 items"],
+        id="caps-over-limit",
+    ),
     pytest.param(
         {"ordinalZones": {}, "zones": {"fallbackGroups": [["a"], ["b"]]}},
         ["spec: ordinalZones and zones.fallbackGroups cannot be combined"],
@@ -208,6 +237,45 @@ def test_invalid_policies(data, needles):
 def test_spec_must_be_a_mapping(data):
     with pytest.raises(PolicyError, match="expected a mapping"):
         parse_spec(data, "x")
+
+
+# -- fractions: what the model accepts is what the CRD's pattern, maxLength and CEL rule accept ------
+
+
+def crd_accepts_fraction(text: str) -> bool:
+    """extender/schema.py's rule for Cap.fraction, read in Python: the model's pattern and
+    maxLength, then int(p) > 0 && int(p) <= int(q) as CEL computes it, in int64."""
+    if len(text) > MAX_FRACTION_LENGTH or re.fullmatch(FRACTION_PATTERN.strip("^$"), text) is None:
+        return False
+    p, q = (int(part) for part in text.split("/"))
+    assert max(p, q) < 2**63, "the CEL rule's int() would overflow"
+    return 0 < p <= q
+
+
+FRACTION_TEXT = st.one_of(
+    st.builds(lambda p, q: f"{p}/{q}", st.integers(0, 10**19), st.integers(0, 10**19)),
+    st.builds(lambda z, p, q: f"{'0' * z}{p}/{q}", st.integers(0, 3), st.integers(0, 40), st.integers(1, 40)),
+    st.text(alphabet="0123456789/.-", max_size=24),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(FRACTION_TEXT)
+def test_model_and_crd_rule_accept_the_same_fractions(text: str) -> None:
+    try:
+        Cap(topologyKey=HOSTNAME_KEY, fraction=text, comparison="AtMost")
+        accepted = True
+    except ValidationError as err:
+        assert all(e["loc"] == ("fraction",) for e in err.errors()), err  # the field is named
+        accepted = False
+    assert accepted == crd_accepts_fraction(text)
+    if accepted:
+        assert 0 < Fraction(text) <= 1
+
+
+@given(st.from_regex(FRACTION_PATTERN, fullmatch=True).filter(lambda t: len(t) <= MAX_FRACTION_LENGTH))
+def test_every_fraction_within_the_length_fits_int64(text: str) -> None:
+    assert all(int(part) < 2**63 for part in text.split("/"))
 
 
 # -- inline annotation -------------------------------------------------------------------------

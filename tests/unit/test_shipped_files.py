@@ -10,7 +10,14 @@ import pytest
 import yaml
 
 from extender.cli import main
-from extender.policy import INLINE_POLICY_ANNOTATION, KIND, parse_annotation, parse_spec
+from extender.policy import (
+    FRACTION_PATTERN,
+    INLINE_POLICY_ANNOTATION,
+    KIND,
+    MAX_FRACTION_LENGTH,
+    parse_annotation,
+    parse_spec,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,6 +57,23 @@ def test_crd_schema_is_structural() -> None:
             walk(node["additionalProperties"], f"{path}{{}}")
 
     walk(schema)
+
+
+def _spec_schema() -> dict:
+    crd = yaml.safe_load((ROOT / "deploy" / "base" / "crd.yaml").read_text())
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+def test_crd_bounds_a_fraction_as_the_model_does() -> None:
+    fraction = _spec_schema()["properties"]["caps"]["items"]["properties"]["fraction"]
+    assert fraction["pattern"] == FRACTION_PATTERN and fraction["maxLength"] == MAX_FRACTION_LENGTH
+    (rule,) = fraction["x-kubernetes-validations"]  # on the field: the API server names spec.caps[i].fraction
+    assert "int(self.split('/')[0]) <= int(self.split('/')[1])" in rule["rule"]
+    assert "(0, 1]" in rule["messageExpression"]
+
+
+def test_crd_wants_at_least_one_allowed_zone() -> None:
+    assert _spec_schema()["properties"]["zones"]["properties"]["allowed"]["minItems"] == 1
 
 
 def test_schema_command_prints_json_schema() -> None:
