@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -19,6 +20,8 @@ import urllib3
 from kubernetes import client, config
 
 log = logging.getLogger(__name__)
+
+MAX_RETRY_AFTER = 2.0  # seconds; the API server asks for 1 s from a full priority-level queue
 
 
 def decode_json(data: bytes) -> Any:
@@ -110,14 +113,23 @@ class KubeHttp:
         parsing the URL again), on urllib3 with a prebuilt URL about half. The answer's errors
         are the same KubeApiError as call()'s; network faults are urllib3's exceptions.
         """
-        response = self._pool.request(
-            "POST",
-            self._base + path,
-            body=orjson.dumps(body),
-            headers=self._headers(),
-            timeout=urllib3.Timeout(total=timeout),
-            retries=False,
-        )
+        data = orjson.dumps(body)
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self._pool.request(
+                "POST",
+                self._base + path,
+                body=data,
+                headers=self._headers(),
+                timeout=urllib3.Timeout(total=max(deadline - time.monotonic(), 0.001)),
+                retries=False,
+            )
+            wait = _retry_after(response)
+            if wait is None or time.monotonic() + wait > deadline:
+                break
+            # 429: the API server's priority and fairness turned the request away before doing
+            # anything; like client-go, wait as told and send it again (the Binding is not made).
+            time.sleep(wait)
         if response.status >= 400:
             try:
                 status = decode_json(response.data)
@@ -125,6 +137,16 @@ class KubeHttp:
             except (ValueError, AttributeError):
                 reason, message = response.reason, response.data[:200].decode("utf-8", "replace")
             raise KubeApiError(response.status, reason or "", message)
+
+
+def _retry_after(response: urllib3.BaseHTTPResponse) -> float | None:
+    """Seconds to wait before sending again, for a 429 (client-go's rule); None otherwise."""
+    if response.status != 429:
+        return None
+    try:
+        return min(max(float(response.headers.get("Retry-After", "1")), 0.0), MAX_RETRY_AFTER)
+    except ValueError:
+        return 1.0
 
 
 def _pool(cfg: client.Configuration) -> urllib3.PoolManager:

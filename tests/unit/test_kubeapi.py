@@ -19,12 +19,15 @@ BINDING = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "nam
 class _Recorder(BaseHTTPRequestHandler):
     seen: list[dict[str, Any]] = []
     answer: tuple[int, bytes] = (201, b"{}")
+    first: list[tuple[int, bytes, dict[str, str]]] = []  # answers given before `answer`, in order
 
     def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
         length = int(self.headers["Content-Length"])
         type(self).seen.append({"path": self.path, "headers": dict(self.headers), "body": self.rfile.read(length)})
-        status, body = type(self).answer
+        status, body, headers = type(self).first.pop(0) if type(self).first else (*type(self).answer, {})
         self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -40,6 +43,7 @@ def api():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     _Recorder.seen = []
+    _Recorder.first = []
     cfg = client.Configuration()
     cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
     cfg.api_key = {"authorization": "Bearer t0ken"}
@@ -74,3 +78,21 @@ def test_create_turns_an_error_answer_into_kube_api_error(api, status, body, rea
         api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
     assert err.value.status == status and err.value.reason == reason
     assert message in str(err.value)
+
+
+TOO_MANY = (429, b'{"kind":"Status","reason":"TooManyRequests","message":"please try again later"}')
+
+
+def test_create_sends_again_after_a_429_as_told(api) -> None:
+    """Priority and fairness turned the Binding away: wait Retry-After and send it again."""
+    _Recorder.first = [(*TOO_MANY, {"Retry-After": "0"}), (*TOO_MANY, {"Retry-After": "0"})]
+    _Recorder.answer = (201, b"{}")
+    api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
+    assert len(_Recorder.seen) == 3
+
+
+def test_create_gives_up_on_a_429_whose_wait_outlasts_the_timeout(api) -> None:
+    _Recorder.first = [(*TOO_MANY, {"Retry-After": "1"})]
+    with pytest.raises(KubeApiError) as err:
+        api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=0.5)
+    assert err.value.status == 429 and len(_Recorder.seen) == 1
