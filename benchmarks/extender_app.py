@@ -1,13 +1,15 @@
 """The extender served by gunicorn exactly as deployed, over a synthetic, preloaded cache.
 
 `BenchApplication` is `extender.server.serve.ExtenderApplication` (same gunicorn settings: one
-gthread worker, 8 threads, same timeouts and limits) whose `load()` builds a ClusterStore from
+connection worker, same threads, timeouts and limits) whose `load()` builds a ClusterStore from
 synthetic raw objects (`store.replace`, as the watcher's first sync does) instead of watching an
 API server. Bindings and Events go to null sinks.
 
-Beside the extender's own routes it serves two floors, with the same before/after-request hooks:
+Beside the extender's own routes it serves two floors, answered the way the verbs are (in front
+of Flask, straight from the WSGI environ, with the same request id and metrics bookkeeping), so
+the floor is not handicapped against the verbs:
 
-- `POST /noop`: reads the body and parses it exactly like the verbs do (`json.loads`, then
+- `POST /noop`: reads the body and parses it exactly like the verbs do (`app.parse`: orjson, then
   `ExtenderArgs.model_validate`), then returns a fixed small ExtenderFilterResult: the cost of
   HTTP + JSON + wire validation, no decision, no encoding of a large answer.
 - `POST /noop-raw`: reads the body and returns the same fixed answer: the HTTP floor alone.
@@ -33,6 +35,7 @@ import json
 import logging
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,12 +43,12 @@ from typing import Any
 if __package__ in (None, ""):  # `python benchmarks/extender_app.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flask import Flask, Response, request  # noqa: E402
+from flask import Flask, Response  # noqa: E402
 
 from benchmarks import synthetic  # noqa: E402
 from extender.logs import setup_logging  # noqa: E402
 from extender.metrics import store_gauges  # noqa: E402
-from extender.server.app import create_app  # noqa: E402
+from extender.server.app import _REQUEST_ID, create_app, parse  # noqa: E402
 from extender.server.effects import DiscardEvents  # noqa: E402
 from extender.server.serve import (  # noqa: E402
     ExtenderApplication,
@@ -68,18 +71,29 @@ class NullBinder:
         return None
 
 
-def add_floor_routes(app: Flask) -> None:
-    @app.post("/noop")
-    def noop() -> Response:
-        # The verbs' parse path (extender/server/app.py create_app.parse), minus its error mapping.
-        raw = request.get_data(cache=False)
-        ExtenderArgs.model_validate(json.loads(raw))
-        return Response(NOOP_ANSWER, status=200, mimetype="application/json")
+def add_floor_routes(app: Flask, verbs: Verbs) -> None:
+    """The floors, answered in front of Flask like the verbs (extender/server/app.py VerbRoutes)."""
+    answer = NOOP_ANSWER.encode()
+    raw_only = {"/noop-raw": False, "/noop": True}
+    behind = app.wsgi_app
 
-    @app.post("/noop-raw")
-    def noop_raw() -> Response:
-        request.get_data(cache=False)
-        return Response(NOOP_ANSWER, status=200, mimetype="application/json")
+    def floors(environ: dict, start_response: Callable) -> Any:
+        parse_it = raw_only.get(environ.get("PATH_INFO", ""))
+        if parse_it is None or environ.get("REQUEST_METHOD") != "POST":
+            return behind(environ, start_response)
+        started = time.perf_counter()
+        given = environ.get("HTTP_X_REQUEST_ID", "")
+        request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:12]
+        raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        if parse_it:
+            parse(ExtenderArgs, raw)
+        verbs.metrics.requests.inc(verb="other", code="200")
+        verbs.metrics.latency.observe(time.perf_counter() - started, verb="noop")
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))]
+        start_response("200 OK", headers + [("X-Request-Id", request_id)])
+        return [answer]
+
+    app.wsgi_app = floors  # type: ignore[method-assign]
 
 
 class GcStats:
@@ -172,7 +186,7 @@ class BenchApplication(ExtenderApplication):
         verbs = Verbs(store, NullBinder(), DiscardEvents(), decision_deadline=self.options.decision_deadline)
         store_gauges(verbs.metrics, store, time.time)  # as serve.build() does: /metrics shows the store
         app = create_app(verbs, max_body=self.options.max_body)
-        add_floor_routes(app)
+        add_floor_routes(app, verbs)
         add_bench_routes(app, stats, store, info)
         return app
 

@@ -39,11 +39,9 @@ from extender.verbs import Verbs  # noqa: E402
 def make_app(nodes: int, pods: int, policy: str = "full"):
     options = ServeOptions()
     store = build_store(nodes, pods, options, policy)
-    app = create_app(
-        Verbs(store, NullBinder(), DiscardEvents(), decision_deadline=options.decision_deadline),
-        max_body=options.max_body,
-    )
-    add_floor_routes(app)
+    verbs = Verbs(store, NullBinder(), DiscardEvents(), decision_deadline=options.decision_deadline)
+    app = create_app(verbs, max_body=options.max_body)
+    add_floor_routes(app, verbs)
     return app
 
 

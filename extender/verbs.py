@@ -175,8 +175,17 @@ class Verbs:
         return ExtenderBindingResult()
 
     def _recheck(self, pod: PodRecord, node: str) -> str | None:
-        """The last word on hard rules, against bound and committed placements only (filters for
-        other pods may have raced this one): a refusal, or None after committing the pod."""
+        """The last word on hard rules (filters for other pods may have raced this one): a
+        refusal, or None after committing the pod.
+
+        A refusal must not rest on a guess. The rules are checked against the bound and committed
+        placements only; if they refuse, they are checked again with the tentative ones (other
+        pods' filter and prioritize holds, not bound yet) counted too, and the pod is refused only
+        if both refuse. Caps and anti-affinity refuse on the first view alone (more pods can only
+        add to a domain), but a spread's emptiest domain may be about to fill: in the e2e burst,
+        checking the first view alone refused 2-7% of binds for a skew the pods in flight were
+        already closing.
+        """
         try:
             spec = self.store.resolve_policy(pod)
             if spec is None:
@@ -185,6 +194,11 @@ class Verbs:
         except PolicyError as err:
             return str(err)
         verdict = evaluate(spec, request, snap, [node], dead_end_avoidance=False).verdicts[node]
+        if not verdict.passed:
+            request, snap = self.store.decision_inputs(pod, spec, tentative=True)
+            in_flight_counted = evaluate(spec, request, snap, [node], dead_end_avoidance=False).verdicts[node]
+            if in_flight_counted.passed:
+                verdict = in_flight_counted
         if not verdict.passed:
             self.store.reservations.release(pod.uid)
             self.metrics.binds.inc(result="refused")

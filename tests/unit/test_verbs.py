@@ -344,3 +344,35 @@ def test_prioritize_reuses_filters_decision_when_nothing_it_read_changed(monkeyp
         assert calls[0] == (1 if changes else 0), name  # decided again exactly when an input moved
         verbs._last = None
         assert scores == do_prioritize(verbs, me, passed), name  # the scores of a fresh decision either way
+
+
+SPREAD1 = {"spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
+
+
+def test_bind_does_not_refuse_a_skew_that_pods_in_flight_are_closing() -> None:
+    """Zones a:1, b:1, c:0 bound; x is held for zone c (filter + prioritize), y binds in zone a.
+    Bound pods alone say skew 2; with x counted, 1. Refusing would rest on the guess that x
+    never lands."""
+    store, binder, verbs = make([node("a1", "a"), node("a2", "a"), node("b1", "b"), node("c1", "c")])
+    store.apply("statefulsets", "ADDED", statefulset("s", 6))
+    store.apply("pods", "ADDED", pod("s-0", sts="s", node_name="a1", policy=SPREAD1))
+    store.apply("pods", "ADDED", pod("s-1", sts="s", node_name="b1", policy=SPREAD1))
+    x, y = pod("s-2", sts="s", policy=SPREAD1), pod("s-3", sts="s", policy=SPREAD1)
+    store.apply("pods", "ADDED", x)
+    store.apply("pods", "ADDED", y)
+    assert do_filter(verbs, x, names(store)).NodeNames == ["c1"]
+    do_prioritize(verbs, x, ["c1"])
+    assert do_bind(verbs, y, "a2").Error == ""
+    assert binder.calls == [("db/s-3", "a2")]
+
+
+def test_bind_still_refuses_a_skew_that_the_pods_in_flight_make_worse() -> None:
+    store, binder, verbs = make([node("a1", "a"), node("a2", "a"), node("a3", "a"), node("b1", "b"), node("c1", "c")])
+    store.apply("statefulsets", "ADDED", statefulset("s", 6))
+    store.apply("pods", "ADDED", pod("s-0", sts="s", node_name="a1", policy=SPREAD1))
+    x, y = pod("s-2", sts="s", policy=SPREAD1), pod("s-3", sts="s", policy=SPREAD1)
+    store.apply("pods", "ADDED", x)
+    store.apply("pods", "ADDED", y)
+    store.reservations.commit(parse_pod(x), "a2")  # raced past filter: a now holds 2, b and c 0
+    assert "skew" in do_bind(verbs, y, "a3").Error
+    assert binder.calls == []
