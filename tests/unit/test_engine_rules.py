@@ -212,14 +212,20 @@ U_OZ = "U:ordinalZones"
         pytest.param(
             PodRequest("db/s"),
             {},
-            expect(" ".join(OZ_NAMES), names=OZ_NAMES),
-            id="pod-without-ordinal-unaffected",
+            expect("", group(U_OZ, " ".join(OZ_NAMES)), OZ_NAMES),
+            id="pod-without-statefulset-refused",
         ),
         pytest.param(
             PodRequest("db/s-1", None, 1),
             {},
-            expect(" ".join(OZ_NAMES), names=OZ_NAMES),
-            id="pod-without-shard-unaffected",
+            expect("", group(U_OZ, " ".join(OZ_NAMES)), OZ_NAMES),
+            id="pod-without-shard-refused",
+        ),
+        pytest.param(
+            PodRequest("db/s", "s", None),
+            {},
+            expect("", group(U_OZ, " ".join(OZ_NAMES)), OZ_NAMES),
+            id="statefulset-pod-without-ordinal-refused",
         ),
     ],
 )
@@ -247,6 +253,15 @@ def test_ordinal_zone_reason_and_note():
     assert "ordinal 1 belongs in zone b" in d.verdicts["a1"].reason and "node is in zone a" in d.verdicts["a1"].reason
     assert d.verdicts["x1"].reason == f"node has no zone label ({ZONE_KEY})"
     assert any("ordinal 1 -> zone b" in note for note in d.notes)
+
+
+def test_ordinal_zones_refusal_names_the_field():
+    d = run({"ordinalZones": {}, "caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}]}, pod=PodRequest("db/web-abc"))
+    assert d.passed() == []
+    reasons = {v.reason for v in d.verdicts.values()}
+    assert len(reasons) == 1 and "ordinalZones" in reasons.pop()
+    assert "no StatefulSet owns this pod" in d.verdicts["a1"].reason
+    assert run({"caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}]}, pod=PodRequest("db/web-abc")).passed()
 
 
 def test_ordinal_zones_without_zoned_nodes():

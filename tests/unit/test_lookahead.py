@@ -69,8 +69,10 @@ def test_a_fallback_group_of_dead_ends_hands_over_to_the_next_group() -> None:
 
 def test_a_zone_spread_strands_pinned_pods_behind_a_free_one() -> None:
     """Only the spread's upper bound shows this dead end: s's ordinals are pinned za, zb, za
-    (ordinal zones), the pod under test is free. On za it leaves za needing two more against zb's
-    one: za would end 2 above zb, beyond maxSkew 1, in whatever order they come. On zb all fits."""
+    (ordinal zones), the pod under test may use either zone (u-0 belongs in za, its volume is in
+    zb). On za it leaves za needing two more against zb's one: za would end 2 above zb, beyond
+    maxSkew 1, in whatever order they come. On zb all fits. (A pod of no StatefulSet is refused
+    outright under ordinalZones.)"""
     spec = PlacementPolicySpec.model_validate(
         {
             "group": {"selector": {"matchLabels": {"app": "db"}}},
@@ -79,8 +81,8 @@ def test_a_zone_spread_strands_pinned_pods_behind_a_free_one() -> None:
         }
     )
     nodes = Topology([NodeInfo(z, {HOST: z, ZONE: z}) for z in ("za", "zb")])
-    snap = Snapshot(nodes, (), group_size=4, shard_replicas={"s": 3})
-    decision = evaluate(spec, PodRequest("db/free"), snap, ["za", "zb"])
+    snap = Snapshot(nodes, (), group_size=4, shard_replicas={"s": 3, "u": 1})
+    decision = evaluate(spec, PodRequest("db/u-0", "u", 0, frozenset({"zb"})), snap, ["za", "zb"])
     assert decision.passed() == ["zb"]
     assert decision.verdicts["za"].rule == "deadEndAvoidance"
     assert decision.analysis.certainty == "exact"

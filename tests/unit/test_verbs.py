@@ -286,3 +286,31 @@ def test_the_lock_hold_time_is_reported_by_holder() -> None:
     do_filter(verbs, pod("w-0", sts="w", policy={"caps": [{"topologyKey": HOST, "max": 1}]}), ["n1"])
     assert verbs.metrics.lock_hold.count(holder="filter") == 1
     assert 'extender_store_lock_hold_seconds_bucket{holder="filter",le="+Inf"} 1' in verbs.metrics.render()
+
+
+def test_ordinal_zones_on_a_pod_without_statefulset_stays_pending_with_the_field_named() -> None:
+    store, _, verbs = make([node(f"n{i}", z) for i, z in enumerate("abc")])
+    p = pod("web-7d9f-x2x", labels={"app": "web"}, policy={"ordinalZones": {}})
+    result = do_filter(verbs, p, names(store))
+    assert result.NodeNames == [] and not result.FailedNodes
+    assert set(result.FailedAndUnresolvableNodes) == set(names(store))
+    assert all("ordinalZones" in r for r in result.FailedAndUnresolvableNodes.values())
+    assert any("ordinalZones" in message for _, reason, message in verbs.events.events if reason == "PlacementRejected")
+
+
+def test_node_selector_narrows_the_spread_through_the_wire() -> None:
+    """The pod object of the request carries its nodeSelector: zone c, which it cannot use, is no
+    eligible domain of its zone spread (nodeAffinityPolicy Honor, the default)."""
+    pools = {"a": "db", "b": "db", "c": "web"}
+    store, _, verbs = make([node(f"{z}{i}", z, labels={"pool": pools[z]}) for z in "abc" for i in (1, 2)])
+    policy = {"group": {"selector": {"matchLabels": {"app": "db"}}}, "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
+    for i, where in enumerate(["a1", "b1"]):
+        store.apply("pods", "ADDED", pod(f"db-{i}", labels={"app": "db"}, node_name=where, policy=policy))
+    p = pod("db-2", labels={"app": "db"}, policy=policy)
+    p["spec"]["nodeSelector"] = {"pool": "db"}
+    result = do_filter(verbs, p, ["a1", "a2", "b1", "b2"])
+    assert sorted(result.NodeNames) == ["a1", "a2", "b1", "b2"]
+    ignore = {**policy, "spread": [{"topologyKey": ZONE, "maxSkew": 1, "nodeAffinityPolicy": "Ignore"}]}
+    q = pod("db-3", labels={"app": "db"}, policy=ignore)
+    q["spec"]["nodeSelector"] = {"pool": "db"}
+    assert do_filter(verbs, q, ["a1", "a2", "b1", "b2"]).NodeNames == []
