@@ -80,17 +80,24 @@ class NativeFragment:
     preferred_pods: list[dict[str, Any]] = field(default_factory=list)
     gaps: list[Gap] = field(default_factory=list)
 
-    def constraint(self, key: str, skew: int, mode: str) -> None:
-        """A topology spread constraint; native allows one per key and mode, so the tighter wins."""
+    def constraint(self, key: str, skew: int, mode: str, **refinements: Any) -> None:
+        """A topology spread constraint; native allows one per key and mode, so the tighter skew
+        wins. `refinements` (a spread's minDomains, nodeAffinityPolicy, nodeTaintsPolicy) are
+        kept whichever skew wins; the group's matchLabelKeys go on every constraint."""
         table = self.hard if mode == WhenUnsatisfiable.DO_NOT_SCHEDULE else self.soft
         current = table.get(key)
-        if current is None or skew < current["maxSkew"]:
-            table[key] = {
+        if current is None:
+            current = table[key] = {
                 "maxSkew": skew,
                 "topologyKey": key,
                 "whenUnsatisfiable": str(mode),
                 "labelSelector": self.selector,
             }
+            if self.spec.group.matchLabelKeys:
+                current["matchLabelKeys"] = list(self.spec.group.matchLabelKeys)
+        elif skew < current["maxSkew"]:
+            current["maxSkew"] = skew
+        current.update(refinements)
 
     def gap(self, rule: str, limitation: str, cost: str) -> None:
         self.gaps.append(Gap(rule, limitation, cost))

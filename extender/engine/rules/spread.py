@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...policy import PlacementPolicySpec, WhenUnsatisfiable
+from ...policy import NodeInclusionPolicy, PlacementPolicySpec, WhenUnsatisfiable
 from ..context import Context
 from ..model import NodeInfo, Outcome
 from .base import DeadEndTerms, Failure, NativeFragment, Rule, SpreadTerm, missing_label
@@ -88,9 +88,21 @@ def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
 
 
 def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
-    """One to one: a spread is a native topology spread constraint."""
+    """One to one: a spread is a native topology spread constraint, with its minDomains and node
+    inclusion policies (written when given or when they differ from the native defaults, which
+    are ours) and the group's matchLabelKeys (NativeFragment.constraint)."""
     for s in spec.spread:
-        out.constraint(spec.canonical_key(s.topologyKey), s.maxSkew, s.whenUnsatisfiable)
+        refinements: dict[str, object] = {}
+        if s.minDomains is not None:
+            refinements["minDomains"] = s.minDomains
+        for name, native_default in (
+            ("nodeAffinityPolicy", NodeInclusionPolicy.HONOR),
+            ("nodeTaintsPolicy", NodeInclusionPolicy.IGNORE),
+        ):
+            value = getattr(s, name)
+            if name in s.model_fields_set or value is not native_default:
+                refinements[name] = str(value)
+        out.constraint(spec.canonical_key(s.topologyKey), s.maxSkew, s.whenUnsatisfiable, **refinements)
 
 
 RULE = Rule(NAME, check, dead_end, translate)
