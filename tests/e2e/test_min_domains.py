@@ -45,3 +45,39 @@ def test_pods_beyond_the_skew_wait_for_a_third_zone(cluster, scenario) -> None:
     scenario.repetitions += 1
     scenario.pods_placed += len(placed)
     assert set(per_zone) == {"zone-a", "zone-b", "zone-c"} and max(per_zone.values()) - min(per_zone.values()) <= 1
+
+
+POLICIES = "/apis/placement.extender.dev/v1alpha1/namespaces/default/placementpolicies"
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        (
+            {"spread": [{"topologyKey": ZONE, "maxSkew": 1, "minDomains": 3, "whenUnsatisfiable": "ScheduleAnyway"}]},
+            "spec.spread[0]",
+            "minDomains applies only with whenUnsatisfiable: DoNotSchedule",
+        ),
+        ({"spread": [{"topologyKey": ZONE, "maxSkew": 1, "minDomains": 0}]}, "spec.spread[0].minDomains", "1"),
+        (
+            {"spread": [{"topologyKey": ZONE, "maxSkew": 1, "nodeTaintsPolicy": "Sometimes"}]},
+            "spec.spread[0].nodeTaintsPolicy",
+            "Unsupported value",
+        ),
+        ({"group": {"matchLabelKeys": ["a", "a"]}}, "spec.group", "matchLabelKeys lists a key twice"),
+    ],
+    ids=["min-domains-soft", "min-domains-zero", "bad-taints-policy", "duplicate-match-label-key"],
+)
+def test_api_server_rejects_bad_refinements_naming_the_field(cluster, spec, field, words) -> None:
+    from extender.devcluster.api import ApiError
+
+    body = {
+        "apiVersion": "placement.extender.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": "bad"},
+        "spec": spec,
+    }
+    with pytest.raises(ApiError) as err:
+        cluster.admin.create(POLICIES, body)
+    assert err.value.status == 422
+    assert field in str(err.value) and words in str(err.value)
