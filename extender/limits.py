@@ -38,6 +38,11 @@ MAX_CAPS = 16
 # rule compares them as int64; a group of at most MAX_GROUP_SIZE pods needs no finer fraction.
 MAX_FRACTION_LENGTH = 20
 
+# A spread's minDomains: no key has more domains than a cluster has nodes (MAX_CANDIDATE_NODES).
+# The dead-end analysis counts the missing domains, never lists them, so the bound is about
+# catching a typo with the field named, not about cost.
+MAX_MIN_DOMAINS = 65_000
+
 # -- requests ---------------------------------------------------------------------------------------
 # Nesting depth of a request body. A Pod as kube-scheduler sends it nests about 15 levels
 # (managedFields' fieldsV1 is the deepest part); Python's decoder would give up near 1,000.

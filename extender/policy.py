@@ -21,6 +21,7 @@ from .limits import (
     MAX_CAPS,
     MAX_FRACTION_LENGTH,
     MAX_GROUP_SIZE,
+    MAX_MIN_DOMAINS,
     MAX_POLICY_ANNOTATION_BYTES,
     MAX_POLICY_DEPTH,
     MAX_POLICY_ERRORS,
@@ -56,6 +57,14 @@ class WhenUnsatisfiable(StrEnum):
 
     DO_NOT_SCHEDULE = "DoNotSchedule"  # a hard rule: filter
     SCHEDULE_ANYWAY = "ScheduleAnyway"  # a preference: score only
+
+
+class NodeInclusionPolicy(StrEnum):
+    """Whether a spread counts only the nodes the pod itself could use (native PodTopologySpread's
+    nodeAffinityPolicy / nodeTaintsPolicy)."""
+
+    HONOR = "Honor"  # nodes the pod's constraint excludes do not count: neither their domain nor their pods
+    IGNORE = "Ignore"  # every node counts
 
 
 class AntiAffinityMode(StrEnum):
@@ -119,6 +128,24 @@ class GroupSpec(_Model):
         description="The group's total pod count. Default: the sum of spec.replicas of the "
         f"StatefulSets whose pod template the group selects. At most {MAX_GROUP_SIZE:,}.",
     )
+    matchLabelKeys: list[LabelKey] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Pod labels whose values split the group (native matchLabelKeys): a pod is counted only with "
+        "the group's pods that carry the same values for these keys, e.g. [pod-template-hash] so a Deployment's "
+        "old and new revisions are counted apart during a rolling update. A key the pod does not carry is ignored.",
+    )
+
+    @field_validator("matchLabelKeys")
+    @classmethod
+    def _distinct_keys(cls, keys: list[str]) -> list[str]:
+        if len(set(keys)) != len(keys):
+            raise ValueError("matchLabelKeys lists a key twice")
+        return keys
+
+    def split_labels(self, labels: dict[str, str]) -> dict[str, str]:
+        """The values of matchLabelKeys a pod carries: the group counts it only with pods alike in them."""
+        return {k: labels[k] for k in self.matchLabelKeys if k in labels}
 
 
 FRACTION_PATTERN = r"^[0-9]+/[1-9][0-9]*$"  # "p/q"; in (0, 1] by the validator (and the CRD's CEL rule)
@@ -175,7 +202,8 @@ class Cap(_Model):
         if self.max is not None:
             return f"at most {self.max} per {self.topologyKey}"
         word = "fewer than" if self.comparison is Comparison.LESS_THAN else "no more than"
-        return f"{word} {self.fraction} of {group_size} per {self.topologyKey}"
+        of = f"{group_size}" if group_size is not None else "the group (size unknown)"
+        return f"{word} {self.fraction} of {of} per {self.topologyKey}"
 
 
 class Spread(_Model):
@@ -184,6 +212,29 @@ class Spread(_Model):
     topologyKey: LabelKey
     maxSkew: int = Field(ge=1)
     whenUnsatisfiable: WhenUnsatisfiable = WhenUnsatisfiable.DO_NOT_SCHEDULE
+    minDomains: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_MIN_DOMAINS,
+        description="DoNotSchedule only. While fewer eligible domains than this exist, the emptiest domain counts "
+        "as holding 0 pods (native minDomains): spread over at least this many domains, even before they exist.",
+    )
+    nodeAffinityPolicy: NodeInclusionPolicy = Field(
+        default=NodeInclusionPolicy.HONOR,
+        description="Honor: only nodes that match the pod's nodeSelector and required node affinity count "
+        "(their domains and their pods); Ignore: every node counts. Native default: Honor.",
+    )
+    nodeTaintsPolicy: NodeInclusionPolicy = Field(
+        default=NodeInclusionPolicy.IGNORE,
+        description="Honor: nodes with a NoSchedule or NoExecute taint the pod does not tolerate do not count; "
+        "Ignore: every node counts. Native default: Ignore.",
+    )
+
+    @model_validator(mode="after")
+    def _min_domains_hard_only(self) -> Spread:
+        if self.minDomains is not None and self.whenUnsatisfiable is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
+            raise ValueError("minDomains applies only with whenUnsatisfiable: DoNotSchedule (as natively)")
+        return self
 
 
 class ShardAntiAffinity(_Model):

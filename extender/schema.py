@@ -25,6 +25,20 @@ _CEL_RULES: dict[str, list[dict[str, str]]] = {
             "message": "comparison goes with fraction; max is always 'at most'",
         },
     ],
+    "Spread": [
+        {
+            "rule": "!has(self.minDomains) || !has(self.whenUnsatisfiable) "
+            "|| self.whenUnsatisfiable == 'DoNotSchedule'",
+            "message": "minDomains applies only with whenUnsatisfiable: DoNotSchedule (as natively)",
+        },
+    ],
+    "GroupSpec": [
+        {
+            "rule": "!has(self.matchLabelKeys) "
+            "|| self.matchLabelKeys.all(k, self.matchLabelKeys.exists_one(j, j == k))",
+            "message": "matchLabelKeys lists a key twice",
+        },
+    ],
     "PlacementPolicySpec": [
         {
             "rule": "!has(self.ordinalZones) || !has(self.zones) || !has(self.zones.fallbackGroups)",

@@ -30,6 +30,8 @@ def run(
     )
     with LocalCluster() as cluster:
         nodes = zoned_nodes(scenario.nodes)
+        for node in nodes:
+            node.labels.update(scenario.zoneLabels.get(node.zone or "", {}))
         cluster.add_nodes(nodes)
         if scenario.workload.volumes:
             for zone in scenario.nodes:

@@ -129,6 +129,8 @@ class Runner:
             "terminationGracePeriodSeconds": 0,
             "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
         }
+        if w.nodeSelector:
+            pod_spec["nodeSelector"] = dict(w.nodeSelector)
         annotations = {}
         if side == "extender":
             annotations[POLICY_REF_ANNOTATION] = w.name

@@ -22,6 +22,9 @@ class Workload(_Model):
     )
     replicas: int = Field(ge=0, description="pods per StatefulSet")
     volumes: bool = Field(default=False, description="a zonal WaitForFirstConsumer volume per pod")
+    nodeSelector: dict[str, str] = Field(
+        default_factory=dict, description="the pods' nodeSelector, on both sides (see Scenario.zoneLabels)"
+    )
 
 
 class Step(_Model):
@@ -40,6 +43,9 @@ class Scenario(_Model):
     name: str
     description: str = ""
     nodes: dict[str, int] = Field(description="zone -> number of nodes")
+    zoneLabels: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="zone -> extra labels on each of its nodes (for a workload's nodeSelector)"
+    )
     workload: Workload
     policy: dict[str, Any] = Field(description="a PlacementPolicy spec; the group selector defaults to the workload")
     steps: list[Step]

@@ -6,8 +6,20 @@ preemption. This package's exports are the whole interface: nothing outside the 
 its modules. The HTTP server, the watch cache and the CLI are thin layers around it.
 """
 
+from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, Requirement, Toleration
 from .evaluate import broken_rules, candidate_names, evaluate, shared_domains, zone_of
-from .model import Decision, GroupCounts, NodeInfo, Outcome, Placement, PlacementKind, PodRequest, Snapshot, Verdict
+from .model import (
+    Decision,
+    GroupCounts,
+    NodeInfo,
+    Outcome,
+    Placement,
+    PlacementKind,
+    PodRequest,
+    Snapshot,
+    Taint,
+    Verdict,
+)
 from .preemption import zone_left_empty
 from .rules import Failure, Gap, NativeFragment, translate_rules
 from .scoring import MAX_SCORE, break_tie
@@ -16,6 +28,12 @@ from .zone_order import ZoneOrder, stable_zone_order
 
 __all__ = [
     "MAX_SCORE",
+    "NO_CONSTRAINTS",
+    "NodeConstraints",
+    "NodeView",
+    "Requirement",
+    "Taint",
+    "Toleration",
     "Decision",
     "Failure",
     "Gap",

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from ..policy import Cap, PlacementPolicySpec
+from ..policy import Cap, NodeInclusionPolicy, PlacementPolicySpec, Spread, WhenUnsatisfiable
+from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView
 from .model import NodeInfo, Placement, PodRequest, Snapshot
 from .topology import Topology
 from .zone_order import ZoneOrder, stable_zone_order
@@ -28,7 +29,12 @@ class Context:
     node_position: int | None = None  # where the node key sits in keys, if a rule reads it
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> group pods
     shard_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> pods of pod's shard
-    min_counts: dict[str, int] = field(default_factory=dict)  # memo for rules.min_count
+    min_counts: dict[int, tuple[int, int]] = field(default_factory=dict)  # memo for rules.spread.minimum
+    # Nodes the pod could use at all (its nodeSelector, required node affinity, tolerations): the
+    # view of usable domains for ordinal zones, the dead-end analysis and the classes' split.
+    usable: NodeView | None = None
+    spread_views: list[NodeView | None] = field(default_factory=list)  # per spec.spread entry (its policies)
+    spread_count_memo: dict[int, dict[str, int]] = field(default_factory=dict)
     caps: list[tuple[Cap, str, int | None]] = field(default_factory=list)  # (cap, canonical key, limit)
     node_load: Counter[str] = field(default_factory=Counter)  # node -> the group's pods bound or committed there
     zone_order: ZoneOrder | None = None
@@ -49,6 +55,14 @@ class Context:
         ctx.keys = sorted(keys)
         ctx.node_position = ctx.keys.index(ctx.node_key) if ctx.node_key in ctx.keys else None
         ctx.caps = [(c, spec.canonical_key(c.topologyKey), c.limit(snap.group_size)) for c in spec.caps]
+        constraints: NodeConstraints = pod.constraints if pod.constraints is not None else NO_CONSTRAINTS
+        ctx.usable = constraints.view(affinity=True, taints=True)
+        ctx.spread_views = [
+            constraints.view(
+                s.nodeAffinityPolicy is NodeInclusionPolicy.HONOR, s.nodeTaintsPolicy is NodeInclusionPolicy.HONOR
+            )
+            for s in spec.spread
+        ]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}
         ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
         # The group's pods arrive counted per node; each domain's count is the sum over the
@@ -146,8 +160,72 @@ class Context:
                     shared[key] = first
         return shared
 
-    def eligible_domains(self, key: str) -> dict[str, int]:
-        return self.snap.topology.eligible_domains(key, self.zone_key, self.permitted, self.node_key)
+    def eligible_domains(self, key: str, view: NodeView | None = None) -> dict[str, int]:
+        """Domain -> schedulable nodes in it, in the permitted zones, admitted by `view` (memoised
+        per topology version and view: once per node-constraint signature, not per request)."""
+        return self.snap.topology.eligible_domains(key, self.zone_key, self.permitted, self.node_key, view)
+
+    def usable_names(self) -> frozenset[str]:
+        """Schedulable nodes in the permitted zones that the pod could use (see `usable`)."""
+        return self.snap.topology.schedulable_names(self.zone_key, self.permitted, self.usable)
+
+    def usable_domains(self, key: str) -> dict[str, int]:
+        return self.eligible_domains(key, self.usable)
+
+    # -- spreads --
+    def hard_spreads(self) -> list[tuple[int, Spread, str]]:
+        """(index, spread, canonical key) of the DoNotSchedule spreads."""
+        return [
+            (i, s, self.spec.canonical_key(s.topologyKey))
+            for i, s in enumerate(self.spec.spread)
+            if s.whenUnsatisfiable is WhenUnsatisfiable.DO_NOT_SCHEDULE
+        ]
+
+    def spread_domains(self, index: int) -> dict[str, int]:
+        """A spread's eligible domains: schedulable nodes in the permitted zones that its
+        nodeAffinityPolicy / nodeTaintsPolicy admit for this pod."""
+        key = self.spec.canonical_key(self.spec.spread[index].topologyKey)
+        return self.eligible_domains(key, self.spread_views[index])
+
+    def spread_counts(self, index: int) -> dict[str, int]:
+        """Domain -> the group's pods a spread counts: with a node view, only pods on nodes it
+        admits (native: a node the policies exclude counts neither its domain nor its pods).
+        Without one, the decision's counts. O(nodes holding the group's pods), once per decision."""
+        key = self.spec.canonical_key(self.spec.spread[index].topologyKey)
+        view = self.spread_views[index]
+        if view is None:
+            return self.counts[key]
+        cached = self.spread_count_memo.get(index)
+        if cached is not None:
+            return cached
+        topology = self.snap.topology
+        admitted = topology.admitted(view)
+        counts: dict[str, int] = defaultdict(int)
+        for name, n in self.node_load.items():
+            node = topology.nodes.get(name)
+            if node is not None and name in admitted:  # type: ignore[operator]
+                value = self.domain(node, key)
+                if value is not None:
+                    counts[value] += n
+        domains = self.spread_domains(index)
+        for p in self.snap.placements:  # in flight, known by shared domains: counted where eligible
+            if p.node is None and p.domains:
+                value = p.domains.get(key)
+                if value is not None and value in domains:
+                    counts[value] += 1
+        self.spread_count_memo[index] = counts
+        return counts
+
+    def partitions(self) -> list[frozenset[str]]:
+        """Node sets a class must not straddle: the usable nodes (the dead-end analysis's view),
+        and for a hard spread on the node key with a node view, the nodes it counts (a node's
+        own count depends on it)."""
+        sets = [self.usable_names()]
+        for i, _, key in self.hard_spreads():
+            view = self.spread_views[i]
+            if view is not None and key == self.node_key:
+                sets.append(self.snap.topology.admitted(view))  # type: ignore[arg-type]
+        return sets
 
     # -- group size --
     @property
@@ -168,4 +246,4 @@ class Context:
             if zone is not None:
                 evidence[ordinal] = zone
         explicit = self.spec.ordinalZones.order if self.spec.ordinalZones else None
-        return stable_zone_order(self.eligible_domains(self.zone_key), evidence, explicit)
+        return stable_zone_order(self.usable_domains(self.zone_key), evidence, explicit)

@@ -107,8 +107,8 @@ def classify(
     ctx: Context, candidates: Sequence[str] | Sequence[NodeInfo], names: list[str], members: set[str] | None = None
 ) -> list[CandidateClass]:
     """The candidates in classes of one signature each (plus one for nodes not in the cache),
-    split by whether the group may use the node (schedulable, in a permitted zone: what the
-    dead-end analysis counts).
+    split by whether the group may use the node (schedulable, in a permitted zone, admitted by
+    the pod's node constraints: what the dead-end analysis counts; see Context.partitions).
 
     Names are intersected, in C, with the topology's per-version table of base classes (nodes
     by their domains); only nodes that hold pods of the group (when a rule reads the node key)
@@ -135,7 +135,7 @@ def classify(
         )
         wanted = wanted - missing
     nodes = topology.nodes
-    eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
+    parts = ctx.partitions()
     # Nodes holding the group's pods (where a rule reads the node key): their signature carries
     # their own counts, so they are grouped by (base class, counts, usable) in one tight loop.
     loaded: set[str] = set()
@@ -152,7 +152,8 @@ def classify(
         base_of = table.base_of
         for name in loaded:
             domain = index[name][at]
-            by_key[(base_of[name], counts.get(domain, 0), shard_counts.get(domain, 0), name in eligible)].append(name)
+            member = tuple(name in part for part in parts)
+            by_key[(base_of[name], counts.get(domain, 0), shard_counts.get(domain, 0), member)].append(name)
         out += [CandidateClass(nodes[group[0]], group) for group in by_key.values()]
     for members_of_class in table.members.values():
         plain = members_of_class & wanted
@@ -160,9 +161,14 @@ def classify(
             plain -= loaded
         if not plain:
             continue
-        inside = plain & eligible
-        for part in (inside, plain - inside) if inside and len(inside) < len(plain) else (plain,):
-            out.append(CandidateClass(nodes[next(iter(part))], list(part)))
+        pieces = [plain]
+        for part in parts:
+            split = []
+            for piece in pieces:
+                inside = piece & part
+                split += (inside, piece - inside) if inside and len(inside) < len(piece) else (piece,)
+            pieces = split
+        out += [CandidateClass(nodes[next(iter(piece))], list(piece)) for piece in pieces]
     return out
 
 
@@ -172,7 +178,7 @@ def classify_each(ctx: Context, candidates: Sequence[str] | Sequence[NodeInfo]) 
     topology = ctx.snap.topology
     index = topology.values_index(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
     nodes = topology.nodes
-    eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
+    parts = ctx.partitions()
     by_signature: dict[tuple, CandidateClass] = {}
     missing: CandidateClass | None = None
     seen: set[str] = set()
@@ -190,7 +196,7 @@ def classify_each(ctx: Context, candidates: Sequence[str] | Sequence[NodeInfo]) 
                 missing = CandidateClass(NodeInfo(name, {}), [], Outcome.FAIL, CACHE, _NOT_CACHED)
             missing.names.append(name)
             continue
-        sig = (ctx.signature(node, values), name in eligible)
+        sig = (ctx.signature(node, values), tuple(name in part for part in parts))
         klass = by_signature.get(sig)
         if klass is None:
             by_signature[sig] = CandidateClass(node, [name])

@@ -100,6 +100,8 @@ class NodeClass(NamedTuple):
 class Spread:
     level: int | None  # chain index, or None for the node key
     max_skew: int
+    counts: dict[str, int] | None = None  # chain level: domain -> the pods the spread counts (its node view)
+    missing: int = 0  # domains short of minDomains: they hold 0 pods and never grow
 
 
 @dataclass
@@ -185,11 +187,13 @@ def build_model(ctx: Context) -> Model:
     if terms.zone_needed:
         level_of(ctx.zone_key)
     cap_keys = [(level_of(key), limit) for key, limit in terms.caps]
-    spread_keys = [(level_of(key), skew) for key, skew in terms.spreads]
+    spread_keys = [(level_of(term.key), term) for term in terms.spreads]
     anti_keys = [level_of(key) for key in terms.anti]
 
     topology = snap.topology
-    value_counts = topology.value_counts(tuple(keys), ctx.zone_key, ctx.permitted, node_key)
+    # Only nodes the pod could use (nodeSelector, required node affinity, tolerations): the pods
+    # still to come share its template, so these are the nodes they could use too.
+    value_counts = topology.value_counts(tuple(keys), ctx.zone_key, ctx.permitted, node_key, ctx.usable)
     chain, order = _nest(keys, value_counts)
     at = {key: i for i, key in enumerate(chain)}
 
@@ -203,7 +207,7 @@ def build_model(ctx: Context) -> Model:
     # Node classes: schedulable nodes in the permitted zones, by domains and group pods held.
     node_load = ctx.node_load
     index = topology.values_index(tuple(keys), ctx.zone_key, node_key)
-    eligible = topology.schedulable_names(ctx.zone_key, ctx.permitted)
+    eligible = ctx.usable_names()
     classes: Counter[NodeClass] = Counter(
         {NodeClass(tuple(v[i] for i in order), 0): n for v, n in value_counts.items()}
     )
@@ -230,8 +234,16 @@ def build_model(ctx: Context) -> Model:
     caps: dict[int | None, int] = {}
     for key, limit in cap_keys:
         caps[level(key)] = min(limit, caps.get(level(key), limit))
-    spreads = [Spread(level(key), skew) for key, skew in spread_keys]
-    dead = _dead_domains(ctx, chain, spreads, counts, classes, node_load, eligible, index)
+    spreads = [
+        Spread(
+            level(key),
+            term.max_skew,
+            ctx.spread_counts(term.index) if key is not None else None,
+            term.missing,
+        )
+        for key, term in spread_keys
+    ]
+    dead = _dead_domains(ctx, [term for _, term in spread_keys], spreads, classes, node_load, eligible, index)
 
     relaxed: list[str] = []
     if anti_levels and anti_level is None:
@@ -289,25 +301,29 @@ def _nest(keys: list[str], value_counts: dict[tuple, int]) -> tuple[list[str], l
 
 def _dead_domains(
     ctx: Context,
-    chain: list[str],
+    terms: list,
     spreads: list[Spread],
-    counts: list[dict[str, int]],
     classes: Counter[NodeClass],
     node_load: Counter[str],
     eligible: frozenset[str],
     index: dict[str, tuple],
 ) -> list[tuple[int | None, int]]:
-    """Eligible spread domains whose nodes cannot take group pods (a label another rule needs is
-    missing): their counts never grow, so the final minimum can be no higher."""
+    """Eligible spread domains no node class can grow: their nodes cannot take the group's pods
+    (a label another rule needs is missing, or the pod cannot use them while the spread's
+    nodeAffinityPolicy / nodeTaintsPolicy still counts them). Their counts never grow, so the
+    final minimum can be no higher."""
     dead: list[tuple[int | None, int]] = []
-    for spread in spreads:
+    for term, spread in zip(terms, spreads, strict=True):
         if spread.level is None:
-            if len(eligible) != sum(classes.values()):
-                dead += [(None, node_load.get(n, 0)) for n in eligible if None in index.get(n, (None,))]
+            counted = ctx.snap.topology.schedulable_names(ctx.zone_key, ctx.permitted, ctx.spread_views[term.index])
+            if len(counted) != sum(classes.values()):  # every usable node with its labels is counted
+                dead += [
+                    (None, node_load.get(n, 0)) for n in counted if n not in eligible or None in index.get(n, (None,))
+                ]
             continue
         live = {k.values[spread.level] for k in classes}
-        key = chain[spread.level]
-        dead += [(spread.level, counts[spread.level].get(d, 0)) for d in ctx.eligible_domains(key) if d not in live]
+        counts = spread.counts or {}
+        dead += [(spread.level, counts.get(d, 0)) for d in ctx.spread_domains(term.index) if d not in live]
     return dead
 
 
@@ -590,8 +606,10 @@ def _level_window(model: Model, spread: Spread, dead: list[int]) -> range:
     if spread.level is None:
         domains = [(klass.load, n) for klass, n in model.classes.items()]
     else:
-        present = model.counts[spread.level]
+        present = spread.counts if spread.counts is not None else model.counts[spread.level]
         domains = [(present.get(d, 0), 1) for d in {k.values[spread.level] for k in model.classes}]
+    if spread.missing:  # below minDomains: domains that hold 0 for good (the global minimum is 0)
+        dead = [*dead, 0]
     counts = [c for c, _ in domains] + dead
     if not counts:
         return range(0)
@@ -644,7 +662,7 @@ def _solve(
     net = Network()
     source, sink = net.vertex(), net.vertex()
     chain = model.chain
-    spread_at = {s.level: (s.max_skew, mins[i]) for i, s in enumerate(model.spreads)}
+    spread_at = {s.level: (s.max_skew, mins[i], s.counts) for i, s in enumerate(model.spreads)}
 
     # Up tree: class -> finest domain -> ... -> sink, each edge bounded by caps and spread levels.
     up: list[dict[str, int]] = [{} for _ in chain]
@@ -653,7 +671,9 @@ def _solve(
             up[i][domain] = net.vertex()
     for i in range(len(chain)):
         for domain, vertex in up[i].items():
-            bounds = _bounds(model, i, model.counts[i].get(domain, 0), 1, spread_at)
+            spread = spread_at.get(i)
+            counted = spread[2].get(domain, 0) if spread is not None and spread[2] is not None else None
+            bounds = _bounds(model, i, model.counts[i].get(domain, 0), 1, spread_at, counted)
             if bounds is None:
                 return set()
             low, high = bounds
@@ -715,9 +735,12 @@ def _solve(
     return {k for k, e in to_candidate.items() if net.used(e) or class_in[k] in reach}
 
 
-def _bounds(model: Model, level: int | None, count: int, nodes: int, spread_at: dict) -> tuple[int, int] | None:
+def _bounds(
+    model: Model, level: int | None, count: int, nodes: int, spread_at: dict, spread_count: int | None = None
+) -> tuple[int, int] | None:
     """[low, high] new pods for a domain (or a class of `nodes` nodes, each holding `count`), or
-    None when the spread level asks for more than the caps allow.
+    None when the spread level asks for more than the caps allow. `spread_count` is what the
+    spread counts there when its node view leaves some of the domain's pods out (default `count`).
 
     Hard spread, for the final minimum L:  L <= f(d) <= max(c(d), L + maxSkew); a domain already
     above L + maxSkew takes no new pod (native PodTopologySpread: skew = count + 1 - global minimum).
@@ -728,9 +751,10 @@ def _bounds(model: Model, level: int | None, count: int, nodes: int, spread_at: 
         high = max(0, cap - count) * nodes
     if level not in spread_at:
         return 0, high
-    skew, minimum = spread_at[level]
-    high = min(high, max(0, minimum + skew - count) * nodes)
-    low = max(0, minimum - count) * nodes
+    skew, minimum, _ = spread_at[level]
+    counted = count if spread_count is None else spread_count
+    high = min(high, max(0, minimum + skew - counted) * nodes)
+    low = max(0, minimum - counted) * nodes
     return (low, high) if low <= high else None
 
 

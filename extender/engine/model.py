@@ -8,7 +8,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Taint(NamedTuple):
+    key: str
+    value: str
+    effect: str  # NoSchedule or NoExecute: the only effects that keep a pod off a node
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +23,8 @@ class NodeInfo:
     labels: Mapping[str, str]
     # Ready and not cordoned: may host the group's future pods (used by lookahead and domain counts).
     schedulable: bool = True
+    # Its NoSchedule / NoExecute taints (engine/eligibility.py: a pod not tolerating one cannot use the node).
+    taints: tuple[Taint, ...] = ()
 
 
 class PlacementKind(StrEnum):
@@ -45,6 +53,9 @@ class PodRequest:
     shard: str | None = None
     ordinal: int | None = None
     volume_zones: frozenset[str] = frozenset()  # zones of PVs its claims are bound to
+    # Its nodeSelector, required node affinity and tolerations (engine.eligibility.NodeConstraints):
+    # which nodes it, and the group's pods still to come (one template), could use at all.
+    constraints: Any = None
 
 
 _SIGNATURE_MASK = (1 << 64) - 1

@@ -11,7 +11,12 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY
+from .eligibility import NodeView
 from .model import NodeInfo
+
+# Distinct node views (pods' node constraints) memoised per topology version. Pods of one
+# template share one; past this many the memo starts over rather than grow with odd pods.
+MAX_VIEWS = 64
 
 
 class NodeClassTable(NamedTuple):
@@ -28,6 +33,7 @@ class Topology:
         self.nodes: dict[str, NodeInfo] = {}
         self.version = 0  # bumps when labels or schedulability change; memo key for derived counts
         self._memo: dict[tuple, object] = {}
+        self._views: set[NodeView] = set()
         for node in nodes:
             self.upsert(node)
 
@@ -35,7 +41,7 @@ class Topology:
     def upsert(self, node: NodeInfo) -> None:
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
-        if old is None or old.labels != node.labels or old.schedulable != node.schedulable:
+        if old is None or old.labels != node.labels or old.schedulable != node.schedulable or old.taints != node.taints:
             self._changed()
 
     def remove(self, name: str) -> None:
@@ -45,6 +51,22 @@ class Topology:
     def _changed(self) -> None:
         self.version += 1
         self._memo.clear()
+        self._views.clear()
+
+    def admitted(self, view: NodeView | None) -> frozenset[str] | None:
+        """The names of the nodes `view` admits (schedulable or not), once per topology version
+        and view; None for no view (every node)."""
+        if view is None:
+            return None
+        memo_key = ("admitted", view)
+        cached = self._memo.get(memo_key)
+        if cached is None:
+            if view not in self._views and len(self._views) >= MAX_VIEWS:
+                self._memo.clear()
+                self._views.clear()
+            self._views.add(view)
+            cached = self._memo[memo_key] = frozenset(n.name for n in self.nodes.values() if view.admits(n))
+        return cached  # type: ignore[return-value]
 
     # -- lookups --
     @staticmethod
@@ -62,19 +84,21 @@ class Topology:
         return None
 
     def eligible_domains(
-        self, key: str, zone_key: str, permitted_zones: frozenset[str] | None, node_key: str = HOSTNAME_KEY
+        self,
+        key: str,
+        zone_key: str,
+        permitted_zones: frozenset[str] | None,
+        node_key: str = HOSTNAME_KEY,
+        view: NodeView | None = None,
     ) -> dict[str, int]:
-        """Domain -> number of schedulable nodes in it, over nodes in the permitted zones."""
-        memo_key = ("domains", key, zone_key, permitted_zones, node_key)
+        """Domain -> number of schedulable nodes in it, over nodes in the permitted zones (and
+        admitted by `view`, if given)."""
+        memo_key = ("domains", key, zone_key, permitted_zones, node_key, view)
         cached = self._memo.get(memo_key)
         if cached is not None:
             return cached  # type: ignore[return-value]
         counts: dict[str, int] = defaultdict(int)
-        for node in self.nodes.values():
-            if not node.schedulable:
-                continue
-            if permitted_zones is not None and self.domain(node, zone_key, zone_key) not in permitted_zones:
-                continue
+        for node in self.schedulable_nodes(zone_key, permitted_zones, view):
             value = self.domain(node, key, zone_key, node_key)
             if value is not None:
                 counts[value] += 1
@@ -131,37 +155,54 @@ class Topology:
         return cached  # type: ignore[return-value]
 
     def value_counts(
-        self, keys: tuple[str, ...], zone_key: str, permitted_zones: frozenset[str] | None, node_key: str = HOSTNAME_KEY
+        self,
+        keys: tuple[str, ...],
+        zone_key: str,
+        permitted_zones: frozenset[str] | None,
+        node_key: str = HOSTNAME_KEY,
+        view: NodeView | None = None,
     ) -> dict[tuple[str | None, ...], int]:
-        """How many schedulable nodes in the permitted zones have each complete tuple of domains."""
-        memo_key = ("value_counts", keys, zone_key, permitted_zones, node_key)
+        """How many schedulable nodes in the permitted zones (admitted by `view`) have each
+        complete tuple of domains."""
+        memo_key = ("value_counts", keys, zone_key, permitted_zones, node_key, view)
         cached = self._memo.get(memo_key)
         if cached is None:
             index = self.values_index(keys, zone_key, node_key)
             counts: dict[tuple[str | None, ...], int] = defaultdict(int)
-            for node in self.schedulable_nodes(zone_key, permitted_zones):
+            for node in self.schedulable_nodes(zone_key, permitted_zones, view):
                 values = index[node.name]
                 if None not in values:
                     counts[values] += 1
             cached = self._memo[memo_key] = dict(counts)
         return cached  # type: ignore[return-value]
 
-    def schedulable_names(self, zone_key: str, permitted_zones: frozenset[str] | None) -> frozenset[str]:
-        memo_key = ("names", zone_key, permitted_zones)
+    def schedulable_names(
+        self, zone_key: str, permitted_zones: frozenset[str] | None, view: NodeView | None = None
+    ) -> frozenset[str]:
+        memo_key = ("names", zone_key, permitted_zones, view)
         cached = self._memo.get(memo_key)
         if cached is None:
-            cached = self._memo[memo_key] = frozenset(n.name for n in self.schedulable_nodes(zone_key, permitted_zones))
+            cached = self._memo[memo_key] = frozenset(
+                n.name for n in self.schedulable_nodes(zone_key, permitted_zones, view)
+            )
         return cached  # type: ignore[return-value]
 
-    def schedulable_nodes(self, zone_key: str, permitted_zones: frozenset[str] | None) -> list[NodeInfo]:
-        memo_key = ("nodes", zone_key, permitted_zones)
+    def schedulable_nodes(
+        self, zone_key: str, permitted_zones: frozenset[str] | None, view: NodeView | None = None
+    ) -> list[NodeInfo]:
+        """Schedulable nodes in the permitted zones, admitted by `view` if given (memoised)."""
+        memo_key = ("nodes", zone_key, permitted_zones, view)
         cached = self._memo.get(memo_key)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        result = [
-            n
-            for n in self.nodes.values()
-            if n.schedulable and (permitted_zones is None or self.domain(n, zone_key, zone_key) in permitted_zones)
-        ]
+        if view is not None:
+            admitted = self.admitted(view)
+            result = [n for n in self.schedulable_nodes(zone_key, permitted_zones) if n.name in admitted]  # type: ignore[operator]
+        else:
+            result = [
+                n
+                for n in self.nodes.values()
+                if n.schedulable and (permitted_zones is None or self.domain(n, zone_key, zone_key) in permitted_zones)
+            ]
         self._memo[memo_key] = result
         return result

@@ -22,7 +22,8 @@ from .objects import PodRecord
 
 MAX_GROUP_INDEXES = 256
 
-GroupKey = tuple[str, str, str]  # (namespace, "statefulset" | "selector", StatefulSet name | selector JSON)
+# (namespace, "statefulset" | "selector", StatefulSet name | selector JSON, the pod's matchLabelKeys values)
+GroupKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
 
 
 @dataclass
@@ -30,12 +31,15 @@ class GroupIndex:
     namespace: str
     shard: str | None  # the default group: the pods of this StatefulSet
     selector: LabelSelector | None
+    split: dict[str, str] = field(default_factory=dict)  # group.matchLabelKeys: the values members share
     members: set[str] = field(default_factory=set)
     unplaced: set[str] = field(default_factory=set)  # members not on a node and not finished
     counts: GroupCounts = field(default_factory=GroupCounts)
 
     def admits(self, pod: PodRecord) -> bool:
         if pod.namespace != self.namespace:
+            return False
+        if self.split and any(pod.labels.get(k) != v for k, v in self.split.items()):
             return False
         if self.selector is None:
             return self.shard is not None and pod.shard == self.shard
@@ -58,11 +62,13 @@ class GroupIndex:
 
 
 def group_key(pod: PodRecord, spec: PlacementPolicySpec) -> GroupKey | None:
-    """Which group a pod's policy counts it in; None for a default group without a StatefulSet."""
+    """Which group a pod's policy counts it in; None for a default group without a StatefulSet.
+    With group.matchLabelKeys, the pod's values for those keys split the group (one index each)."""
     selector = spec.group.selector
+    split = tuple(sorted(spec.group.split_labels(pod.labels).items()))
     if selector is None:
-        return (pod.namespace, "statefulset", pod.shard) if pod.shard is not None else None
-    return (pod.namespace, "selector", selector.model_dump_json())
+        return (pod.namespace, "statefulset", pod.shard, split) if pod.shard is not None else None
+    return (pod.namespace, "selector", selector.model_dump_json(), split)
 
 
 class GroupIndexes:
@@ -90,6 +96,7 @@ class GroupIndexes:
                 pod.namespace,
                 pod.shard if spec.group.selector is None else None,
                 spec.group.selector,
+                dict(key[3]),
                 members,
                 {u for u in members if u not in bound and not pods[u].finished},
                 GroupCounts.of(bound[u] for u in members if u in bound),

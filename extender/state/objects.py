@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import NodeInfo
+from ..engine import NO_CONSTRAINTS, NodeConstraints, NodeInfo, Requirement, Taint, Toleration
 from ..policy import INLINE_POLICY_ANNOTATION, LEGACY_ZONE_KEY, POLICY_REF_ANNOTATION, ZONE_KEY
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -79,6 +79,8 @@ class PodRecord:
     policy_ref: str | None = None
     nominated_node: str | None = None
     unschedulable: str | None = None  # the PodScheduled=False message, while Pending
+    # nodeSelector, required node affinity, tolerations: the nodes it could use at all (engine/eligibility.py)
+    constraints: NodeConstraints = NO_CONSTRAINTS
 
     @property
     def key(self) -> str:
@@ -126,6 +128,7 @@ def parse_pod(obj: Any) -> PodRecord:
         claims=claims,
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
+        constraints=parse_node_constraints(spec),
         nominated_node=status.get("nominatedNodeName") if isinstance(status.get("nominatedNodeName"), str) else None,
         unschedulable=next(
             (
@@ -138,6 +141,60 @@ def parse_pod(obj: Any) -> PodRecord:
     )
 
 
+_DO_NOT_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+# Pods of one template carry equal constraints: one shared object each, not one per pod (a
+# 150,000-pod cache). Bounded: past this many distinct ones the table starts over.
+_INTERNED: dict[NodeConstraints, NodeConstraints] = {}
+_MAX_INTERNED = 4096
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in _items(value))
+
+
+def _requirements(value: Any, field: bool) -> tuple[Requirement, ...]:
+    out = []
+    for expr in _items(value):
+        if isinstance(expr, dict) and isinstance(expr.get("key"), str):
+            out.append(Requirement(expr["key"], str(expr.get("operator") or ""), _strings(expr.get("values")), field))
+    return tuple(out)
+
+
+def parse_node_constraints(spec: dict[str, Any]) -> NodeConstraints:
+    """The pod's nodeSelector, required node affinity terms and tolerations (a malformed part
+    reads as absent: kube-scheduler's own validation refused such pods long before)."""
+    selector = tuple(sorted(_str_map(spec.get("nodeSelector")).items()))
+    required = _dict(
+        _dict(_dict(spec.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    terms = None
+    if "nodeSelectorTerms" in required:
+        terms = tuple(
+            _requirements(t.get("matchExpressions"), False) + _requirements(t.get("matchFields"), True)
+            for t in _items(required.get("nodeSelectorTerms"))
+            if isinstance(t, dict)
+        )
+    tolerations = tuple(
+        Toleration(
+            str(t.get("key") or ""),
+            str(t.get("operator") or "Equal"),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+        )
+        for t in _items(spec.get("tolerations"))
+        if isinstance(t, dict)
+    )
+    if not selector and terms is None and not tolerations:
+        return NO_CONSTRAINTS
+    constraints = NodeConstraints(selector, terms, tolerations)
+    shared = _INTERNED.get(constraints)
+    if shared is None:
+        if len(_INTERNED) >= _MAX_INTERNED:
+            _INTERNED.clear()
+        shared = _INTERNED[constraints] = constraints
+    return shared
+
+
 def parse_node(obj: Any) -> NodeInfo:
     meta = _meta(obj, "Node")
     spec = _dict(obj.get("spec"))
@@ -147,7 +204,14 @@ def parse_node(obj: Any) -> NodeInfo:
         for c in _items(status.get("conditions"))
     )
     labels = _str_map(meta.get("labels"))
-    return NodeInfo(name=meta["name"], labels=labels, schedulable=ready and not spec.get("unschedulable", False))
+    taints = tuple(
+        Taint(str(t.get("key") or ""), str(t.get("value") or ""), t["effect"])
+        for t in _items(spec.get("taints"))
+        if isinstance(t, dict) and t.get("effect") in _DO_NOT_SCHEDULE_EFFECTS
+    )
+    return NodeInfo(
+        name=meta["name"], labels=labels, schedulable=ready and not spec.get("unschedulable", False), taints=taints
+    )
 
 
 @dataclass(frozen=True, slots=True)

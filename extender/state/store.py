@@ -241,6 +241,9 @@ class ClusterStore:
     def _in_group(self, pod: PodRecord, spec: PlacementPolicySpec, other: PodRecord) -> bool:
         if other.namespace != pod.namespace:
             return False
+        split = spec.group.split_labels(pod.labels)
+        if any(other.labels.get(k) != v for k, v in split.items()):
+            return False
         selector = spec.group.selector
         if selector is None:
             return pod.shard is not None and other.shard == pod.shard
@@ -248,7 +251,17 @@ class ClusterStore:
 
     def _group_uids(self, pod: PodRecord, spec: PlacementPolicySpec) -> Set[str]:
         """The uids of the pod's group (read-only: it may be one of the store's own indexes).
-        matchLabels are intersected in C; only matchExpressions are checked pod by pod."""
+        matchLabels are intersected in C; only matchExpressions are checked pod by pod. With
+        group.matchLabelKeys, only pods with the pod's own values for those keys (native
+        matchLabelKeys: e.g. one Deployment revision's pods, by pod-template-hash)."""
+        uids = self._selected_uids(pod, spec)
+        split = spec.group.split_labels(pod.labels)
+        if not split:
+            return uids
+        sets = [self._by_label.get((pod.namespace, k, v), _EMPTY) for k, v in split.items()]
+        return set(uids).intersection(*sets)
+
+    def _selected_uids(self, pod: PodRecord, spec: PlacementPolicySpec) -> Set[str]:
         selector = spec.group.selector
         if selector is None:
             return self._by_shard.get((pod.namespace, pod.shard), _EMPTY) if pod.shard else _EMPTY
@@ -358,7 +371,7 @@ class ClusterStore:
                 if zones:
                     volume_zones[sts.name] = zones
         own_zones = frozenset(z for z in (self._volume_zone(pod.namespace, c) for c in pod.claims) if z is not None)
-        request = PodRequest(pod.key, pod.shard, pod.ordinal, own_zones)
+        request = PodRequest(pod.key, pod.shard, pod.ordinal, own_zones, pod.constraints)
         snapshot = Snapshot(
             topology=self.topology,
             placements=tuple(placements),

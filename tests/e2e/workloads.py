@@ -188,3 +188,30 @@ def count_pods(
     )
     response.raise_for_status()
     return len(response.json().get("items") or ())
+
+
+def deployment(
+    name: str, replicas: int, *, policy: dict, max_surge: int = 1, max_unavailable: int = 0
+) -> dict[str, Any]:
+    """A Deployment placed by our scheduler, rolling with the given surge (kwok makes its pods Ready)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable},
+            },
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": {POLICY_ANNOTATION: json.dumps(policy)}},
+                "spec": {
+                    "schedulerName": SCHEDULER_NAME,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "registry.invalid/web:1"}],
+                },
+            },
+        },
+    }

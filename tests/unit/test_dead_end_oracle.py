@@ -16,7 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, evaluate
+from extender.engine import (
+    NodeConstraints,
+    NodeInfo,
+    Placement,
+    PodRequest,
+    Requirement,
+    Snapshot,
+    Taint,
+    Toleration,
+    Topology,
+    evaluate,
+)
 from extender.engine.context import Context
 from extender.engine.evaluate import classify
 from extender.engine.lookahead import Certainty, dead_ends
@@ -25,7 +36,8 @@ from extender.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
 Pod = tuple[str, int]
 
 
-RULES = ["caps", "spread", "shardAntiAffinity", "ordinalZones", "zones"]
+RULES = ["caps", "spread", "spreadNodeInclusion", "shardAntiAffinity", "ordinalZones", "zones"]
+TAINT = Taint("dedicated", "other", "NoSchedule")
 
 
 @st.composite
@@ -34,7 +46,21 @@ def scenarios(draw, rule: str | None = None):  # noqa: ANN001, ANN201
     With `rule`, that rule is always in the policy (the others come and go)."""
     zones = ["za", "zb", "zc"][: draw(st.integers(2, 3))]
     per_zone = draw(st.integers(1, 2))
-    nodes = [NodeInfo(f"{z}-{i}", {HOSTNAME_KEY: f"{z}-{i}", ZONE_KEY: z}) for z in zones for i in range(per_zone)]
+    # The group's pods share one template: one set of node constraints (nodeSelector/affinity,
+    # tolerations) for all, and nodes tainted or not.
+    inclusion = rule == "spreadNodeInclusion"
+    tainted = draw(st.sets(st.sampled_from([f"{z}-{i}" for z in zones for i in range(per_zone)]), max_size=2))
+    tainted = tainted if inclusion or draw(st.integers(0, 3)) == 0 else set()
+    nodes = [
+        NodeInfo(f"{z}-{i}", {HOSTNAME_KEY: f"{z}-{i}", ZONE_KEY: z}, True, (TAINT,) if f"{z}-{i}" in tainted else ())
+        for z in zones
+        for i in range(per_zone)
+    ]
+    terms = None
+    if (inclusion and draw(st.booleans())) or draw(st.integers(0, 5)) == 0:
+        terms = ((Requirement(ZONE_KEY, "NotIn", (draw(st.sampled_from(zones)),)),),)
+    tolerations = (Toleration("dedicated", "Exists", "", ""),) if draw(st.integers(0, 3)) == 0 else ()
+    constraints = NodeConstraints((), terms, tolerations)
     spec: dict = {"caps": [], "spread": [], "shardAntiAffinity": []}
     node_cap = draw(st.sampled_from([1, 2] if rule == "caps" else [None, 1, 1, 2]))
     if node_cap:
@@ -42,10 +68,20 @@ def scenarios(draw, rule: str | None = None):  # noqa: ANN001, ANN201
     zone_cap = draw(st.sampled_from([None, 2, 3]))
     if zone_cap:
         spec["caps"].append({"topologyKey": ZONE_KEY, "max": zone_cap})
-    if rule == "spread" or draw(st.booleans()):
-        spec["spread"].append({"topologyKey": ZONE_KEY, "maxSkew": draw(st.integers(1, 2))})
+
+    def native(spread: dict) -> dict:  # the native refinements, some of the time
+        if inclusion or draw(st.integers(0, 3)) == 0:
+            spread["nodeAffinityPolicy"] = draw(st.sampled_from(["Honor", "Ignore"]))
+            spread["nodeTaintsPolicy"] = draw(st.sampled_from(["Honor", "Ignore"]))
+            minimum = draw(st.sampled_from([None, 2, 3, 4]))
+            if minimum is not None:
+                spread["minDomains"] = minimum
+        return spread
+
+    if rule in ("spread", "spreadNodeInclusion") or draw(st.booleans()):
+        spec["spread"].append(native({"topologyKey": ZONE_KEY, "maxSkew": draw(st.integers(1, 2))}))
     if draw(st.integers(0, 4)) == 0:
-        spec["spread"].append({"topologyKey": HOSTNAME_KEY, "maxSkew": 1})
+        spec["spread"].append(native({"topologyKey": HOSTNAME_KEY, "maxSkew": 1}))
     choices = (
         [ZONE_KEY, HOSTNAME_KEY, "both"]
         if rule == "shardAntiAffinity"
@@ -70,7 +106,7 @@ def scenarios(draw, rule: str | None = None):  # noqa: ANN001, ANN201
     order = draw(st.permutations(pods))
     placed_count = draw(st.integers(max(0, len(pods) - 5), max(0, len(pods) - 2)))
     picks = draw(st.lists(st.integers(0, 10), min_size=len(pods), max_size=len(pods)))
-    return policy, nodes, replicas, order, placed_count, picks
+    return policy, nodes, replicas, order, placed_count, picks, constraints
 
 
 def _snapshot(nodes, replicas, placed: dict[Pod, str]) -> Snapshot:  # noqa: ANN001
@@ -82,18 +118,22 @@ def _snapshot(nodes, replicas, placed: dict[Pod, str]) -> Snapshot:  # noqa: ANN
     )
 
 
-def _legal(policy, nodes, replicas, placed: dict[Pod, str], pod: Pod) -> list[str]:  # noqa: ANN001
+def _legal(policy, nodes, replicas, placed: dict[Pod, str], pod: Pod, constraints) -> list[str]:  # noqa: ANN001
+    """The nodes kube-scheduler (node affinity, taints) and then the filter pass for `pod`."""
+    usable = [n.name for n in nodes if constraints.matches_affinity(n) and constraints.tolerates_taints(n)]
     decision = evaluate(
         policy,
-        PodRequest(f"db/{pod[0]}-{pod[1]}", pod[0], pod[1]),
+        PodRequest(f"db/{pod[0]}-{pod[1]}", pod[0], pod[1], constraints=constraints),
         _snapshot(nodes, replicas, placed),
-        [n.name for n in nodes],
+        usable,
         dead_end_avoidance=False,
     )
     return sorted(decision.passed())
 
 
-def _oracle_dead_ends(policy, nodes, replicas, placed: dict[Pod, str], me: Pod, rest: list[Pod]) -> set[str] | None:  # noqa: ANN001
+def _oracle_dead_ends(
+    policy, nodes, replicas, placed: dict[Pod, str], me: Pod, rest: list[Pod], constraints
+) -> set[str] | None:  # noqa: ANN001, E501
     """Candidates that strand someone, or None when every candidate does (nothing to prefer)."""
 
     @cache
@@ -102,12 +142,12 @@ def _oracle_dead_ends(policy, nodes, replicas, placed: dict[Pod, str], me: Pod, 
             return True
         current = dict(state)
         for pod in sorted(left):
-            for node in _legal(policy, nodes, replicas, current, pod):
+            for node in _legal(policy, nodes, replicas, current, pod, constraints):
                 if completes(state | {(pod, node)}, left - {pod}):
                     return True
         return False
 
-    candidates = _legal(policy, nodes, replicas, placed, me)
+    candidates = _legal(policy, nodes, replicas, placed, me, constraints)
     good = {n for n in candidates if completes(frozenset({**placed, me: n}.items()), frozenset(rest))}
     if not good:
         return None
@@ -130,21 +170,22 @@ def test_each_rule_is_held_equal_by_the_dead_end_analysis(rule, data) -> None:  
 
 
 def _agree(case) -> None:  # noqa: ANN001
-    policy, nodes, replicas, order, placed_count, picks = case
+    policy, nodes, replicas, order, placed_count, picks, constraints = case
     placed: dict[Pod, str] = {}
     # A reachable state: each pod placed legally in turn.
     for pod, pick in zip(order[:placed_count], picks, strict=False):
-        legal = _legal(policy, nodes, replicas, placed, pod)
+        legal = _legal(policy, nodes, replicas, placed, pod, constraints)
         if legal:
             placed[pod] = legal[pick % len(legal)]
     unplaced = [p for p in order if p not in placed]
     me, rest = unplaced[0], unplaced[1:]
-    candidates = _legal(policy, nodes, replicas, placed, me)
-    ctx = Context.build(policy, PodRequest(f"db/{me[0]}-{me[1]}", me[0], me[1]), _snapshot(nodes, replicas, placed))
+    candidates = _legal(policy, nodes, replicas, placed, me, constraints)
+    request = PodRequest(f"db/{me[0]}-{me[1]}", me[0], me[1], constraints=constraints)
+    ctx = Context.build(policy, request, _snapshot(nodes, replicas, placed))
     names = [n.name for n in nodes if n.name in candidates]
     classes = classify(ctx, names, list(names))  # as evaluate sees them: nodes alike in one class
     analysis = dead_ends(ctx, classes)
-    oracle = _oracle_dead_ends(policy, nodes, replicas, placed, me, rest)
+    oracle = _oracle_dead_ends(policy, nodes, replicas, placed, me, rest, constraints)
     found = {name for i in analysis.dead for name in classes[i].names}
     if analysis.certainty is Certainty.EXACT:
         assert found == (oracle or set()), (analysis, oracle, placed, me)

@@ -9,12 +9,16 @@ import pytest
 
 from extender.engine import (
     Decision,
+    NodeConstraints,
     NodeInfo,
     Outcome,
     Placement,
     PlacementKind,
     PodRequest,
+    Requirement,
     Snapshot,
+    Taint,
+    Toleration,
     Topology,
     evaluate,
 )
@@ -208,14 +212,20 @@ U_OZ = "U:ordinalZones"
         pytest.param(
             PodRequest("db/s"),
             {},
-            expect(" ".join(OZ_NAMES), names=OZ_NAMES),
-            id="pod-without-ordinal-unaffected",
+            expect("", group(U_OZ, " ".join(OZ_NAMES)), OZ_NAMES),
+            id="pod-without-statefulset-refused",
         ),
         pytest.param(
             PodRequest("db/s-1", None, 1),
             {},
-            expect(" ".join(OZ_NAMES), names=OZ_NAMES),
-            id="pod-without-shard-unaffected",
+            expect("", group(U_OZ, " ".join(OZ_NAMES)), OZ_NAMES),
+            id="pod-without-shard-refused",
+        ),
+        pytest.param(
+            PodRequest("db/s", "s", None),
+            {},
+            expect("", group(U_OZ, " ".join(OZ_NAMES)), OZ_NAMES),
+            id="statefulset-pod-without-ordinal-refused",
         ),
     ],
 )
@@ -243,6 +253,15 @@ def test_ordinal_zone_reason_and_note():
     assert "ordinal 1 belongs in zone b" in d.verdicts["a1"].reason and "node is in zone a" in d.verdicts["a1"].reason
     assert d.verdicts["x1"].reason == f"node has no zone label ({ZONE_KEY})"
     assert any("ordinal 1 -> zone b" in note for note in d.notes)
+
+
+def test_ordinal_zones_refusal_names_the_field():
+    d = run({"ordinalZones": {}, "caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}]}, pod=PodRequest("db/web-abc"))
+    assert d.passed() == []
+    reasons = {v.reason for v in d.verdicts.values()}
+    assert len(reasons) == 1 and "ordinalZones" in reasons.pop()
+    assert "no StatefulSet owns this pod" in d.verdicts["a1"].reason
+    assert run({"caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}]}, pod=PodRequest("db/web-abc")).passed()
 
 
 def test_ordinal_zones_without_zoned_nodes():
@@ -483,6 +502,193 @@ def test_spread_missing_label_and_reason():
     d = run({"spread": [spread("rack")]}, nodes=nodes, placements=[at("r1a")], pod=PodRequest("db/x"))
     assert outcomes(d) == {"r1a": "F:spread", "r1b": "F:spread", "r2a": "P", "norack": "U:spread"}
     assert "skew 2 > maxSkew 1" in d.verdicts["r1a"].reason
+
+
+# -- spread: nodeAffinityPolicy / nodeTaintsPolicy (native node inclusion policies) -------------
+
+IN_AB = NodeConstraints(terms=((Requirement(ZONE_KEY, "In", ("a", "b")),),))  # required affinity: zones a, b
+SEL_SSD = NodeConstraints(selector=(("disk", "ssd"),))
+NO_SCHED = Taint("dedicated", "db", "NoSchedule")
+TOLERATE = NodeConstraints(tolerations=(Toleration("dedicated", "Equal", "db", "NoSchedule"),))
+C_TAINTED = [n for n in ABC if not n.name.startswith("c")] + [
+    NodeInfo(n.name, n.labels, True, (NO_SCHED,)) for n in ABC if n.name.startswith("c")
+]
+# a1 and b1 have SSDs; a2, b2, c1, c2 do not.
+SSD = [NodeInfo(n.name, {**n.labels, **({"disk": "ssd"} if n.name in ("a1", "b1") else {})}) for n in ABC]
+
+
+def honoring(affinity: str = "Honor", taints: str = "Ignore", key: str = ZONE_KEY, **extra) -> dict:
+    return {"spread": [{**spread(key), "nodeAffinityPolicy": affinity, "nodeTaintsPolicy": taints, **extra}]}
+
+
+@pytest.mark.parametrize(
+    ("policy", "constraints", "kw", "expected"),
+    [
+        pytest.param(
+            honoring(),
+            IN_AB,
+            {"placements": [at("a1"), at("b1")]},
+            expect(" ".join(ABC_NAMES)),
+            id="affinity-honor-zone-c-not-eligible",
+        ),
+        pytest.param(
+            honoring("Ignore"),
+            IN_AB,
+            {"placements": [at("a1"), at("b1")]},
+            expect("c1 c2", group("F:spread", "a1 a2 b1 b2")),
+            id="affinity-ignore-zone-c-is-the-minimum",
+        ),
+        pytest.param(
+            honoring(),
+            IN_AB,
+            {"placements": [at("a1"), at("a2"), at("b1")]},
+            expect("b1 b2 c1 c2", group("F:spread", "a1 a2")),
+            id="affinity-honor-skew-between-a-and-b",
+        ),
+        pytest.param(
+            honoring(),
+            IN_AB,
+            {"placements": [at("a1"), at("b1"), at("c1"), at("c2"), at("c1")]},
+            expect(" ".join(ABC_NAMES)),
+            id="affinity-honor-pods-on-excluded-nodes-not-counted",
+        ),
+        pytest.param(
+            honoring(),
+            SEL_SSD,
+            {"nodes": SSD, "placements": [at("a1"), at("a2"), at("a2")]},
+            expect("b1 b2 c1 c2", group("F:spread", "a1 a2")),
+            id="node-selector-counts-only-matching-nodes-pods",
+        ),
+        pytest.param(
+            honoring("Ignore"),
+            SEL_SSD,
+            {"nodes": SSD, "placements": [at("a1"), at("b2")]},
+            expect("c1 c2", group("F:spread", "a1 a2 b1 b2")),
+            id="node-selector-ignore-counts-every-node",
+        ),
+        pytest.param(
+            honoring(),
+            SEL_SSD,
+            {"nodes": SSD, "placements": [at("a1"), at("b2")]},
+            expect("b1 b2 c1 c2", group("F:spread", "a1 a2")),
+            id="node-selector-honor-zone-c-has-no-ssd",
+        ),
+        pytest.param(
+            honoring(taints="Ignore"),
+            None,
+            {"nodes": C_TAINTED, "placements": [at("a1"), at("b1")]},
+            expect("c1 c2", group("F:spread", "a1 a2 b1 b2")),
+            id="taints-ignore-tainted-zone-counts",
+        ),
+        pytest.param(
+            honoring(taints="Honor"),
+            None,
+            {"nodes": C_TAINTED, "placements": [at("a1"), at("b1")]},
+            expect(" ".join(ABC_NAMES)),
+            id="taints-honor-untolerated-zone-not-eligible",
+        ),
+        pytest.param(
+            honoring(taints="Honor"),
+            TOLERATE,
+            {"nodes": C_TAINTED, "placements": [at("a1"), at("b1")]},
+            expect("c1 c2", group("F:spread", "a1 a2 b1 b2")),
+            id="taints-honor-tolerated-zone-counts",
+        ),
+        pytest.param(
+            honoring(key=HOSTNAME_KEY),
+            IN_AB,
+            {"placements": [at("a1"), at("a2"), at("b1")]},
+            expect("b2 c1 c2", group("F:spread", "a1 a2 b1")),
+            id="hostname-honor-excluded-nodes-not-the-minimum",
+        ),
+        pytest.param(
+            honoring("Ignore", key=HOSTNAME_KEY),
+            IN_AB,
+            {"placements": [at("a1"), at("a2"), at("b1"), at("b2")]},
+            expect("c1 c2", group("F:spread", "a1 a2 b1 b2")),
+            id="hostname-ignore-empty-node-in-c-is-the-minimum",
+        ),
+    ],
+)
+def test_spread_node_inclusion(policy, constraints, kw, expected):
+    pod = PodRequest("db/x", constraints=constraints)
+    assert outcomes(run(policy, pod=pod, **kw)) == expected
+
+
+# -- spread: minDomains -------------------------------------------------------------------------
+
+AB_ONLY = [n for n in ABC if not n.name.startswith("c")]
+
+
+@pytest.mark.parametrize(
+    ("policy", "kw", "expected"),
+    [
+        pytest.param(
+            honoring(minDomains=3),
+            {"nodes": AB_ONLY, "placements": [at("a1"), at("b1")], "candidates": AB_NAMES},
+            expect("", group("F:spread", "a1 a2 b1 b2"), AB_NAMES),
+            id="two-zones-below-3-min-is-0",
+        ),
+        pytest.param(
+            honoring(minDomains=3),
+            {"nodes": AB_ONLY, "placements": [at("a1")], "candidates": AB_NAMES},
+            expect("b1 b2", group("F:spread", "a1 a2"), AB_NAMES),
+            id="two-zones-below-3-one-placed",
+        ),
+        pytest.param(
+            honoring(minDomains=2),
+            {"nodes": AB_ONLY, "placements": [at("a1"), at("b1")], "candidates": AB_NAMES},
+            expect(" ".join(AB_NAMES), names=AB_NAMES),
+            id="enough-domains-min-as-usual",
+        ),
+        pytest.param(
+            honoring(minDomains=3),
+            {"placements": [at("a1"), at("b1"), at("c1")]},
+            expect(" ".join(ABC_NAMES)),
+            id="three-zones-reach-min-domains",
+        ),
+        pytest.param(
+            {"spread": [{**spread(ZONE_KEY, 2), "minDomains": 3}]},
+            {"nodes": AB_ONLY, "placements": [at("a1"), at("b1")], "candidates": AB_NAMES},
+            expect(" ".join(AB_NAMES), names=AB_NAMES),
+            id="maxskew-2-allows-two-per-zone",
+        ),
+        pytest.param(
+            honoring(minDomains=3),
+            {"nodes": C_CORDONED, "placements": [at("a1"), at("b1")], "candidates": AB_NAMES},
+            expect("", group("F:spread", "a1 a2 b1 b2"), AB_NAMES),
+            id="cordoned-zone-is-not-eligible",
+        ),
+    ],
+)
+def test_spread_min_domains(policy, kw, expected):
+    assert outcomes(run(policy, pod=PodRequest("db/x"), **kw)) == expected
+
+
+def test_min_domains_reason_names_min_domains():
+    d = run(honoring(minDomains=3), nodes=AB_ONLY, placements=[at("a1"), at("b1")], pod=PodRequest("db/x"))
+    reason = d.verdicts["a1"].reason
+    assert "minDomains 3" in reason and "only 2 eligible" in reason and "skew 2 > maxSkew 1" in reason
+    plain = run(ZONE_SPREAD, placements=[at("a1"), at("b1")], pod=PodRequest("db/x")).verdicts["a1"].reason
+    assert "minDomains" not in plain
+
+
+# -- ordinal zones: the pod's node constraints narrow the rotation ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("constraints", "nodes", "ordinal", "passing"),
+    [
+        pytest.param(None, ABC, 2, {"c1", "c2"}, id="unconstrained-three-zones"),
+        pytest.param(IN_AB, ABC, 2, {"a1", "a2"}, id="affinity-two-zones-wraps"),
+        pytest.param(None, C_TAINTED, 2, {"a1", "a2"}, id="untolerated-tainted-zone-left-out"),
+        pytest.param(TOLERATE, C_TAINTED, 2, {"c1", "c2"}, id="tolerated-tainted-zone-kept"),
+    ],
+)
+def test_ordinal_zones_usable_zones(constraints, nodes, ordinal, passing):
+    pod = PodRequest(f"db/s-{ordinal}", "s", ordinal, constraints=constraints)
+    d = run({"ordinalZones": {}}, nodes=nodes, pod=pod, candidates=ABC_NAMES)
+    assert set(d.passed()) == passing
 
 
 # -- spread (ScheduleAnyway) --------------------------------------------------------------------

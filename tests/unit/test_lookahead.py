@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from extender.engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, evaluate
+from extender.engine import NodeConstraints, NodeInfo, Placement, PodRequest, Requirement, Snapshot, Topology, evaluate
 from extender.engine.context import Context
-from extender.engine.lookahead import pods_to_come
+from extender.engine.lookahead import _spread_levels, build_model, pods_to_come
 from extender.policy import PlacementPolicySpec
 
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
@@ -69,8 +69,10 @@ def test_a_fallback_group_of_dead_ends_hands_over_to_the_next_group() -> None:
 
 def test_a_zone_spread_strands_pinned_pods_behind_a_free_one() -> None:
     """Only the spread's upper bound shows this dead end: s's ordinals are pinned za, zb, za
-    (ordinal zones), the pod under test is free. On za it leaves za needing two more against zb's
-    one: za would end 2 above zb, beyond maxSkew 1, in whatever order they come. On zb all fits."""
+    (ordinal zones), the pod under test may use either zone (u-0 belongs in za, its volume is in
+    zb). On za it leaves za needing two more against zb's one: za would end 2 above zb, beyond
+    maxSkew 1, in whatever order they come. On zb all fits. (A pod of no StatefulSet is refused
+    outright under ordinalZones.)"""
     spec = PlacementPolicySpec.model_validate(
         {
             "group": {"selector": {"matchLabels": {"app": "db"}}},
@@ -79,8 +81,8 @@ def test_a_zone_spread_strands_pinned_pods_behind_a_free_one() -> None:
         }
     )
     nodes = Topology([NodeInfo(z, {HOST: z, ZONE: z}) for z in ("za", "zb")])
-    snap = Snapshot(nodes, (), group_size=4, shard_replicas={"s": 3})
-    decision = evaluate(spec, PodRequest("db/free"), snap, ["za", "zb"])
+    snap = Snapshot(nodes, (), group_size=4, shard_replicas={"s": 3, "u": 1})
+    decision = evaluate(spec, PodRequest("db/u-0", "u", 0, frozenset({"zb"})), snap, ["za", "zb"])
     assert decision.passed() == ["zb"]
     assert decision.verdicts["za"].rule == "deadEndAvoidance"
     assert decision.analysis.certainty == "exact"
@@ -123,3 +125,61 @@ def test_anti_affinity_on_node_and_zone_judges_loaded_nodes_too() -> None:
     # exactly two, so s-0 may go anywhere with room; node-a1 (holding t-0) is judged like node-a2.
     assert decision.verdicts["node-a1"].passed == decision.verdicts["node-a2"].passed
     assert decision.analysis.certainty == "exact"
+
+
+# -- the native refinements of spread, as the dead-end analysis sees them ----------------------
+SPREAD_ZONE = {"topologyKey": ZONE, "maxSkew": 1}
+
+
+def _model(spec: dict, nodes: list[NodeInfo], placed: tuple[Placement, ...] = (), pod: PodRequest | None = None):  # noqa: ANN202
+    policy = PlacementPolicySpec.model_validate(spec)
+    snap = Snapshot(Topology(nodes), placed, group_size=spec.get("group", {}).get("size", 6))
+    return build_model(Context.build(policy, pod or PodRequest("r/x"), snap))
+
+
+TWO_ZONES = [NodeInfo(f"node-{z}{i}", {HOST: f"node-{z}{i}", ZONE: f"zone-{z}"}) for z in "ab" for i in (1, 2)]
+
+
+def test_min_domains_short_pins_the_final_minimum_at_zero() -> None:
+    """2 zones, minDomains 3: the global minimum is 0 for good, so each zone ends at most maxSkew."""
+    with_min = _model({"group": {"size": 2}, "spread": [{**SPREAD_ZONE, "minDomains": 3}]}, TWO_ZONES)
+    assert with_min.spreads[0].missing == 1
+    assert _spread_levels(with_min) == [(0,)]
+    without = _model({"group": {"size": 4}, "spread": [SPREAD_ZONE]}, TWO_ZONES)
+    assert _spread_levels(without) == [(1,), (2,)]  # the window of final minimums the counts allow
+    enough = _model({"group": {"size": 4}, "spread": [{**SPREAD_ZONE, "minDomains": 2}]}, TWO_ZONES)
+    assert enough.spreads[0].missing == 0
+
+
+def test_min_domains_strands_what_native_would_strand() -> None:
+    """Two zones of two nodes, maxSkew 1, minDomains 3: only 2 pods ever fit (one per zone);
+    with pods still to come beyond that, every candidate is a dead end, so nothing is refused
+    on dead-end grounds (the filter's own reason names minDomains)."""
+    spec = PlacementPolicySpec.model_validate({"group": {"size": 3}, "spread": [{**SPREAD_ZONE, "minDomains": 3}]})
+    snap = Snapshot(Topology(TWO_ZONES), (), group_size=3)
+    decision = evaluate(spec, PodRequest("r/x"), snap, [n.name for n in TWO_ZONES])
+    assert sorted(decision.passed()) == sorted(n.name for n in TWO_ZONES)
+    assert decision.analysis is not None and decision.analysis.to_come == 2
+
+
+def test_usable_view_narrows_the_node_classes_and_spread_counts() -> None:
+    """A pod pinned to zone-a and zone-b by required node affinity: zone-c's nodes are no class
+    of the model; with nodeAffinityPolicy Honor zone-c is no spread domain either, with Ignore it
+    is a dead one (its count never grows)."""
+    pinned = NodeConstraints(terms=((Requirement(ZONE, "In", ("zone-a", "zone-b")),),))
+    pod = PodRequest("r/x", constraints=pinned)
+    nodes = list(NODES.nodes.values())
+    placed = (Placement("r/p0", "node-c1", None, None), Placement("r/p1", "node-a1", None, None))
+    honor = _model({"spread": [SPREAD_ZONE]}, nodes, placed, pod)
+    assert {k.values[0] for k in honor.classes} == {"zone-a", "zone-b"}
+    assert honor.dead == [] and dict(honor.spreads[0].counts) == {"zone-a": 1}
+    ignore = _model({"spread": [{**SPREAD_ZONE, "nodeAffinityPolicy": "Ignore"}]}, nodes, placed, pod)
+    assert {k.values[0] for k in ignore.classes} == {"zone-a", "zone-b"}
+    assert ignore.dead == [(0, 1)]  # zone-c: counted by the spread, never filled again
+
+
+def test_taints_honor_and_ignore_agree_without_taints() -> None:
+    nodes = list(NODES.nodes.values())
+    a = _model({"spread": [{**SPREAD_ZONE, "nodeTaintsPolicy": "Honor"}]}, nodes)
+    b = _model({"spread": [SPREAD_ZONE]}, nodes)
+    assert (a.classes, a.dead, _spread_levels(a)) == (b.classes, b.dead, _spread_levels(b))

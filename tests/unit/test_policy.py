@@ -71,6 +71,21 @@ VALID = [
     ),
     pytest.param({"topology": {"zone": "example.com/zone", "node": "example.com/node"}}, id="custom-keys"),
     pytest.param({"deadEndAvoidance": False}, id="dead-end-off"),
+    pytest.param(
+        {
+            "spread": [
+                {
+                    "topologyKey": ZONE_KEY,
+                    "maxSkew": 1,
+                    "minDomains": 3,
+                    "nodeAffinityPolicy": "Ignore",
+                    "nodeTaintsPolicy": "Honor",
+                }
+            ]
+        },
+        id="spread-native-refinements",
+    ),
+    pytest.param({"group": {"matchLabelKeys": ["pod-template-hash"]}}, id="group-match-label-keys"),
 ]
 
 
@@ -218,6 +233,32 @@ INVALID = [
     pytest.param({"caps": [host_cap(max=1, maximum=2)]}, ["caps.0.maximum", "Extra inputs"], id="unknown-in-cap"),
     pytest.param({"zones": {"allowd": ["a"]}}, ["zones.allowd", "Extra inputs"], id="unknown-in-zones"),
     pytest.param({"topology": {"region": "x"}}, ["topology.region", "Extra inputs"], id="unknown-in-topology"),
+    pytest.param(
+        {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1, "minDomains": 0}]},
+        ["spread.0.minDomains", "greater than or equal to 1"],
+        id="min-domains-zero",
+    ),
+    pytest.param(
+        {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1, "minDomains": 2, "whenUnsatisfiable": "ScheduleAnyway"}]},
+        ["spread.0", "minDomains applies only with whenUnsatisfiable: DoNotSchedule"],
+        id="min-domains-soft",
+    ),
+    pytest.param(
+        {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1, "nodeAffinityPolicy": "Always"}]},
+        ["spread.0.nodeAffinityPolicy", "'Honor' or 'Ignore'"],
+        id="node-affinity-policy-unknown",
+    ),
+    pytest.param(
+        {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1, "nodeTaintsPolicy": "honor"}]},
+        ["spread.0.nodeTaintsPolicy", "'Honor' or 'Ignore'"],
+        id="node-taints-policy-case",
+    ),
+    pytest.param(
+        {"group": {"matchLabelKeys": ["pod-template-hash", "pod-template-hash"]}},
+        ["group.matchLabelKeys", "twice"],
+        id="match-label-keys-duplicate",
+    ),
+    pytest.param({"group": {"matchLabelKeys": ["bad key!"]}}, ["group.matchLabelKeys.0"], id="match-label-key-bad"),
 ]
 
 
@@ -375,6 +416,12 @@ def test_absolute_cap_ignores_size(size):
         ),
         pytest.param(
             {"fraction": "1/2", "comparison": "AtMost"}, 6, f"no more than 1/2 of 6 per {HOSTNAME_KEY}", id="atmost"
+        ),
+        pytest.param(
+            {"fraction": "1/3", "comparison": "LessThan"},
+            None,
+            f"fewer than 1/3 of the group (size unknown) per {HOSTNAME_KEY}",
+            id="size-unknown",
         ),
     ],
 )

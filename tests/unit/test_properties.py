@@ -14,7 +14,19 @@ from fractions import Fraction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.engine import NodeInfo, Outcome, Placement, PodRequest, Snapshot, Topology, evaluate
+from extender.engine import (
+    NodeConstraints,
+    NodeInfo,
+    Outcome,
+    Placement,
+    PodRequest,
+    Requirement,
+    Snapshot,
+    Taint,
+    Toleration,
+    Topology,
+    evaluate,
+)
 from extender.engine.context import Context
 from extender.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
 
@@ -22,6 +34,7 @@ evaluate_module = importlib.import_module("extender.engine.evaluate")  # the mod
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SHARDS = ["s0", "s1", "s2"]
 RACK = "example.com/rack"
+TAINT = Taint("dedicated", "x", "NoSchedule")
 
 
 # -- the independent checker ------------------------------------------------------------------------
@@ -46,6 +59,24 @@ def cap_limit(cap: dict, size: int | None) -> int | None:
     while (n + 1 < bound) if cap["comparison"] == "LessThan" else (n + 1 <= bound):
         n += 1
     return n
+
+
+def admits(node: NodeInfo, pod: PodRequest, affinity: bool, taints: bool) -> bool:
+    """Whether a spread with these policies counts the node, for the generated constraints only:
+    zone NotIn / rack selector as affinity, an Exists toleration of the one taint key."""
+    c = pod.constraints
+    if c is None:
+        return not (taints and node.taints)
+    if affinity:
+        if any(node.labels.get(k) != v for k, v in c.selector):
+            return False
+        if c.terms is not None:
+            (req,) = c.terms[0]
+            if node.labels.get(req.key) in req.values:
+                return False
+    if taints and node.taints:
+        return any(t.operator == "Exists" and t.key in ("", TAINT.key) for t in c.tolerations)
+    return True
 
 
 def pods_in(
@@ -85,13 +116,18 @@ def violations(
         if value is None:
             out.append(f"spread {key}: no label")
             continue
+        # Native node inclusion: a node the policies exclude counts neither its domain nor its pods.
+        honor = spread.get("nodeAffinityPolicy", "Honor") == "Honor", spread.get("nodeTaintsPolicy") == "Honor"
+        counted = {name: n for name, n in nodes.items() if admits(n, pod, *honor)}
         eligible = {
             label(n, key)
-            for n in nodes.values()
+            for n in counted.values()
             if n.schedulable and label(n, key) is not None and (allowed is None or label(n, ZONE_KEY) in allowed)
         }
-        low = min((pods_in(nodes, placements, key, d) for d in eligible), default=0)
-        if pods_in(nodes, placements, key, value) + 1 - low > spread["maxSkew"]:
+        low = min((pods_in(counted, placements, key, d) for d in eligible), default=0)
+        if len(eligible) < spread.get("minDomains", 0):
+            low = 0
+        if pods_in(counted, placements, key, value) + 1 - low > spread["maxSkew"]:
             out.append(f"spread {key} skew exceeded in {value}")
     for rule in policy.get("shardAntiAffinity", []):
         if rule["mode"] != "Required" or pod.shard is None:
@@ -137,7 +173,8 @@ def node_layouts(draw) -> list[NodeInfo]:
             rack = draw(st.sampled_from(["r0", "r1", None]))
             if rack is not None:
                 labels[RACK] = rack
-            nodes.append(NodeInfo(name, labels, draw(st.integers(0, 4)) > 0))
+            taints = (TAINT,) if draw(st.integers(0, 5)) == 0 else ()
+            nodes.append(NodeInfo(name, labels, draw(st.integers(0, 4)) > 0, taints))
     return nodes
 
 
@@ -169,6 +206,14 @@ def policies(draw, zones: list[str]) -> dict:
         }
         for k in draw(topology_keys(zone_key))
     ]
+    for spread in policy["spread"]:  # the native refinements, drawn
+        for field in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            choice = draw(st.sampled_from([None, "Honor", "Ignore"]))
+            if choice is not None:
+                spread[field] = choice
+        minimum = draw(st.sampled_from([None, None, 1, 2, 3, 5]))
+        if minimum is not None and spread["whenUnsatisfiable"] == "DoNotSchedule":
+            spread["minDomains"] = minimum
     policy["shardAntiAffinity"] = [
         {"topologyKey": k, "mode": draw(st.sampled_from(["Required", "Required", "Preferred"]))}
         for k in draw(topology_keys(zone_key))
@@ -176,6 +221,25 @@ def policies(draw, zones: list[str]) -> dict:
     if draw(st.booleans()):
         policy["zones"] = {"allowed": draw(st.lists(st.sampled_from(zones + ["elsewhere"]), min_size=1, unique=True))}
     return policy
+
+
+@st.composite
+def node_constraints(draw, zones: list[str]) -> NodeConstraints | None:
+    """None, or a nodeSelector on the rack and/or required affinity keeping out one zone, with
+    or without a toleration of the one taint."""
+    if draw(st.booleans()):
+        return None
+    selector = (("example.com/rack", draw(st.sampled_from(["r0", "r1"]))),) if draw(st.booleans()) else ()
+    terms = None
+    if draw(st.booleans()):
+        terms = ((Requirement(ZONE_KEY, "NotIn", (draw(st.sampled_from([*zones, "elsewhere"])),)),),)
+    tolerations = (Toleration(TAINT.key, "Exists", "", ""),) if draw(st.booleans()) else ()
+    return NodeConstraints(selector, terms, tolerations)
+
+
+ADMIT_ALL = NodeConstraints(
+    (), ((Requirement(ZONE_KEY, "NotIn", ("elsewhere",)),),), (Toleration("", "Exists", "", ""),)
+)
 
 
 @st.composite
@@ -193,7 +257,7 @@ def cases(draw) -> Case:
             ordinal, next_ordinal[shard] = next_ordinal[shard], next_ordinal[shard] + 1
         placements.append(Placement(f"db/p{i}", host, shard, ordinal))
     shard = draw(st.sampled_from(SHARDS + [None]))
-    pod = PodRequest("db/new", shard, next_ordinal[shard] if shard else None)
+    pod = PodRequest("db/new", shard, next_ordinal[shard] if shard else None, constraints=draw(node_constraints(zones)))
     extra = draw(st.sampled_from([0, 1, 2, 4, None]))  # pods still to come after this one; None: size unknown
     group_size = None if extra is None else len(placements) + 1 + extra
     replicas = {}
@@ -306,3 +370,17 @@ def test_domain_counts_are_the_placements_counted_one_by_one(case: Case):
                     siblings[value] = siblings.get(value, 0) + 1
         assert {d: n for d, n in ctx.counts[key].items() if n} == expected, key
         assert {d: n for d, n in ctx.shard_counts[key].items() if n} == siblings, key
+
+
+@SETTINGS
+@given(cases(), st.sampled_from(["nodeAffinityPolicy", "nodeTaintsPolicy"]))
+def test_honor_equals_ignore_when_every_node_is_eligible(case: Case, field: str):
+    """A pod whose constraints admit every node (affinity away from a zone no node is in, a
+    toleration of every taint): Honor and Ignore count the same nodes, so decide the same."""
+    pod = PodRequest(case.pod.key, case.pod.shard, case.pod.ordinal, constraints=ADMIT_ALL)
+    answers = []
+    for mode in ("Honor", "Ignore"):
+        policy = {**case.policy, "spread": [{**s, field: mode} for s in case.policy["spread"]]}
+        decision = evaluate(parse_spec(policy, "property"), pod, case.snapshot(), [n.name for n in case.nodes])
+        answers.append({n: (v.outcome, v.rule, v.reason, v.score) for n, v in decision.verdicts.items()})
+    assert answers[0] == answers[1]

@@ -166,3 +166,88 @@ def test_the_fragment_dumps_as_yaml_with_every_mode() -> None:
     )
     text = yaml.safe_dump(translate(spec).fragment)
     assert "whenUnsatisfiable: DoNotSchedule" in text and "whenUnsatisfiable: ScheduleAnyway" in text
+
+
+# -- the native refinements, one to one ---------------------------------------------------------
+SELECTOR = {"selector": {"matchLabels": {"app": "db"}}}
+
+
+def hard(fragment: dict, key: str) -> dict:
+    return next(
+        c
+        for c in fragment["topologySpreadConstraints"]
+        if c["topologyKey"] == key and c["whenUnsatisfiable"] == "DoNotSchedule"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spread", "expected"),
+    [
+        pytest.param({}, {}, id="defaults-are-native-defaults"),
+        pytest.param({"minDomains": 3}, {"minDomains": 3}, id="min-domains"),
+        pytest.param({"nodeAffinityPolicy": "Ignore"}, {"nodeAffinityPolicy": "Ignore"}, id="affinity-ignore"),
+        pytest.param({"nodeAffinityPolicy": "Honor"}, {"nodeAffinityPolicy": "Honor"}, id="affinity-honor-given"),
+        pytest.param({"nodeTaintsPolicy": "Honor"}, {"nodeTaintsPolicy": "Honor"}, id="taints-honor"),
+        pytest.param(
+            {"minDomains": 2, "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"},
+            {"minDomains": 2, "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"},
+            id="all-three",
+        ),
+    ],
+)
+def test_spread_refinements_translate_one_to_one(spread: dict, expected: dict) -> None:
+    spec = PlacementPolicySpec.model_validate(
+        {"group": SELECTOR, "spread": [{"topologyKey": ZONE, "maxSkew": 1, **spread}]}
+    )
+    constraint = hard(translate(spec).fragment, ZONE)
+    fields = ("minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy")
+    refinements = {k: constraint[k] for k in fields if k in constraint}
+    assert refinements == expected
+    assert "matchLabelKeys" not in constraint
+
+
+def test_spread_refinements_survive_a_tighter_cap_on_the_same_key() -> None:
+    spec = PlacementPolicySpec.model_validate(
+        {
+            "group": SELECTOR,
+            "caps": [{"topologyKey": ZONE, "max": 1}],
+            "spread": [{"topologyKey": ZONE, "maxSkew": 2, "minDomains": 3, "nodeTaintsPolicy": "Honor"}],
+        }
+    )
+    constraint = hard(translate(spec).fragment, ZONE)
+    assert (constraint["maxSkew"], constraint["minDomains"], constraint["nodeTaintsPolicy"]) == (1, 3, "Honor")
+
+
+def test_explicit_min_domains_wins_over_allowed_zones() -> None:
+    zone_spread = {"topologyKey": ZONE, "maxSkew": 1, "minDomains": 3}
+    spec = PlacementPolicySpec.model_validate(
+        {"group": SELECTOR, "zones": {"allowed": ["a", "b"]}, "spread": [zone_spread]}
+    )
+    assert hard(translate(spec).fragment, ZONE)["minDomains"] == 3
+    spec = PlacementPolicySpec.model_validate(
+        {"group": SELECTOR, "zones": {"allowed": ["a", "b"]}, "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
+    )
+    assert hard(translate(spec).fragment, ZONE)["minDomains"] == 2
+
+
+def test_match_label_keys_go_on_every_constraint_and_anti_affinity_term() -> None:
+    spec = PlacementPolicySpec.model_validate(
+        {
+            "group": {**SELECTOR, "matchLabelKeys": ["pod-template-hash"]},
+            "caps": [{"topologyKey": HOST, "max": 1}],
+            "shardAntiAffinity": [{"topologyKey": ZONE}],
+        }
+    )
+    fragment = translate(spec).fragment
+    assert fragment["topologySpreadConstraints"]
+    assert all(c["matchLabelKeys"] == ["pod-template-hash"] for c in fragment["topologySpreadConstraints"])
+    (term,) = fragment["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["matchLabelKeys"] == ["controller-revision-hash", "pod-template-hash"]
+
+
+def test_unknown_size_is_said_in_words() -> None:
+    spec = PlacementPolicySpec.model_validate(
+        {"group": SELECTOR, "caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"}]}
+    )
+    text = " ".join(f"{g.limitation} {g.cost}" for g in translate(spec).gaps)
+    assert "None" not in text and "fewer than 1/3 of the group (size unknown)" in text

@@ -376,3 +376,62 @@ def test_bind_still_refuses_a_skew_that_the_pods_in_flight_make_worse() -> None:
     store.reservations.commit(parse_pod(x), "a2")  # raced past filter: a now holds 2, b and c 0
     assert "skew" in do_bind(verbs, y, "a3").Error
     assert binder.calls == []
+
+
+def test_ordinal_zones_on_a_pod_without_statefulset_stays_pending_with_the_field_named() -> None:
+    store, _, verbs = make([node(f"n{i}", z) for i, z in enumerate("abc")])
+    p = pod("web-7d9f-x2x", labels={"app": "web"}, policy={"ordinalZones": {}})
+    result = do_filter(verbs, p, names(store))
+    assert result.NodeNames == [] and not result.FailedNodes
+    assert set(result.FailedAndUnresolvableNodes) == set(names(store))
+    assert all("ordinalZones" in r for r in result.FailedAndUnresolvableNodes.values())
+    assert any("ordinalZones" in message for _, reason, message in verbs.events.events if reason == "PlacementRejected")
+
+
+def test_node_selector_narrows_the_spread_through_the_wire() -> None:
+    """The pod object of the request carries its nodeSelector: zone c, which it cannot use, is no
+    eligible domain of its zone spread (nodeAffinityPolicy Honor, the default)."""
+    pools = {"a": "db", "b": "db", "c": "web"}
+    store, _, verbs = make([node(f"{z}{i}", z, labels={"pool": pools[z]}) for z in "abc" for i in (1, 2)])
+    policy = {"group": {"selector": {"matchLabels": {"app": "db"}}}, "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
+    for i, where in enumerate(["a1", "b1"]):
+        store.apply("pods", "ADDED", pod(f"db-{i}", labels={"app": "db"}, node_name=where, policy=policy))
+    p = pod("db-2", labels={"app": "db"}, policy=policy)
+    p["spec"]["nodeSelector"] = {"pool": "db"}
+    result = do_filter(verbs, p, ["a1", "a2", "b1", "b2"])
+    assert sorted(result.NodeNames) == ["a1", "a2", "b1", "b2"]
+    ignore = {**policy, "spread": [{"topologyKey": ZONE, "maxSkew": 1, "nodeAffinityPolicy": "Ignore"}]}
+    q = pod("db-3", labels={"app": "db"}, policy=ignore)
+    q["spec"]["nodeSelector"] = {"pool": "db"}
+    assert do_filter(verbs, q, ["a1", "a2", "b1", "b2"]).NodeNames == []
+
+
+def _revision_pod(name: str, revision: str, policy: dict, node_name: str | None = None) -> dict:
+    return pod(name, labels={"app": "web", "pod-template-hash": revision}, policy=policy, node_name=node_name)
+
+
+def test_match_label_keys_count_each_revision_apart() -> None:
+    """A Deployment of 3 with at most 1 per node on 3 nodes, mid rolling update (maxSurge 1): the
+    old revision holds every node. Counted together no node is left and the update stalls; with
+    matchLabelKeys [pod-template-hash] the new revision's pods are counted among themselves."""
+    base = {"group": {"selector": {"matchLabels": {"app": "web"}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+    split = {**base, "group": {**base["group"], "matchLabelKeys": ["pod-template-hash"]}}
+    for policy, expected in ((base, []), (split, ["n0", "n1", "n2"])):
+        store, binder, verbs = make([node(f"n{i}", "a") for i in range(3)])
+        for i in range(3):
+            store.apply("pods", "ADDED", _revision_pod(f"web-old-{i}", "old", policy, f"n{i}"))
+        new = _revision_pod("web-new-0", "new", policy)
+        store.apply("pods", "ADDED", new)
+        assert sorted(do_filter(verbs, new, names(store)).NodeNames) == expected
+        if not expected:
+            continue
+        # The first new pod lands on n0 (its old pod is going): the next new pod must avoid n0,
+        # whether the group's counts are built fresh or kept current by the watch.
+        assert do_bind(verbs, new, "n0").Error == ""
+        store.apply("pods", "MODIFIED", _revision_pod("web-new-0", "new", policy, "n0"))
+        store.apply("pods", "DELETED", _revision_pod("web-old-0", "old", policy, "n0"))
+        second = _revision_pod("web-new-1", "new", policy)
+        store.apply("pods", "ADDED", second)
+        assert sorted(do_filter(verbs, second, names(store)).NodeNames) == ["n1", "n2"]
+        old = _revision_pod("web-old-3", "old", policy)  # an old pod still counts its own revision only
+        assert sorted(do_filter(verbs, old, names(store)).NodeNames) == ["n0"]

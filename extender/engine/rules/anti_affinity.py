@@ -64,8 +64,10 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
     """Pod anti-affinity over the group's pods; shards told apart by matchLabelKeys."""
     for rule in spec.shardAntiAffinity:
         term: dict[str, Any] = {"labelSelector": out.selector, "topologyKey": spec.canonical_key(rule.topologyKey)}
-        if spec.group.selector is not None:
-            term["matchLabelKeys"] = [out.shard_label]  # only pods of the same StatefulSet (shard)
+        keys = [out.shard_label] if spec.group.selector is not None else []  # only pods of the same shard
+        keys += [k for k in spec.group.matchLabelKeys if k not in keys]  # and of the same revision, if asked
+        if keys:
+            term["matchLabelKeys"] = keys
         if rule.mode is AntiAffinityMode.REQUIRED:
             out.required_pods.append(term)
         else:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...policy import PlacementPolicySpec, WhenUnsatisfiable
 from ..context import Context
@@ -35,13 +35,22 @@ def missing_label(rule: str, key: str) -> Failure:
     return Failure(Outcome.UNRESOLVABLE, rule, f"node has no {key} label")
 
 
+class SpreadTerm(NamedTuple):
+    """A DoNotSchedule spread as the dead-end analysis sees it."""
+
+    key: str  # canonical topology key
+    max_skew: int
+    index: int  # in spec.spread: its eligible domains and counts come from Context.spread_domains/_counts
+    missing: int = 0  # domains short of minDomains: they hold 0 pods and never grow
+
+
 @dataclass
 class DeadEndTerms:
     """The hard rules as the dead-end analysis models them (canonical topology keys)."""
 
     zone_needed: bool = False  # pods are restricted to zones (allowed zones, ordinal zones)
     caps: list[tuple[str, int]] = field(default_factory=list)  # (key, most pods of the group per domain)
-    spreads: list[tuple[str, int]] = field(default_factory=list)  # (key, maxSkew) of DoNotSchedule spreads
+    spreads: list[SpreadTerm] = field(default_factory=list)  # the DoNotSchedule spreads
     anti: list[str] = field(default_factory=list)  # keys of Required shard anti-affinity
     unknown: str | None = None  # set when the rules cannot be modelled: nothing is filtered
 
@@ -71,17 +80,24 @@ class NativeFragment:
     preferred_pods: list[dict[str, Any]] = field(default_factory=list)
     gaps: list[Gap] = field(default_factory=list)
 
-    def constraint(self, key: str, skew: int, mode: str) -> None:
-        """A topology spread constraint; native allows one per key and mode, so the tighter wins."""
+    def constraint(self, key: str, skew: int, mode: str, **refinements: Any) -> None:
+        """A topology spread constraint; native allows one per key and mode, so the tighter skew
+        wins. `refinements` (a spread's minDomains, nodeAffinityPolicy, nodeTaintsPolicy) are
+        kept whichever skew wins; the group's matchLabelKeys go on every constraint."""
         table = self.hard if mode == WhenUnsatisfiable.DO_NOT_SCHEDULE else self.soft
         current = table.get(key)
-        if current is None or skew < current["maxSkew"]:
-            table[key] = {
+        if current is None:
+            current = table[key] = {
                 "maxSkew": skew,
                 "topologyKey": key,
                 "whenUnsatisfiable": str(mode),
                 "labelSelector": self.selector,
             }
+            if self.spec.group.matchLabelKeys:
+                current["matchLabelKeys"] = list(self.spec.group.matchLabelKeys)
+        elif skew < current["maxSkew"]:
+            current["maxSkew"] = skew
+        current.update(refinements)
 
     def gap(self, rule: str, limitation: str, cost: str) -> None:
         self.gaps.append(Gap(rule, limitation, cost))

@@ -17,9 +17,28 @@ NAME = "ordinalZones"
 
 def check(ctx: Context, node: NodeInfo) -> Failure | None:
     """Invariant: zone(node) = order[ordinal mod len(order)], or zone(node) holds a volume the
-    pod's claims are bound to (a pod is never stranded away from its volume)."""
-    if ctx.zone_order is None:
+    pod's claims are bound to (a pod is never stranded away from its volume).
+
+    A pod the rule cannot place (no StatefulSet owns it, or its name carries no ordinal) is
+    refused on every node, naming the field: a hard rule that cannot be evaluated must not let
+    the pod land anywhere.
+    """
+    if ctx.spec.ordinalZones is None:
         return None
+    if ctx.pod.shard is None:
+        return Failure(
+            Outcome.UNRESOLVABLE,
+            NAME,
+            "the policy sets ordinalZones, which places StatefulSet pods by ordinal, but no StatefulSet owns "
+            "this pod: remove ordinalZones from the policy of pods without a StatefulSet",
+        )
+    if ctx.pod.ordinal is None:
+        return Failure(
+            Outcome.UNRESOLVABLE,
+            NAME,
+            "the policy sets ordinalZones, but this pod's name carries no StatefulSet ordinal (pod-name label "
+            "missing or no -<ordinal> suffix): it cannot be given a zone",
+        )
     zone = ctx.domain(node, ctx.zone_key)
     if zone is None:
         return Failure(Outcome.UNRESOLVABLE, NAME, f"node has no zone label ({ctx.zone_key})")

@@ -79,7 +79,7 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
     zone = spec.topology.zone
     permitted = spec.zones.permitted() if spec.zones else None
     if permitted is not None and zone in out.hard:
-        out.hard[zone]["minDomains"] = len(permitted)  # spread over all allowed zones, even empty ones
+        out.hard[zone].setdefault("minDomains", len(permitted))  # spread over all allowed zones, even empty ones
     if permitted is not None:
         out.required_nodes.append({"matchExpressions": [{"key": zone, "operator": "In", "values": sorted(permitted)}]})
     groups = spec.zones.fallbackGroups if spec.zones else None
