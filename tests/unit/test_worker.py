@@ -174,11 +174,15 @@ def test_head_answers_carry_no_body(server) -> None:
 def test_when_every_slot_is_taken_the_longest_idle_connection_makes_room() -> None:
     process, port = _start(threads=2)
     try:
-        oldest, newer = _connect(port), _connect(port)
-        for sock in (oldest, newer):  # both answered once, then idle; the oldest idle first
-            sock.sendall(HEALTHZ)
-            assert _status(_read(sock)) == 200
-            time.sleep(0.05)
+        # Each connected and answered in turn (so the worker releases them in this order), then idle.
+        oldest = _connect(port)
+        oldest.sendall(HEALTHZ)
+        assert _status(_read(oldest)) == 200
+        time.sleep(0.1)
+        newer = _connect(port)
+        newer.sendall(HEALTHZ)
+        assert _status(_read(newer)) == 200
+        time.sleep(0.1)
         with _connect(port) as third:
             third.sendall(HEALTHZ)
             assert _status(_read(third)) == 200
