@@ -192,7 +192,7 @@ def _some(pods: list[str], shown: int = 5) -> str:
 class Skew:
     """One spread's skew as pods with one set of node constraints see it (see spread_skews)."""
 
-    key: str
+    key: str  # the spread's topologyKey as written
     skew: int
     fullest: str
     emptiest: str
@@ -217,13 +217,13 @@ def spread_skews(
     topology: Topology | None = None,
 ) -> list[Skew]:
     """The spread's skew for each distinct set of node constraints among the members (pods of
-    one template share one): with its nodeAffinityPolicy / nodeTaintsPolicy, a pod sees only the eligible
-    domains and the pods on the nodes its constraints admit (engine.spread_eligibility), as
-    native PodTopologySpread judges it. The skew is the fullest domain holding one of those
-    pods minus the emptiest eligible domain, which counts as 0 while fewer eligible domains
-    than minDomains exist. Pods on no eligible domain have no skew."""
+    one template share one): under the spread's nodeAffinityPolicy / nodeTaintsPolicy, a pod
+    sees only the eligible domains and the pods on the nodes its constraints admit
+    (engine.spread_eligibility), as native PodTopologySpread judges it. The skew is the fullest
+    domain holding one of those pods minus the emptiest eligible domain, which counts as 0
+    while fewer eligible domains than minDomains exist. Pods on no eligible domain have none."""
     topology = topology or Topology(nodes.values())
-    key = spec.canonical_key(s.topologyKey)
+    key = s.topologyKey  # as the policy names it, for the message
     alike: dict[NodeConstraints | None, list[Member]] = {}
     for m in members:
         alike.setdefault(m.constraints, []).append(m)
