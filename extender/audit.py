@@ -36,11 +36,19 @@ class GroupReport:
 
 
 def _group_key(pod: PodRecord, spec: PlacementPolicySpec) -> tuple[str, str, str]:
+    """How the group `pod` counts in is named. With group.matchLabelKeys the group is split by
+    the pod's values for those keys (one revision's pods, as the engine counts them: see
+    ClusterStore._group_uids), so each revision is its own group, named with its values."""
     policy = f"PlacementPolicy {pod.policy_ref}" if pod.policy_ref else "inline policy"
     if spec.group.selector is not None:
         selector = ",".join(f"{k}={v}" for k, v in sorted(spec.group.selector.matchLabels.items())) or "selector"
-        return pod.namespace, f"pods matching {selector}", policy
-    return pod.namespace, f"StatefulSet {pod.shard}" if pod.shard else f"pod {pod.name}", policy
+        name = f"pods matching {selector}"
+    else:
+        name = f"StatefulSet {pod.shard}" if pod.shard else f"pod {pod.name}"
+    split = spec.group.split_labels(pod.labels)
+    if split and (spec.group.selector is not None or pod.shard):
+        name += " (" + ", ".join(f"{k}={v}" for k, v in split.items()) + ")"
+    return pod.namespace, name, policy
 
 
 GroupKey = tuple[str, str, str]  # namespace, how the group is named, where its policy comes from
@@ -138,7 +146,9 @@ def _report(
     records = [counted.get(u) or store.pods[u] for u in sorted(uids) if u in store.pods]
     records = [r for r in records if not r.finished]
     nodes = store.topology.nodes
-    members = [Member(r.key, r.node, r.shard, r.ordinal, _volume_zone(store, r)) for r in records if r.node]
+    members = [
+        Member(r.key, r.node, r.shard, r.ordinal, _volume_zone(store, r), r.constraints) for r in records if r.node
+    ]
     report = GroupReport(
         namespace=pod.namespace,
         group=key[1],

@@ -16,6 +16,12 @@ is added, the engine keeps the rotation its running pods show, and a checker rea
 only called pods that never moved misplaced (issue 13). So the order comes from the engine's own
 derivation, through evaluate(); the checker still checks on its own that each pod sits in its
 ordinal's zone (or its volume's).
+
+The same holds for a spread's eligible domains: which nodes count (the pod's nodeSelector and
+required node affinity under nodeAffinityPolicy, its tolerations under nodeTaintsPolicy) is the
+engine's reading (engine.spread_eligibility), or the checker would count a zone the pods can
+never use as an empty domain and report a skew that is not there. The skew itself, with
+minDomains's empty domains, is computed here.
 """
 
 from __future__ import annotations
@@ -24,8 +30,19 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, ZoneOrder, evaluate
-from .policy import AntiAffinityMode, PlacementPolicySpec, WhenUnsatisfiable
+from .engine import (
+    NodeConstraints,
+    NodeInfo,
+    Placement,
+    PodRequest,
+    Snapshot,
+    Topology,
+    ZoneOrder,
+    evaluate,
+    spread_eligibility,
+)
+from .engine import zone_order as decision_zone_order
+from .policy import AntiAffinityMode, PlacementPolicySpec, Spread, WhenUnsatisfiable
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,7 @@ class Member:
     shard: str | None = None
     ordinal: int | None = None
     volume_zone: str | None = None
+    constraints: NodeConstraints | None = None  # the pod's nodeSelector, required affinity, tolerations
 
 
 @dataclass(frozen=True)
@@ -88,22 +106,14 @@ def violations(
                         f"{cap.describe(group_size)} allows {limit}",
                     )
                 )
+    topology: Topology | None = None
     for s in spec.spread:
         if s.whenUnsatisfiable is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
             continue
-        counts = domain_counts(spec, s.topologyKey, members, nodes)
-        if counts:
-            fullest = max(counts, key=lambda d: (counts[d], d))
-            emptiest = min(counts, key=lambda d: (counts[d], d))
-            skew = counts[fullest] - counts[emptiest]
-            if skew > s.maxSkew:
-                out.append(
-                    Violation(
-                        "spread",
-                        f"{s.topologyKey} skew {skew} > maxSkew {s.maxSkew}: {s.topologyKey}={fullest} holds "
-                        f"{counts[fullest]} pods, {s.topologyKey}={emptiest} {counts[emptiest]}",
-                    )
-                )
+        topology = topology or Topology(nodes.values())
+        worst = max(spread_skews(spec, s, members, nodes, topology), key=lambda k: k.skew, default=None)
+        if worst is not None and worst.skew > s.maxSkew:
+            out.append(Violation("spread", worst.describe(s)))
     for rule in spec.shardAntiAffinity:
         if rule.mode is not AntiAffinityMode.REQUIRED:
             continue
@@ -167,7 +177,7 @@ def zone_order(spec: PlacementPolicySpec, record: Snapshot, shard: str) -> ZoneO
     use for the set's next pod. Made by evaluate() itself (engine.context's shard_zone_order),
     with no candidates to judge, so the checker and the engine cannot read the record apart."""
     decision = evaluate(spec, PodRequest(f"{shard}/(zone order)", shard, 0), record, [])
-    order = getattr(decision.context, "zone_order", None)
+    order = decision_zone_order(decision)
     return order if order is not None else ZoneOrder((), "no zone order (ordinal zones off)")
 
 
@@ -178,16 +188,83 @@ def _some(pods: list[str], shown: int = 5) -> str:
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
+@dataclass(frozen=True)
+class Skew:
+    """One spread's skew as pods with one set of node constraints see it (see spread_skews)."""
+
+    key: str  # the spread's topologyKey as written
+    skew: int
+    fullest: str
+    emptiest: str
+    counts: Mapping[str, int]  # eligible domain -> the group's pods counted there
+    below_min_domains: int | None  # minDomains, when fewer eligible domains exist (the emptiest holds 0)
+
+    def describe(self, s: Spread) -> str:
+        head = f"{self.key} skew {self.skew} > maxSkew {s.maxSkew}: {self.key}={self.fullest} holds "
+        if self.below_min_domains is not None:
+            return (
+                head + f"{self.counts[self.fullest]} pods; only {len(self.counts)} eligible {self.key} domain(s) "
+                f"exist, fewer than minDomains {self.below_min_domains}, so the emptiest counts as 0"
+            )
+        return head + f"{self.counts[self.fullest]} pods, {self.key}={self.emptiest} {self.counts[self.emptiest]}"
+
+
+def spread_skews(
+    spec: PlacementPolicySpec,
+    s: Spread,
+    members: Sequence[Member],
+    nodes: Mapping[str, NodeInfo],
+    topology: Topology | None = None,
+) -> list[Skew]:
+    """The spread's skew for each distinct set of node constraints among the members (pods of
+    one template share one): under the spread's nodeAffinityPolicy / nodeTaintsPolicy, a pod
+    sees only the eligible domains and the pods on the nodes its constraints admit
+    (engine.spread_eligibility), as native PodTopologySpread judges it. The skew is the fullest
+    domain holding one of those pods minus the emptiest eligible domain, which counts as 0
+    while fewer eligible domains than minDomains exist. Pods on no eligible domain have none."""
+    topology = topology or Topology(nodes.values())
+    key = s.topologyKey  # as the policy names it, for the message
+    alike: dict[NodeConstraints | None, list[Member]] = {}
+    for m in members:
+        alike.setdefault(m.constraints, []).append(m)
+    out = []
+    for constraints, own in alike.items():
+        eligible, admitted = spread_eligibility(spec, s, constraints, topology)
+        if not eligible:
+            continue
+        counted = Counter(
+            _domain(nodes.get(m.node), s.topologyKey, spec) for m in members if admitted is None or m.node in admitted
+        )
+        counts = {d: counted.get(d, 0) for d in eligible}
+        held = {_domain(nodes.get(m.node), s.topologyKey, spec) for m in own if admitted is None or m.node in admitted}
+        held &= counts.keys()
+        if not held:
+            continue
+        fullest = max(held, key=lambda d: (counts[d], d))
+        emptiest = min(counts, key=lambda d: (counts[d], d))
+        below = s.minDomains if s.minDomains is not None and len(counts) < s.minDomains else None
+        low = 0 if below is not None else counts[emptiest]
+        out.append(Skew(key, counts[fullest] - low, fullest, emptiest, counts, below))
+    return out
+
+
 def max_skew(spec: PlacementPolicySpec, key: str, members: Sequence[Member], nodes: Mapping[str, NodeInfo]) -> int:
-    """Pods in the fullest minus the emptiest eligible domain (schedulable nodes, permitted zones)."""
-    values = domain_counts(spec, key, members, nodes).values()
-    return (max(values) - min(values)) if values else 0
+    """Pods in the fullest minus the emptiest eligible domain of `key` (schedulable nodes,
+    permitted zones; for a key a spread uses, the nodes its node inclusion policies admit for the
+    pods and minDomains's empty domains, as the spread check sees it)."""
+    canonical = spec.canonical_key(key)
+    spreads = [s for s in spec.spread if spec.canonical_key(s.topologyKey) == canonical]
+    if not spreads:
+        values = domain_counts(spec, key, members, nodes).values()
+        return (max(values) - min(values)) if values else 0
+    topology = Topology(nodes.values())
+    return max((k.skew for s in spreads for k in spread_skews(spec, s, members, nodes, topology)), default=0)
 
 
 def domain_counts(
     spec: PlacementPolicySpec, key: str, members: Sequence[Member], nodes: Mapping[str, NodeInfo]
 ) -> dict[str, int]:
-    """The group's pods in each eligible domain of `key` (schedulable nodes, permitted zones)."""
+    """The group's pods in each eligible domain of `key` (schedulable nodes, permitted zones; every node counts)."""
     permitted = spec.zones.permitted() if spec.zones else None
     domains = set()
     for node in nodes.values():

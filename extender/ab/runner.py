@@ -19,7 +19,7 @@ from ..checker import Member, max_skew, violations, zones_of
 from ..devcluster.api import Api, ApiError, wait_for
 from ..devcluster.cluster import SCHEDULER_NAME, STORAGE_CLASS, LocalCluster
 from ..policy import API_GROUP, API_VERSION, KIND, PLURAL, POLICY_REF_ANNOTATION, PlacementPolicySpec
-from ..state.objects import parse_node
+from ..state.objects import parse_node, parse_node_constraints
 from ..translate import translate
 from .scenario import Scenario, Step
 
@@ -270,7 +270,16 @@ class Runner:
                 continue
             name = p["metadata"]["name"]
             shard, _, ordinal = name.rpartition("-")
-            members.append(Member(f"{ns}/{name}", node, shard, int(ordinal), self._volume_zone(ns, name)))
+            members.append(
+                Member(
+                    f"{ns}/{name}",
+                    node,
+                    shard,
+                    int(ordinal),
+                    self._volume_zone(ns, name),
+                    parse_node_constraints(p["spec"]),
+                )
+            )
         return members
 
     def _volume_zone(self, ns: str, pod: str) -> str | None:

@@ -1,13 +1,15 @@
 """The placement engine: pure functions over plain data, no I/O.
 
 `evaluate(spec, pod, snapshot, candidates)` decides; the few functions beside it read a decision
-(its broken rules, a node's zone, the domains some nodes share), break ties, and judge a
-preemption. This package's exports are the whole interface: nothing outside the engine imports
+(its broken rules, a node's zone, the pod's zone order, the domains some nodes share), break ties,
+judge a preemption, and give a spread's eligible domains to a caller without a decision (the
+checker). This package's exports are the whole interface: nothing outside the engine imports
 its modules. The HTTP server, the watch cache and the CLI are thin layers around it.
 """
 
+from .context import spread_eligibility
 from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, Requirement, Toleration
-from .evaluate import broken_rules, candidate_names, evaluate, shared_domains, zone_of
+from .evaluate import broken_rules, candidate_names, evaluate, shared_domains, zone_of, zone_order
 from .model import (
     Decision,
     GroupCounts,
@@ -53,8 +55,10 @@ __all__ = [
     "candidate_names",
     "evaluate",
     "shared_domains",
+    "spread_eligibility",
     "stable_zone_order",
     "translate_rules",
     "zone_left_empty",
     "zone_of",
+    "zone_order",
 ]

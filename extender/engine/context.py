@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from ..policy import Cap, NodeInclusionPolicy, PlacementPolicySpec, Spread, WhenUnsatisfiable
-from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView
+from ..policy import Cap, PlacementPolicySpec, Spread, WhenUnsatisfiable
+from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, spread_view
 from .model import NodeInfo, Placement, PodRequest, Snapshot
 from .topology import Topology
 from .zone_order import ZoneOrder, stable_zone_order
@@ -57,12 +57,7 @@ class Context:
         ctx.caps = [(c, spec.canonical_key(c.topologyKey), c.limit(snap.group_size)) for c in spec.caps]
         constraints: NodeConstraints = pod.constraints if pod.constraints is not None else NO_CONSTRAINTS
         ctx.usable = constraints.view(affinity=True, taints=True)
-        ctx.spread_views = [
-            constraints.view(
-                s.nodeAffinityPolicy is NodeInclusionPolicy.HONOR, s.nodeTaintsPolicy is NodeInclusionPolicy.HONOR
-            )
-            for s in spec.spread
-        ]
+        ctx.spread_views = [spread_view(s, constraints) for s in spec.spread]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}
         ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
         # The group's pods arrive counted per node; each domain's count is the sum over the
@@ -247,3 +242,17 @@ class Context:
                 evidence[ordinal] = zone
         explicit = self.spec.ordinalZones.order if self.spec.ordinalZones else None
         return stable_zone_order(self.usable_domains(self.zone_key), evidence, explicit)
+
+
+def spread_eligibility(
+    spec: PlacementPolicySpec, spread: Spread, constraints: NodeConstraints | None, topology: Topology
+) -> tuple[dict[str, int], frozenset[str] | None]:
+    """For a caller without a decision (the checker): a spread's eligible domains (domain ->
+    schedulable nodes in it, in the permitted zones) for a pod with `constraints`, and the names
+    of the nodes whose pods it counts (None: every node). The same view and the same topology
+    lookups the spread rule reads through Context.spread_domains / spread_counts."""
+    view = spread_view(spread, constraints)
+    permitted = spec.zones.permitted() if spec.zones else None
+    key = spec.canonical_key(spread.topologyKey)
+    domains = topology.eligible_domains(key, spec.topology.zone, permitted, spec.topology.node, view)
+    return domains, topology.admitted(view)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..policy import NodeInclusionPolicy, Spread
 from .model import NodeInfo, Taint
 
 NODE_NAME_FIELD = "metadata.name"
@@ -133,3 +134,14 @@ class NodeView:
         if self.tolerations is not None and node.taints:
             return all(tolerates(self.tolerations, t) for t in node.taints)
         return True
+
+
+def spread_view(spread: Spread, constraints: NodeConstraints | None) -> NodeView | None:
+    """The nodes a spread counts for a pod with `constraints` (None: the pod has none): what its
+    nodeAffinityPolicy / nodeTaintsPolicy admit, as native PodTopologySpread's node inclusion
+    policies. None when every node counts."""
+    if constraints is None:
+        constraints = NO_CONSTRAINTS
+    return constraints.view(
+        spread.nodeAffinityPolicy is NodeInclusionPolicy.HONOR, spread.nodeTaintsPolicy is NodeInclusionPolicy.HONOR
+    )

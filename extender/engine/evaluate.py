@@ -11,6 +11,7 @@ from .lookahead import Analysis, Certainty, dead_ends
 from .model import CandidateClass, Decision, NodeInfo, Outcome, PodRequest, Snapshot
 from .rules import NARROWING, Failure, all_failures, first_failure
 from .scoring import score_classes
+from .zone_order import ZoneOrder
 
 
 def evaluate(
@@ -231,6 +232,13 @@ def zone_of(decision: Decision, node: NodeInfo) -> str | None:
     """The node's zone under the decision's policy (its zone key, with the legacy fallback)."""
     ctx = decision.context
     return ctx.domain(node, ctx.zone_key) if ctx is not None else None
+
+
+def zone_order(decision: Decision) -> ZoneOrder | None:
+    """The zone order the decision's pod follows: ordinal zones on and the pod a StatefulSet's
+    (its ideal zone is order.zone_for(ordinal)); else None."""
+    ctx = decision.context
+    return ctx.zone_order if ctx is not None else None
 
 
 def shared_domains(decision: Decision, names: list[str]) -> dict[str, str]:

@@ -138,3 +138,138 @@ def test_explain_states_a_breach_of_the_pods_group() -> None:
 def test_explain_of_a_compliant_group_states_no_breach() -> None:
     e = explain(cluster(), "db", "crdb-1")
     assert e.breaches == [] and "breaks a hard rule" not in render_explanation(e)
+
+
+# -- spread judged over the domains the pods can use (node inclusion policies, minDomains) ---------
+
+ZONE = "topology.kubernetes.io/zone"
+POOLS = {"n0": ("a", "db"), "n1": ("a", "db"), "n2": ("b", "db"), "n3": ("b", "db"), "n4": ("c", "web")}
+
+
+def pinned(spread: dict, selector: dict[str, str] | None, nodes: tuple[str, ...]) -> ClusterStore:
+    """StatefulSet db/crdb with a zone spread (maxSkew 1 and `spread`), its pods selecting
+    `selector` (pool=db: zones a and b of a, b, c), crdb-i on nodes[i]."""
+    policy = {"spread": [{"topologyKey": ZONE, "maxSkew": 1, **spread}]}
+    store = ClusterStore()
+    for kind in KINDS:
+        store.replace(kind, [])
+    for name, (zone, pool) in POOLS.items():
+        store.apply("nodes", "ADDED", node(name, zone, labels={"pool": pool}))
+    store.apply("statefulsets", "ADDED", statefulset("crdb", len(nodes), labels=LABELS, policy=policy))
+    for i, where in enumerate(nodes):
+        obj = pod(f"crdb-{i}", sts="crdb", node_name=where, labels=LABELS, policy=policy)
+        if selector is not None:
+            obj["spec"]["nodeSelector"] = selector
+        store.apply("pods", "ADDED", obj)
+    return store
+
+
+DB = {"pool": "db"}
+SPREAD_CASES = [
+    # Issue 13: the pods select zones a and b; zone c, which they can never use, is no empty domain.
+    pytest.param({}, DB, ("n0", "n2", "n1", "n3"), None, id="two-of-three-zones"),
+    pytest.param({}, DB, ("n0", "n1", "n2"), None, id="two-of-three-within-skew"),
+    pytest.param({}, DB, ("n0", "n1", "n0", "n2"), f"{ZONE} skew 2 > maxSkew 1: {ZONE}=a holds 3 pods", id="real-skew"),
+    pytest.param({}, None, ("n0", "n2", "n1", "n3"), f"{ZONE}=c 0", id="no-selector-every-zone-counts"),
+    pytest.param({"nodeAffinityPolicy": "Ignore"}, DB, ("n0", "n2", "n1", "n3"), f"{ZONE}=c 0", id="affinity-ignored"),
+    pytest.param({"minDomains": 2}, DB, ("n0", "n2", "n1", "n3"), None, id="min-domains-met"),
+    pytest.param(
+        {"minDomains": 3},
+        DB,
+        ("n0", "n2", "n1", "n3"),
+        f"only 2 eligible {ZONE} domain(s) exist, fewer than minDomains 3, so the emptiest counts as 0",
+        id="min-domains-unmet",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spread", "selector", "nodes", "broken"), SPREAD_CASES)
+def test_audit_judges_a_spread_over_the_domains_the_pods_can_use(spread, selector, nodes, broken) -> None:
+    (report,) = audit(pinned(spread, selector, nodes))
+    if broken is None:
+        assert report.violations == []
+        assert "VIOLATED" not in render([report])
+    else:
+        (violation,) = report.violations
+        assert violation.startswith("spread: ") and broken in violation, violation
+
+
+# -- group.matchLabelKeys: each revision is its own group, as the engine counts it -----------------
+
+HASH = "pod-template-hash"
+WEB = {"app": "web"}
+SPLIT = {"group": {"selector": {"matchLabels": WEB}, "matchLabelKeys": [HASH]}, **CAP}
+
+
+def rolling(placed: dict[str, tuple[str, str]], policy: dict = SPLIT) -> ClusterStore:
+    """Pods `placed` name -> (revision, node) of a Deployment-like group app=web, on cluster()'s nodes."""
+    store = cluster()
+    for name, (revision, where) in placed.items():
+        store.apply("pods", "ADDED", pod(name, node_name=where, labels={**WEB, HASH: revision}, policy=policy))
+    return store
+
+
+REVISION_CASES = [
+    # Mid rolling update, the new revision's first pod shares n0 with an old one: each revision
+    # keeps its per-node cap of 1.
+    pytest.param(
+        {"web-old-0": ("old", "n0"), "web-old-1": ("old", "n1"), "web-new-0": ("new", "n0")},
+        SPLIT,
+        {"new": [], "old": []},
+        id="rolling-update",
+    ),
+    pytest.param(
+        {"web-old-0": ("old", "n0"), "web-new-0": ("new", "n0"), "web-new-1": ("new", "n0")},
+        SPLIT,
+        {
+            "new": [f"caps: {HOST}=n0 holds 2 pods (db/web-new-0, db/web-new-1); at most 1 per {HOST} allows 1"],
+            "old": [],
+        },
+        id="a-revision-breaks-its-cap",
+    ),
+]
+
+
+@pytest.mark.parametrize(("placed", "policy", "expected"), REVISION_CASES)
+def test_each_revision_is_reported_as_its_own_group(placed, policy, expected) -> None:
+    reports = {r.group: r for r in audit(rolling(placed, policy)) if r.group != "StatefulSet crdb"}
+    assert {g: r.violations for g, r in reports.items()} == {
+        f"pods matching app=web ({HASH}={rev})": v for rev, v in expected.items()
+    }
+    for rev in expected:
+        group = reports[f"pods matching app=web ({HASH}={rev})"]
+        assert set(group.placed) == {f"db/{n}" for n, (r, _) in placed.items() if r == rev}
+
+
+def test_without_match_label_keys_the_revisions_are_one_group() -> None:
+    policy = {"group": {"selector": {"matchLabels": WEB}}, **CAP}
+    placed = {"web-old-0": ("old", "n0"), "web-old-1": ("old", "n1"), "web-new-0": ("new", "n0")}
+    reports = {r.group: r for r in audit(rolling(placed, policy)) if r.group != "StatefulSet crdb"}
+    (report,) = reports.values()
+    assert report.group == "pods matching app=web" and len(report.placed) == 3
+    assert report.violations == [
+        f"caps: {HOST}=n0 holds 2 pods (db/web-new-0, db/web-old-0); at most 1 per {HOST} allows 1"
+    ]
+
+
+def test_explain_names_the_pods_revision_group() -> None:
+    store = rolling({"web-old-0": ("old", "n0"), "web-new-0": ("new", "n0"), "web-new-1": ("new", "n0")})
+    assert explain(store, "db", "web-old-0").breaches == []
+    e = explain(store, "db", "web-new-1")
+    assert e.group == f"pods matching app=web ({HASH}=new)" and len(e.breaches) == 1
+
+
+def test_a_statefulset_split_by_controller_revision_hash_reports_each_revision() -> None:
+    policy = {"group": {"matchLabelKeys": ["controller-revision-hash"]}, **CAP}
+    store = cluster(policy=policy)
+    for i, revision in enumerate(("crdb-1", "crdb-1", "crdb-2")):  # crdb-2 updated, now on n0 beside crdb-0
+        labels = {**LABELS, "controller-revision-hash": revision}
+        store.apply(
+            "pods", "MODIFIED", pod(f"crdb-{i}", sts="crdb", node_name=f"n{i % 2}", labels=labels, policy=policy)
+        )
+    reports = {r.group: sorted(r.placed) for r in audit(store)}
+    assert reports == {
+        "StatefulSet crdb (controller-revision-hash=crdb-1)": ["db/crdb-0", "db/crdb-1"],
+        "StatefulSet crdb (controller-revision-hash=crdb-2)": ["db/crdb-2"],
+    }
+    assert all(r.violations == [] for r in audit(store))

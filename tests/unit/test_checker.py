@@ -12,8 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.checker import Member, violations
-from extender.engine import NodeInfo, Placement, PodRequest, Snapshot, Topology, evaluate
+from extender.checker import Member, max_skew, violations
+from extender.engine import (
+    NodeConstraints,
+    NodeInfo,
+    Placement,
+    PodRequest,
+    Requirement,
+    Snapshot,
+    Taint,
+    Toleration,
+    Topology,
+    evaluate,
+)
 from extender.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
 
 NODES = {
@@ -193,3 +204,136 @@ def test_a_placement_the_engine_made_never_shows_an_ordinal_violation(start, act
             assert passing, decision.notes
             members.append(Member(f"db/s-{ordinal}", data.draw(st.sampled_from(sorted(passing))), "s", ordinal))
         assert violations(spec, members, zoned(layout), None) == []
+
+
+# -- spread: the engine's eligible domains (node inclusion policies), minDomains -------------------
+
+DB = NodeConstraints(selector=(("pool", "db"),))  # nodeSelector pool=db
+DB_AFFINITY = NodeConstraints(terms=((Requirement("pool", "In", ("db",)),),))  # required node affinity
+TOLERATES = NodeConstraints(tolerations=(Toleration("dedicated", "Equal", "db", "NoSchedule"),))
+DEDICATED = (Taint("dedicated", "db", "NoSchedule"),)
+
+
+def pooled(layout: dict[str, tuple[int, str]], tainted: str = "") -> dict[str, NodeInfo]:
+    """Nodes <zone><i>, `layout` zone -> (node count, pool label); the nodes of `tainted` carry DEDICATED."""
+    return {
+        f"{z}{i}": NodeInfo(
+            f"{z}{i}", {HOSTNAME_KEY: f"{z}{i}", ZONE_KEY: z, "pool": pool}, True, DEDICATED if z == tainted else ()
+        )
+        for z, (n, pool) in layout.items()
+        for i in range(1, n + 1)
+    }
+
+
+TWO_OF_THREE = pooled({"a": (2, "db"), "b": (2, "db"), "c": (2, "web")})  # the pods select a and b
+TWO_ZONES = pooled({"a": (2, "db"), "b": (2, "db")})
+TAINTED_C = pooled({"a": (2, "db"), "b": (2, "db"), "c": (2, "db")}, tainted="c")
+
+
+def spread_of(where: str, constraints: NodeConstraints | None = DB) -> list[Member]:
+    """One pod per letter of `where`, on the first node of that zone, all with `constraints`."""
+    return [Member(f"db/s-{i}", f"{z}1", "s", i, None, constraints) for i, z in enumerate(where)]
+
+
+# (spread fields, nodes, members, rules broken, max_skew of the zone key, a fragment of the message)
+SPREAD_CASES = [
+    # Issue 13: the pods select 2 of 3 zones; zone c is no domain of theirs, not an empty one.
+    pytest.param({}, TWO_OF_THREE, spread_of("ababab"), [], 0, None, id="selector-two-of-three"),
+    pytest.param({}, TWO_OF_THREE, spread_of("ababab", DB_AFFINITY), [], 0, None, id="affinity-two-of-three"),
+    pytest.param({}, TWO_OF_THREE, spread_of("aaab"), ["spread"], 2, "zone=a holds 3 pods", id="selector-real-skew"),
+    pytest.param(
+        {"nodeAffinityPolicy": "Ignore"},
+        TWO_OF_THREE,
+        spread_of("abab"),
+        ["spread"],
+        2,
+        "zone=c 0",
+        id="affinity-ignored-counts-c",
+    ),
+    # Pods that carry no constraints see every zone, as before.
+    pytest.param({}, TWO_OF_THREE, spread_of("abab", None), ["spread"], 2, "zone=c 0", id="no-constraints"),
+    # A pod on a node its own constraints exclude (labels changed under it) counts nowhere.
+    pytest.param({}, TWO_OF_THREE, spread_of("abcc"), [], 0, None, id="pods-on-excluded-nodes-not-counted"),
+    # Taints: Ignore by default (the tainted zone is an empty domain); Honor drops it unless tolerated.
+    pytest.param({}, TAINTED_C, spread_of("abab", None), ["spread"], 2, "zone=c 0", id="taints-ignored"),
+    pytest.param({"nodeTaintsPolicy": "Honor"}, TAINTED_C, spread_of("abab", None), [], 0, None, id="taints-honored"),
+    pytest.param(
+        {"nodeTaintsPolicy": "Honor"},
+        TAINTED_C,
+        spread_of("abab", TOLERATES),
+        ["spread"],
+        2,
+        "zone=c 0",
+        id="taints-honored-tolerated",
+    ),
+    # minDomains: fewer eligible domains than asked, the emptiest counts as 0.
+    pytest.param({"minDomains": 3}, TWO_ZONES, spread_of("ab"), [], 1, None, id="min-domains-one-each"),
+    pytest.param(
+        {"minDomains": 3},
+        TWO_ZONES,
+        spread_of("aab"),
+        ["spread"],
+        2,
+        "only 2 eligible topology.kubernetes.io/zone domain(s) exist, fewer than minDomains 3",
+        id="min-domains-beyond",
+    ),
+    pytest.param({"minDomains": 2}, TWO_ZONES, spread_of("aab"), [], 1, None, id="min-domains-met"),
+    pytest.param({"minDomains": 3}, TAINTED_C, spread_of("aabc", None), [], 1, None, id="min-domains-met-three"),
+    pytest.param(
+        {"minDomains": 3}, TWO_OF_THREE, spread_of("aab"), ["spread"], 2, "minDomains 3", id="min-domains-selector"
+    ),
+    pytest.param(
+        {"whenUnsatisfiable": "ScheduleAnyway"}, TWO_OF_THREE, spread_of("aaab"), [], 2, None, id="soft-never-broken"
+    ),
+]
+
+
+@pytest.mark.parametrize(("fields", "nodes", "members", "rules", "skew", "fragment"), SPREAD_CASES)
+def test_spread_is_judged_over_the_engines_eligible_domains(fields, nodes, members, rules, skew, fragment) -> None:
+    spec = PlacementPolicySpec.model_validate({"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1, **fields}]})
+    found = violations(spec, members, nodes, len(members))
+    assert [v.rule for v in found] == rules, found
+    if fragment is not None:
+        assert fragment in found[0].message, found[0].message
+    assert max_skew(spec, ZONE_KEY, members, nodes) == skew
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    layout=st.lists(st.tuples(st.integers(1, 2), st.sampled_from(["db", "web"])), min_size=1, max_size=4),
+    fields=st.fixed_dictionaries(
+        {},
+        optional={
+            "maxSkew": st.integers(1, 2),
+            "minDomains": st.integers(1, 4),
+            "nodeAffinityPolicy": st.sampled_from(["Honor", "Ignore"]),
+            "nodeTaintsPolicy": st.sampled_from(["Honor", "Ignore"]),
+        },
+    ),
+    constraints=st.sampled_from([None, DB, DB_AFFINITY, TOLERATES]),
+    tainted=st.sampled_from(["", "a", "b"]),
+    pods=st.integers(1, 10),
+    data=st.data(),
+)
+def test_a_spread_placement_the_engine_made_never_shows_a_violation(
+    layout, fields, constraints, tainted, pods, data
+) -> None:
+    """Pods placed one by one on nodes filter passes (only those the pod's constraints admit, as
+    kube-scheduler's own filters would leave): the checker finds no spread violation at any step."""
+    spec = PlacementPolicySpec.model_validate({"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1, **fields}]})
+    nodes = pooled({chr(ord("a") + i): zone for i, zone in enumerate(layout)}, tainted)
+    usable = sorted(
+        n
+        for n, node in nodes.items()
+        if (constraints or NodeConstraints()).matches_affinity(node)
+        and (constraints or NodeConstraints()).tolerates_taints(node)
+    )
+    members: list[Member] = []
+    for i in range(pods):
+        snap = Snapshot(Topology(nodes.values()), tuple(Placement(m.pod, m.node, m.shard, m.ordinal) for m in members))
+        decision = evaluate(spec, PodRequest(f"db/s-{i}", "s", i, constraints=constraints), snap, usable)
+        passing = sorted(decision.passed())
+        if not passing:
+            break
+        members.append(Member(f"db/s-{i}", data.draw(st.sampled_from(passing)), "s", i, None, constraints))
+        assert violations(spec, members, nodes, None) == []
