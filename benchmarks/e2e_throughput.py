@@ -18,7 +18,7 @@ kube-controller-manager's client is raised to --kube-api-qps 500 / burst 1000 (-
 its default 20/30): at the default the StatefulSet controller creates pods at ~20/s, which
 would cap both sides at the same rate and hide the schedulers' throughput.
 
-Two variants, each on a fresh control plane (--variants, default both):
+Three variants, each on a fresh control plane (--variants, default all):
 
 - shipped:   both kube-schedulers keep their default client limits (50 QPS, burst 100), as
              deployed. The default scheduler's Binding calls then cap the native side near
@@ -26,8 +26,12 @@ Two variants, each on a fresh control plane (--variants, default both):
              whose client is not limited.
 - equal-qps: both kube-schedulers at clientConnection qps 500 / burst 1000 (--equal-qps,
              --equal-burst), so the native side is no longer held by its client rate limit.
+- go-floor:  as equal-qps, but our kube-scheduler calls the do-nothing Go extender
+             (benchmarks/gofloor: filter passes every node, prioritize scores 0) and binds by
+             itself. No rule is enforced (its violations are expected): this is the cost of the
+             extender protocol alone, the ceiling any HTTP extender reaches on this machine.
 
-    python -m benchmarks.e2e_throughput                 # both variants, 2 rounds per side; ~5 min
+    python -m benchmarks.e2e_throughput                 # all variants, 2 rounds per side; ~8 min
     python -m benchmarks.e2e_throughput --variants equal-qps --equal-qps 1000 --equal-burst 2000
     python -m benchmarks.e2e_throughput --rounds 1 --sets 3 --replicas 50 --nodes 60
 """
@@ -48,10 +52,26 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
+import yaml  # noqa: E402
 
-from benchmarks.common import code_version, loadavg, machine, table, verdict, write_result  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    build_go_floor,
+    code_version,
+    loadavg,
+    machine,
+    table,
+    verdict,
+    write_result,
+)
 from extender.devcluster.api import ApiError, wait_for  # noqa: E402
-from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes  # noqa: E402
+from extender.devcluster.cluster import (  # noqa: E402
+    HOSTNAME,
+    SCHEDULER_CONFIG,
+    SCHEDULER_NAME,
+    ZONE,
+    LocalCluster,
+    zoned_nodes,
+)
 from extender.policy import INLINE_POLICY_ANNOTATION, PlacementPolicySpec  # noqa: E402
 from extender.translate import translate  # noqa: E402
 
@@ -62,14 +82,14 @@ POLICY = {
 ZONES = ("zone-a", "zone-b", "zone-c")
 TARGET_RATIO = 0.8
 CLK_TCK = 100
-VARIANTS = ("shipped", "equal-qps")
+VARIANTS = ("shipped", "equal-qps", "go-floor")
 
 
 def variant_limits(variant: str, qps: float, burst: int) -> tuple[float | None, int | None]:
     """Both kube-schedulers' client (qps, burst) for a variant; None keeps kube-scheduler's default."""
     if variant == "shipped":
         return None, None
-    if variant == "equal-qps":
+    if variant in ("equal-qps", "go-floor"):
         return qps, burst
     raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
 
@@ -94,6 +114,40 @@ class BenchCluster(LocalCluster):
                 continue
             out[p.name] = _tree_cpu(p.popen.pid)
         return out
+
+
+class GoFloorCluster(BenchCluster):
+    """BenchCluster whose placement-scheduler calls the do-nothing Go extender (benchmarks/gofloor:
+    filter passes every candidate, prioritize scores 0) and binds by itself (no bindVerb): the
+    protocol's own cost, the ceiling any HTTP extender can reach in this harness. It enforces no
+    rule, so its side's violations are expected."""
+
+    def __init__(self, binary: Path, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, extender=False, **kwargs)
+        self.go_floor = binary
+
+    def _start_placement_scheduler(self, kubeconfig: Path) -> None:
+        port = self.ports["extender"]
+        proc = self._spawn("extender", [str(self.go_floor), "-listen", f"127.0.0.1:{port}"])
+        self._await(proc, "Go floor /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok)
+        config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
+        config["clientConnection"] = self._client_connection(kubeconfig)
+        extender = config["extenders"][0]
+        extender["urlPrefix"] = f"http://127.0.0.1:{port}"
+        for verb in ("bindVerb", "preemptVerb"):  # kube-scheduler binds; nothing to preempt here
+            extender.pop(verb, None)
+        path = self.workdir / "placement-scheduler.yaml"
+        path.write_text(yaml.safe_dump(config))
+        self._spawn(
+            "placement-scheduler",
+            [
+                self._bin("kube-scheduler"),
+                f"--config={path}",
+                f"--secure-port={self.ports['placement']}",
+                "--bind-address=127.0.0.1",
+            ],
+        )
+        wait_for("the placement scheduler's leader lease", lambda: self._lease_held(), 60)
 
 
 def _tree_cpu(pid: int) -> float:
@@ -412,6 +466,9 @@ def report(rounds: list[dict[str, Any]], summary: dict[str, Any], title: str = "
 def variants_table(results: dict[str, dict[str, Any]]) -> str:
     rows = []
     for name, v in results.items():
+        if v.get("skipped"):
+            rows.append([name, "-", "-", "-", "-", "-", f"skipped: {v['skipped']}"[:60]])
+            continue
         s = v["summary"]
         limits = "default (50/100)" if v["scheduler_qps"] is None else f"{v['scheduler_qps']:g}/{v['scheduler_burst']}"
         rows.append(
@@ -422,7 +479,7 @@ def variants_table(results: dict[str, dict[str, Any]]) -> str:
                 s["extender"]["median_pods_per_second"] or "-",
                 s["ratio_extender_over_native"] if s["ratio_extender_over_native"] is not None else "-",
                 s["ratio_per_round_pair"],
-                s["target"]["verdict"],
+                "n/a: the ceiling" if name == "go-floor" else s["target"]["verdict"],
             ]
         )
     return table(
@@ -446,6 +503,9 @@ def add_zoned_nodes(cluster: LocalCluster, layout: dict[str, int], nodes: int) -
     assert api is not None
     zone_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")}
     port = cluster.ports["extender"]
+    if isinstance(cluster, GoFloorCluster):  # no cache to wait for
+        wait_for("every node Ready", lambda: len(api.list("/api/v1/nodes")) >= nodes, 60)
+        return zone_of
     wait_for(
         "the extender's cache to hold every node",
         lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()["cache"]["nodes"] >= nodes,
@@ -459,7 +519,17 @@ def run_variant(variant: str, args: argparse.Namespace, layout: dict[str, int], 
     rounds: list[dict[str, Any]] = []
     started = time.monotonic()
     log(f"\n== variant {variant}: kube-schedulers' client qps/burst {'default' if qps is None else f'{qps:g}/{burst}'}")
-    with BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst) as cluster:
+    if variant == "go-floor":
+        build = build_go_floor(log=log)
+        if build.path is None:
+            log(f"Go floor unavailable: {build.reason}; variant skipped")
+            return {"variant": variant, "skipped": build.reason, "rounds": [], "summary": {}}
+        cluster_context: BenchCluster = GoFloorCluster(
+            build.path, kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst
+        )
+    else:
+        cluster_context = BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst)
+    with cluster_context as cluster:
         log(f"control plane up in {time.monotonic() - started:.1f}s; adding {args.nodes} kwok nodes {layout}")
         t = time.monotonic()
         zone_of = add_zoned_nodes(cluster, layout, args.nodes)
