@@ -52,7 +52,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
-import yaml  # noqa: E402
 
 from benchmarks.common import (  # noqa: E402
     build_go_floor,
@@ -66,7 +65,6 @@ from benchmarks.common import (  # noqa: E402
 from extender.devcluster.api import ApiError, wait_for  # noqa: E402
 from extender.devcluster.cluster import (  # noqa: E402
     HOSTNAME,
-    SCHEDULER_CONFIG,
     SCHEDULER_NAME,
     ZONE,
     LocalCluster,
@@ -123,31 +121,18 @@ class GoFloorCluster(BenchCluster):
     rule, so its side's violations are expected."""
 
     def __init__(self, binary: Path, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, extender=False, **kwargs)
+        super().__init__(*args, **kwargs)
         self.go_floor = binary
 
-    def _start_placement_scheduler(self, kubeconfig: Path) -> None:
+    def start_extender(self, extra_args: Any = ()) -> Any:
         port = self.ports["extender"]
         proc = self._spawn("extender", [str(self.go_floor), "-listen", f"127.0.0.1:{port}"])
         self._await(proc, "Go floor /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok)
-        config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
-        config["clientConnection"] = self._client_connection(kubeconfig)
-        extender = config["extenders"][0]
-        extender["urlPrefix"] = f"http://127.0.0.1:{port}"
+        return proc
+
+    def adjust_extender_config(self, extender: dict[str, Any]) -> None:
         for verb in ("bindVerb", "preemptVerb"):  # kube-scheduler binds; nothing to preempt here
             extender.pop(verb, None)
-        path = self.workdir / "placement-scheduler.yaml"
-        path.write_text(yaml.safe_dump(config))
-        self._spawn(
-            "placement-scheduler",
-            [
-                self._bin("kube-scheduler"),
-                f"--config={path}",
-                f"--secure-port={self.ports['placement']}",
-                "--bind-address=127.0.0.1",
-            ],
-        )
-        wait_for("the placement scheduler's leader lease", lambda: self._lease_held(), 60)
 
 
 def _tree_cpu(pid: int) -> float:

@@ -435,6 +435,7 @@ class LocalCluster:
         config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
         config["clientConnection"] = self._client_connection(kubeconfig)
         config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{self.ports['extender']}"
+        self.adjust_extender_config(config["extenders"][0])
         path = self.workdir / "placement-scheduler.yaml"
         path.write_text(yaml.safe_dump(config))
         self._spawn(
@@ -448,6 +449,9 @@ class LocalCluster:
         )
         assert self.admin is not None
         wait_for("the placement scheduler's leader lease", lambda: self._lease_held(), 60)
+
+    def adjust_extender_config(self, extender: dict[str, Any]) -> None:
+        """A hook for harnesses that serve another extender (benchmarks/e2e_throughput.py's Go floor)."""
 
     def _lease_held(self) -> bool:
         assert self.admin is not None
