@@ -380,15 +380,19 @@ class LocalCluster:
             30,
         )
 
-    def service_account_kubeconfig(self, name: str, namespace: str = SYSTEM_NAMESPACE) -> Path:
-        """A kubeconfig holding a fresh token (TokenRequest) of a ServiceAccount, and nothing else."""
+    def service_account_kubeconfig(
+        self, name: str, namespace: str = SYSTEM_NAMESPACE, *, component: str | None = None
+    ) -> Path:
+        """A kubeconfig holding a fresh token (TokenRequest) of a ServiceAccount, and nothing else,
+        written to <component or name>.kubeconfig (each process its own token, as each container
+        mounts its own projected token in deploy/)."""
         api = self.admin
         assert api is not None
         review = api.create(
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 86400}},
         )
-        path = self.workdir / f"{name}.kubeconfig"
+        path = self.workdir / f"{component or name}.kubeconfig"
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -404,6 +408,8 @@ class LocalCluster:
 
     def start_extender(self, extra_args: Iterable[str] = ()) -> Process:
         port = self.ports["extender"]
+        # the pod's one identity, as deploy/ runs it (the kube-scheduler beside it uses it too)
+        kubeconfig = self.service_account_kubeconfig("placement-scheduler", component="placement-extender")
         proc = self._spawn(
             "extender",
             [
@@ -414,7 +420,7 @@ class LocalCluster:
                 os.environ.get("EXTENDER_LOG_LEVEL", "info"),
                 "serve",
                 f"--listen=127.0.0.1:{port}",
-                f"--kubeconfig={self.service_account_kubeconfig('placement-extender')}",
+                f"--kubeconfig={kubeconfig}",
                 *self.extender_args,
                 *extra_args,
             ],

@@ -3,8 +3,10 @@
 - deploy/ and the TLS overlay pass a server-side dry-run apply;
 - the CRD (installed from deploy/ by the harness) makes the API server reject a bad policy with
   a message naming the field;
-- SubjectAccessReviews: both ServiceAccounts may do what they need and nothing dangerous;
-- the e2e extender and placement scheduler run under those ServiceAccounts' tokens.
+- SubjectAccessReviews: the scheduler pod's one ServiceAccount may do what both its containers
+  need and nothing dangerous beyond kube-scheduler's own preemption; the TLS overlay's separate
+  extender identity may do what the extender needs and nothing dangerous at all;
+- the e2e extender and placement scheduler run under that ServiceAccount's tokens, one each.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from extender.policy import PolicyError, parse_spec
 
 pytestmark = pytest.mark.e2e
 
-EXTENDER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-extender"
+# deploy/base: one identity for the scheduler's pod (kube-scheduler and the extender sidecar)
 SCHEDULER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-scheduler"
+# deploy/overlays/tls: the extender in its own pods, under its own identity
+EXTENDER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-extender"
 POLICIES = f"/apis/placement.extender.dev/v1alpha1/namespaces/{SYSTEM_NAMESPACE}/placementpolicies"
 
 
@@ -182,21 +186,58 @@ DANGEROUS = [
 ]
 
 
+# Held by kube-scheduler's built-in role, so by the pod's one identity: preemption deletes victims.
+PREEMPTION = ("delete", "pods", "", "")
+IMPERSONATION = [("impersonate", "users", "", ""), ("impersonate", "serviceaccounts", "", "")]
+
+
+@pytest.fixture(scope="module")
+def tls_overlay_identity(cluster):
+    """The TLS overlay's extender ServiceAccount and its binding, created from the overlay's file."""
+    docs = yaml.safe_load_all((REPO / "deploy/overlays/tls/extender.yaml").read_text())
+    for doc in docs:
+        if doc["kind"] == "ServiceAccount":
+            cluster.admin.create(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/serviceaccounts", doc)
+        elif doc["kind"] == "ClusterRoleBinding":
+            cluster.admin.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", doc)
+    return EXTENDER
+
+
+@pytest.mark.parametrize("user", [SCHEDULER, EXTENDER], ids=["pod-identity", "tls-overlay-extender"])
 @pytest.mark.parametrize("verb,resource,group", EXTENDER_NEEDS, ids=lambda v: str(v))
-def test_extender_may_read_what_it_caches(cluster, verb, resource, group) -> None:
-    assert access(cluster, EXTENDER, verb, resource, group=group)
+def test_extender_may_read_what_it_caches(cluster, tls_overlay_identity, user, verb, resource, group) -> None:
+    assert access(cluster, user, verb, resource, group=group)
 
 
+@pytest.mark.parametrize("user", [SCHEDULER, EXTENDER], ids=["pod-identity", "tls-overlay-extender"])
 @pytest.mark.parametrize("verb,resource,subresource", [("create", "pods", "binding"), ("create", "events", "")])
-def test_extender_may_bind_and_record_events(cluster, verb, resource, subresource) -> None:
-    assert access(cluster, EXTENDER, verb, resource, subresource=subresource, namespace="any-namespace")
+def test_extender_may_bind_and_record_events(cluster, tls_overlay_identity, user, verb, resource, subresource) -> None:
+    assert access(cluster, user, verb, resource, subresource=subresource, namespace="any-namespace")
 
 
-@pytest.mark.parametrize("verb,resource,group,subresource", DANGEROUS, ids=lambda v: str(v))
-def test_extender_is_denied_dangerous_verbs(cluster, verb, resource, group, subresource) -> None:
+@pytest.mark.parametrize("verb,resource,group,subresource", DANGEROUS + IMPERSONATION, ids=lambda v: str(v))
+def test_tls_overlay_extender_is_denied_dangerous_verbs(
+    cluster, tls_overlay_identity, verb, resource, group, subresource
+) -> None:
     assert not access(
         cluster, EXTENDER, verb, resource, group=group, subresource=subresource, namespace="any-namespace"
     )
+
+
+@pytest.mark.parametrize(
+    "verb,resource,group,subresource", [d for d in DANGEROUS if d != PREEMPTION] + IMPERSONATION, ids=lambda v: str(v)
+)
+def test_pod_identity_is_denied_dangerous_verbs(cluster, verb, resource, group, subresource) -> None:
+    assert not access(
+        cluster, SCHEDULER, verb, resource, group=group, subresource=subresource, namespace="any-namespace"
+    )
+
+
+def test_pod_identity_may_delete_pods_only_as_kube_schedulers_preemption_does(cluster) -> None:
+    """The one destructive verb, and why: kube-scheduler's built-in role (preemption evicts the
+    victims). Had the extender kept an identity of its own, it would have needed a token Secret."""
+    assert access(cluster, SCHEDULER, "delete", "pods", namespace="any-namespace")
+    assert not access(cluster, SCHEDULER, "deletecollection", "pods", namespace="any-namespace")
 
 
 SCHEDULER_NEEDS = [
@@ -246,8 +287,8 @@ def test_scheduler_is_denied_the_rest(cluster, attrs) -> None:
     assert not access(cluster, SCHEDULER, **attrs)
 
 
-@pytest.mark.parametrize("component,user", [("placement-extender", EXTENDER), ("placement-scheduler", SCHEDULER)])
-def test_components_run_under_their_own_service_accounts(cluster, component, user) -> None:
+@pytest.mark.parametrize("component", ["placement-extender", "placement-scheduler"])
+def test_components_run_under_the_pods_service_account_each_with_its_own_token(cluster, component) -> None:
     config = yaml.safe_load((cluster.workdir / f"{component}.kubeconfig").read_text())
     credentials = config["users"][0]["user"]
     assert set(credentials) == {"token"}, "no client certificate, no admin credentials"
@@ -256,7 +297,7 @@ def test_components_run_under_their_own_service_accounts(cluster, component, use
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
         {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
     )
-    assert review["status"]["userInfo"]["username"] == user
+    assert review["status"]["userInfo"]["username"] == SCHEDULER
     processes = {p.name: p for p in cluster.processes}
     if component == "placement-extender":
         used = [a.split("=", 1)[1] for a in processes["extender"].argv if a.startswith("--kubeconfig=")]

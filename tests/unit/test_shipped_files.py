@@ -112,3 +112,39 @@ def test_dockerfile_installs_like_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "pip install -c constraints.txt ." in dockerfile and "pip install -c constraints.txt ." in readme
     assert "USER 65532" in dockerfile
+
+
+def _deploy_documents() -> list[tuple[str, dict]]:
+    docs = []
+    for path in sorted((ROOT / "deploy").rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict):
+                docs.append((str(path.relative_to(ROOT)), doc))
+    return docs
+
+
+def test_no_long_lived_service_account_token_is_shipped() -> None:
+    """Tokens that never expire leak through backups and Secret readers (issue: no long-lived
+    credentials): every identity in deploy/ gets the kubelet's projected, expiring token."""
+    secrets = [
+        path
+        for path, doc in _deploy_documents()
+        if doc.get("kind") == "Secret" and doc.get("type") == "kubernetes.io/service-account-token"
+    ]
+    assert secrets == []
+
+
+def test_each_container_of_the_scheduler_pod_mounts_an_expiring_projected_token() -> None:
+    deployment = next(
+        doc
+        for path, doc in _deploy_documents()
+        if path == "deploy/base/deployment.yaml" and doc.get("kind") == "Deployment"
+    )
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "placement-scheduler" and pod["automountServiceAccountToken"] is False
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for container in pod["containers"]:
+        mount = next(m for m in container["volumeMounts"] if m["mountPath"].endswith("kubernetes.io/serviceaccount"))
+        sources = volumes[mount["name"]]["projected"]["sources"]
+        token = next(s["serviceAccountToken"] for s in sources if "serviceAccountToken" in s)
+        assert 600 <= token["expirationSeconds"] <= 86400, container["name"]
