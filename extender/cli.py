@@ -131,7 +131,7 @@ def _translate_source(args: argparse.Namespace) -> tuple[object, dict[str, str],
     from .translate_input import from_cluster, from_documents
 
     if args.source.count("/") == 1 and not os.path.exists(args.source):
-        return from_cluster(args.source, args.namespace, args.kubeconfig)
+        return from_cluster(args.source, args.namespace, args.kubeconfig, args.context)
     text = sys.stdin.read() if args.source == "-" else open(args.source, encoding="utf-8").read()
     return from_documents([d for d in yaml.safe_load_all(text) if d is not None], args.source)
 
@@ -193,7 +193,7 @@ def _live_store(args: argparse.Namespace):
     from .kubeapi import connect
     from .state.watcher import list_once
 
-    return list_once(connect(args.kubeconfig))
+    return list_once(connect(args.kubeconfig, args.context))
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -297,6 +297,7 @@ def parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("-n", "--namespace", default="default")
     tr.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    tr.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     tr.add_argument("--size", type=int, help="group size (default: group.size, else the StatefulSets' replicas)")
     tr.add_argument(
         "--match-labels", help="labels of the group's pods, k=v[,k=v] (default: the StatefulSet's selector)"
@@ -319,6 +320,7 @@ def parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("explain", help="for one pod, each node's verdict with the rule and its numbers (live cluster)")
     ex.add_argument("pod", help="NAMESPACE/POD")
     ex.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    ex.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     ex.add_argument("--json", action="store_true")
     ex.set_defaults(func=_explain)
 
@@ -329,6 +331,7 @@ def parser() -> argparse.ArgumentParser:
     )
     au.add_argument("-n", "--namespace", help="only this namespace")
     au.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    au.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     au.add_argument("--json", action="store_true")
     au.set_defaults(func=_audit)
 

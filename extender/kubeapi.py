@@ -163,14 +163,15 @@ def _pool(cfg: client.Configuration) -> urllib3.PoolManager:
     return urllib3.PoolManager(**options)
 
 
-def connect(kubeconfig: str | None = None) -> KubeHttp:
-    """In-cluster credentials when running in a pod, else the kubeconfig (flag, $KUBECONFIG, ~/.kube/config)."""
+def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeHttp:
+    """In-cluster credentials when running in a pod, else the kubeconfig (flag, $KUBECONFIG,
+    ~/.kube/config) and its current context, or `context` (kubectl's --context)."""
     cfg = client.Configuration()
-    if kubeconfig is None:
+    if kubeconfig is None and context is None:
         try:
             config.load_incluster_config(client_configuration=cfg)
             return KubeHttp(cfg)
         except config.ConfigException:
             pass
-    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
     return KubeHttp(cfg)

@@ -68,13 +68,13 @@ def from_documents(docs: list[Any], source: str) -> tuple[PlacementPolicySpec, d
 
 
 def from_cluster(
-    ref: str, namespace: str, kubeconfig: str | None
+    ref: str, namespace: str, kubeconfig: str | None, context: str | None = None
 ) -> tuple[PlacementPolicySpec, dict[str, str], int | None, str]:
     from .kubeapi import connect
     from .policy import API_GROUP, API_VERSION, PLURAL
 
     kind, name = ref.split("/", 1)
-    api = connect(kubeconfig)
+    api = connect(kubeconfig, context)
     statefulsets = api.call("GET", f"/apis/apps/v1/namespaces/{namespace}/statefulsets").get("items") or []
     policies_list = (
         api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}").get("items") or []

@@ -47,6 +47,7 @@ class RunResult:
     arrival: list[str] = field(default_factory=list)
     steps: list[StepResult] = field(default_factory=list)
     final: dict[str, str | None] = field(default_factory=dict)  # pod -> node, after the last step
+    pendingPods: list[str] = field(default_factory=list)  # noqa: N815 (JSON name) pods with no node then
 
     def summary(self) -> dict[str, Any]:
         keys = {k for s in self.steps for k in s.maxSkew}
@@ -112,6 +113,11 @@ class Runner:
             seconds = time.monotonic() - started
             result.steps.append(self._measure(ns, step, expected, before, seconds))
         result.final = {m.pod: m.node for m in self._members(ns)}
+        result.pendingPods = sorted(
+            f"{ns}/{p['metadata']['name']}"
+            for p in self._pods(ns)
+            if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+        )
         self.api.delete(f"/api/v1/namespaces/{ns}")
         return result
 

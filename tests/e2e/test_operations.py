@@ -4,8 +4,10 @@ hand, explain agreeing with filter for the same pod and state."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import requests
@@ -127,6 +129,33 @@ def test_explain_agrees_with_filter(ops) -> None:
     assert len(result["NodeNames"]) == 3  # the three nodes without a web pod
     human = cli(cluster, "explain", f"{ns}/held-0")
     assert "3/6 nodes pass" in human.stdout and "caps:" in human.stdout
+
+
+def kubectl(cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real kubectl, with the package's console scripts (kubectl-placement) first on PATH."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return subprocess.run(
+        [str(cluster.bin_dir / "kubectl"), *args, f"--kubeconfig={cluster.kubeconfig}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        env={**os.environ, "PATH": path},
+    )
+
+
+def test_kubectl_placement_is_the_same_commands_with_kubectls_flags(ops) -> None:
+    """Issue 16: `kubectl placement audit|explain` found by kubectl itself, answering as the CLI does."""
+    cluster, ns = ops
+    listed = kubectl(cluster, "plugin", "list")
+    assert "kubectl-placement" in listed.stdout, listed.stdout + listed.stderr
+    via_kubectl = kubectl(cluster, "placement", "audit", "-n", ns, "-o", "json")
+    direct = cli(cluster, "audit", "-n", ns, "--json")
+    assert (via_kubectl.returncode, json.loads(via_kubectl.stdout)) == (direct.returncode, json.loads(direct.stdout))
+    pod = pods(cluster.admin, ns, "app=web")[0]["metadata"]["name"]
+    explained = kubectl(cluster, "placement", "explain", pod, "-n", ns)
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout == cli(cluster, "explain", f"{ns}/{pod}").stdout
 
 
 # -- issue 13: an audit that never cries wolf, and misses no pod placed by hand ----------------------

@@ -1,0 +1,99 @@
+"""`kubectl placement …`: the operator commands as a kubectl plugin.
+
+kubectl runs an executable named `kubectl-placement` found on PATH (installed with the package
+as a console script) with the arguments that follow `kubectl placement`. This module speaks
+kubectl's habits (`-n/--namespace`, `-A/--all-namespaces`, `--context`, `--kubeconfig`, a pod
+named without its namespace, the context's own namespace as the default) and runs the CLI's
+commands (extender/cli.py) with them: one implementation, two spellings.
+
+    kubectl placement explain crdb-4 -n db        python -m extender explain db/crdb-4
+    kubectl placement audit -A                    python -m extender audit
+    kubectl placement audit -n db --context prod  python -m extender audit -n db --context prod
+    kubectl placement translate statefulset/crdb  python -m extender translate statefulset/crdb -n <ns>
+    kubectl placement check policy.yaml           python -m extender check policy.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from . import cli
+
+COMMANDS = ("explain", "audit", "translate", "check")
+
+
+def _kubectl_flags() -> argparse.ArgumentParser:
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument("-n", "--namespace", help="namespace (default: the context's, else 'default')")
+    flags.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    flags.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="path to the kubeconfig file")
+    return flags
+
+
+def parser() -> argparse.ArgumentParser:
+    flags = _kubectl_flags()
+    top = argparse.ArgumentParser(
+        prog="kubectl placement",
+        description="Placement extender commands for kubectl: explain a pod's verdicts, audit placements, "
+        "translate a policy to native constraints, check a policy file.",
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
+    ex = sub.add_parser("explain", parents=[flags], help="each node's verdict for one pod, with the rule and numbers")
+    ex.add_argument("pod", help="POD, pod/POD or NAMESPACE/POD")
+    ex.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    au = sub.add_parser("audit", parents=[flags], help="every policy group's placement; exit 1 on a violation")
+    au.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    au.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    tr = sub.add_parser(
+        "translate",
+        parents=[flags],
+        help="the closest native constraints for a policy; other options as `python -m extender translate`",
+    )
+    tr.add_argument("source", help="a file, '-', or statefulset/NAME or placementpolicy/NAME in the cluster")
+    ch = sub.add_parser("check", help="validate a policy file ('-' for stdin)")
+    ch.add_argument("file")
+    return top
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace kubectl would use: the context's, else "default" (as kubectl does)."""
+    try:
+        from kubernetes import config
+
+        contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:  # no kubeconfig: the commands that need one say so themselves
+        return "default"
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    return ((chosen or {}).get("context") or {}).get("namespace") or "default"
+
+
+def cli_arguments(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
+    """The extender CLI's arguments for a plugin invocation."""
+    if args.command == "check":
+        return ["check", args.file, *rest]
+    connection = [f"--kubeconfig={args.kubeconfig}"] if args.kubeconfig else []
+    connection += [f"--context={args.context}"] if args.context else []
+    namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
+    if args.command == "explain":
+        pod = args.pod.removeprefix("pod/").removeprefix("pods/")
+        if "/" not in pod:
+            pod = f"{namespace}/{pod}"
+        return ["explain", pod, *connection, *(["--json"] if args.output == "json" else []), *rest]
+    if args.command == "audit":
+        scope = [] if args.all_namespaces else ["-n", namespace]
+        return ["audit", *scope, *connection, *(["--json"] if args.output == "json" else []), *rest]
+    return ["translate", args.source, "-n", namespace, *connection, *rest]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, rest = parser().parse_known_args(argv)
+    if rest and args.command != "translate":
+        parser().error(f"unrecognized arguments: {' '.join(rest)}")
+    return cli.main(cli_arguments(args, rest))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""`kubectl placement …` (extender/kubectl_plugin.py): kubectl's flags become the CLI's arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from extender import kubectl_plugin
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> str:
+    path = tmp_path / "config"
+    cluster = {"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [
+                    {"name": "dev", "context": {"cluster": "c", "user": "u", "namespace": "db"}},
+                    {"name": "prod", "context": {"cluster": "c", "user": "u", "namespace": "redis"}},
+                    {"name": "bare", "context": {"cluster": "c", "user": "u"}},
+                ],
+                "current-context": "dev",
+            }
+        )
+    )
+    return str(path)
+
+
+CASES = [
+    # plugin arguments, CLI arguments (KC stands for --kubeconfig=<the fixture's file>)
+    (["explain", "crdb-4"], ["explain", "db/crdb-4", "KC"]),
+    (["explain", "pod/crdb-4", "-n", "other"], ["explain", "other/crdb-4", "KC"]),
+    (["explain", "ns1/crdb-4", "-o", "json"], ["explain", "ns1/crdb-4", "KC", "--json"]),
+    (["explain", "crdb-4", "--context", "prod"], ["explain", "redis/crdb-4", "KC", "--context=prod"]),
+    (["explain", "crdb-4", "--context", "bare"], ["explain", "default/crdb-4", "KC", "--context=bare"]),
+    (["audit"], ["audit", "-n", "db", "KC"]),
+    (["audit", "-A", "-o", "json"], ["audit", "KC", "--json"]),
+    (["audit", "--namespace", "x", "--context", "prod"], ["audit", "-n", "x", "KC", "--context=prod"]),
+    (["translate", "statefulset/crdb"], ["translate", "statefulset/crdb", "-n", "db", "KC"]),
+    (
+        ["translate", "statefulset/crdb", "--size", "5", "--json"],
+        ["translate", "statefulset/crdb", "-n", "db", "KC", "--size", "5", "--json"],
+    ),
+    (["check", "policy.yaml"], ["check", "policy.yaml"]),
+]
+
+
+@pytest.mark.parametrize("plugin,expected", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_kubectl_flags_become_the_cli_arguments(kubeconfig: str, plugin: list[str], expected: list[str]) -> None:
+    args, rest = kubectl_plugin.parser().parse_known_args(
+        [*plugin, *(["--kubeconfig", kubeconfig] if plugin[0] != "check" else [])]
+    )
+    want = [f"--kubeconfig={kubeconfig}" if a == "KC" else a for a in expected]
+    assert kubectl_plugin.cli_arguments(args, rest) == want
+
+
+def test_every_produced_command_is_one_the_cli_accepts(kubeconfig: str) -> None:
+    from extender.cli import parser
+
+    for plugin, _ in CASES:
+        extra = ["--kubeconfig", kubeconfig] if plugin[0] != "check" else []
+        args, rest = kubectl_plugin.parser().parse_known_args([*plugin, *extra])
+        parser().parse_args(kubectl_plugin.cli_arguments(args, rest))  # exits on an unknown option
+
+
+def test_without_a_kubeconfig_the_namespace_is_default(tmp_path: Path) -> None:
+    assert kubectl_plugin.context_namespace(str(tmp_path / "missing"), None) == "default"
+
+
+def test_check_runs_through_the_cli(tmp_path: Path, capsys) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text("caps:\n- topologyKey: kubernetes.io/hostname\n  max: 1\n")
+    assert kubectl_plugin.main(["check", str(policy)]) == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("caps:\n- topologyKey: kubernetes.io/hostname\n")
+    assert kubectl_plugin.main(["check", str(bad)]) != 0
