@@ -1,152 +1,138 @@
-"""Prometheus metrics, in the text exposition format, without a client library.
+"""Prometheus metrics through prometheus-client, the library made for them.
 
-A handful of counters and histograms is all the extender needs; writing the format (a few
-lines) keeps the dependency list to what the design fixes. Thread-safe: request threads and the
-watch threads update them.
+The names and labels are the ones the README documents (and `deploy/optional/` dashboards and
+alerts read; a test holds them to each other). Beside them, the client's standard process and
+platform collectors: resident memory, CPU seconds, open file descriptors, start time, Python's
+garbage collections. Each `Metrics` has its own registry, so tests build as many as they like.
+The wrappers keep the extender's call sites short: `metrics.binds.inc(result="bound")`.
+Thread-safe: request threads and the watch threads update them.
 """
 
 from __future__ import annotations
 
-import bisect
-import threading
-from collections import defaultdict
 from collections.abc import Callable, Iterable
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 Labels = tuple[tuple[str, str], ...]
 
-
-def _labels(labels: dict[str, str]) -> Labels:
-    return tuple(sorted(labels.items()))
-
-
-def _fmt(name: str, labels: Labels, value: float, extra: Labels = ()) -> str:
-    pairs = labels + extra
-    body = ",".join(f'{k}="{_escape(v)}"' for k, v in pairs)
-    number = repr(float(value)) if not float(value).is_integer() else str(int(value))
-    return f"{name}{{{body}}} {number}" if body else f"{name} {number}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+# No `<name>_created` series beside each counter and histogram: twice the series for a timestamp
+# nobody graphs (Prometheus reads resets from the counter itself).
+prometheus_client.disable_created_metrics()
 
 
 class Counter:
-    def __init__(self, name: str, help_text: str) -> None:
-        self.name, self.help = name, help_text
-        self._values: dict[Labels, float] = defaultdict(float)
-        self._lock = threading.Lock()
+    def __init__(self, registry: CollectorRegistry, name: str, help_text: str, labels: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self._registry = registry
+        self._metric = prometheus_client.Counter(name, help_text, labels, registry=registry)
 
     def inc(self, amount: float = 1, **labels: str) -> None:
-        with self._lock:
-            self._values[_labels(labels)] += amount
+        (self._metric.labels(**labels) if labels else self._metric).inc(amount)
 
     def value(self, **labels: str) -> float:
-        return self._values.get(_labels(labels), 0.0)
-
-    def render(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
-        yield f"# TYPE {self.name} counter"
-        with self._lock:
-            for labels, value in sorted(self._values.items()):
-                yield _fmt(self.name, labels, value)
+        return self._registry.get_sample_value(self.name, labels) or 0.0
 
 
 class Histogram:
-    def __init__(self, name: str, help_text: str, buckets: tuple[float, ...] = LATENCY_BUCKETS) -> None:
-        self.name, self.help, self.buckets = name, help_text, buckets
-        self._counts: dict[Labels, list[int]] = {}
-        self._sums: dict[Labels, float] = defaultdict(float)
-        self._lock = threading.Lock()
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        name: str,
+        help_text: str,
+        labels: tuple[str, ...] = (),
+        buckets: tuple[float, ...] = LATENCY_BUCKETS,
+    ) -> None:
+        self.name = name
+        self._registry = registry
+        self._metric = prometheus_client.Histogram(name, help_text, labels, registry=registry, buckets=buckets)
 
     def observe(self, value: float, **labels: str) -> None:
-        key = _labels(labels)
-        with self._lock:
-            counts = self._counts.setdefault(key, [0] * (len(self.buckets) + 1))
-            counts[bisect.bisect_left(self.buckets, value)] += 1
-            self._sums[key] += value
+        (self._metric.labels(**labels) if labels else self._metric).observe(value)
 
     def count(self, **labels: str) -> int:
-        return sum(self._counts.get(_labels(labels), ()))
-
-    def render(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
-        yield f"# TYPE {self.name} histogram"
-        with self._lock:
-            for key, counts in sorted(self._counts.items()):
-                running = 0
-                for bound, count in zip(self.buckets, counts, strict=False):  # counts has one more: +Inf
-                    running += count
-                    yield _fmt(f"{self.name}_bucket", key, running, (("le", repr(bound)),))
-                running += counts[-1]
-                yield _fmt(f"{self.name}_bucket", key, running, (("le", "+Inf"),))
-                yield _fmt(f"{self.name}_sum", key, self._sums[key])
-                yield _fmt(f"{self.name}_count", key, running)
+        return int(self._registry.get_sample_value(f"{self.name}_count", labels) or 0)
 
 
-class Gauge:
-    """Read at scrape time from a callback returning {labels-dict-as-tuple: value}."""
+class _Gauges(Collector):
+    """Gauges read at scrape time from callbacks returning {labels-as-pairs: value}."""
 
-    def __init__(self, name: str, help_text: str, read: Callable[[], dict[Labels, float]]) -> None:
-        self.name, self.help, self.read = name, help_text, read
+    def __init__(self) -> None:
+        self.gauges: list[tuple[str, str, Callable[[], dict[Labels, float]]]] = []
 
-    def render(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
-        yield f"# TYPE {self.name} gauge"
-        for labels, value in sorted(self.read().items()):
-            yield _fmt(self.name, labels, value)
+    def collect(self) -> Iterable[Metric]:
+        for name, help_text, read in self.gauges:
+            values = sorted(read().items())
+            names = [k for k, _ in values[0][0]] if values else []
+            family = GaugeMetricFamily(name, help_text, labels=names)
+            for labels, value in values:
+                family.add_metric([v for _, v in labels], value)
+            yield family
 
 
 class Metrics:
     """Everything the extender exports; one instance per process."""
 
     def __init__(self) -> None:
-        self.requests = Counter("extender_requests_total", "HTTP requests by verb and status code.")
-        self.latency = Histogram("extender_request_duration_seconds", "Time to answer a request, by verb.")
+        self.registry = registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+        self.requests = Counter(
+            registry, "extender_requests_total", "HTTP requests by verb and status code.", ("verb", "code")
+        )
+        self.latency = Histogram(
+            registry, "extender_request_duration_seconds", "Time to answer a request, by verb.", ("verb",)
+        )
         self.node_verdicts = Counter(
+            registry,
             "extender_filter_node_verdicts_total",
             "Nodes judged by filter, by outcome (pass, fail, unresolvable) and the rule that removed them.",
+            ("outcome", "rule"),
         )
         self.pod_decisions = Counter(
+            registry,
             "extender_filter_decisions_total",
             "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy.",
+            ("result",),
         )
         self.binds = Counter(
+            registry,
             "extender_binds_total",
             "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod.",
+            ("result",),
         )
-        self.preemptions = Counter("extender_preempt_nodes_total", "Preemption candidates by result: kept, refused.")
+        self.preemptions = Counter(
+            registry, "extender_preempt_nodes_total", "Preemption candidates by result: kept, refused.", ("result",)
+        )
         self.fallbacks = Counter(
+            registry,
             "extender_decision_fallbacks_total",
             "Decisions whose dead-end analysis passed the deadline, so the hard rules alone decided, by reason.",
+            ("reason",),
         )
         self.lock_hold = Histogram(
+            registry,
             "extender_store_lock_hold_seconds",
             "How long one holder kept the cache's lock (every other decision waits meanwhile), by holder.",
+            ("holder",),
         )
         self.events_dropped = Counter(
-            "extender_events_dropped_total", "Pod events not recorded because the queue was full."
+            registry, "extender_events_dropped_total", "Pod events not recorded because the queue was full."
         )
-        self.gauges: list[Gauge] = []
+        self._gauges = _Gauges()
+        registry.register(self._gauges)
 
     def add_gauge(self, name: str, help_text: str, read: Callable[[], dict[Labels, float]]) -> None:
-        self.gauges.append(Gauge(name, help_text, read))
+        self._gauges.gauges.append((name, help_text, read))
 
     def render(self) -> str:
-        families = [
-            self.requests,
-            self.latency,
-            self.node_verdicts,
-            self.pod_decisions,
-            self.fallbacks,
-            self.binds,
-            self.preemptions,
-            self.lock_hold,
-            self.events_dropped,
-            *self.gauges,
-        ]
-        return "\n".join(line for family in families for line in family.render()) + "\n"
+        return generate_latest(self.registry).decode("utf-8")
 
 
 def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  # noqa: ANN001 - ClusterStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from extender.metrics import Histogram, store_gauges
+from extender.metrics import store_gauges
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
@@ -60,10 +60,45 @@ def test_a_pod_no_node_can_take_gets_one_aggregated_event() -> None:
     assert "2 by zones (e.g. zone b is not among the allowed zones (a))" in message
 
 
-def test_histogram_buckets_are_cumulative() -> None:
-    h = Histogram("x", "help", buckets=(0.1, 1.0))
-    for v in (0.05, 0.5, 5):
-        h.observe(v, verb="f")
-    lines = list(h.render())
-    assert 'x_bucket{verb="f",le="0.1"} 1' in lines and 'x_bucket{verb="f",le="1.0"} 2' in lines
-    assert 'x_bucket{verb="f",le="+Inf"} 3' in lines and 'x_count{verb="f"} 3' in lines
+# Every metric the README documents, with its labels (README "Operations": the metrics table).
+DOCUMENTED = {
+    "extender_requests": ("counter", {"verb", "code"}),
+    "extender_request_duration_seconds": ("histogram", {"verb"}),
+    "extender_filter_decisions": ("counter", {"result"}),
+    "extender_filter_node_verdicts": ("counter", {"outcome", "rule"}),
+    "extender_binds": ("counter", {"result"}),
+    "extender_preempt_nodes": ("counter", set()),
+    "extender_decision_fallbacks": ("counter", set()),
+    "extender_store_lock_hold_seconds": ("histogram", {"holder"}),
+    "extender_cache_objects": ("gauge", {"kind"}),
+    "extender_cache_synced": ("gauge", {"kind"}),
+    "extender_cache_last_event_age_seconds": ("gauge", {"kind"}),
+    "extender_reservations": ("gauge", {"kind"}),
+}
+STANDARD = ["process_resident_memory_bytes", "process_cpu_seconds", "process_open_fds", "python_gc_collections"]
+
+
+def test_metrics_parse_with_the_clients_own_parser_and_keep_the_documented_names() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    store, events, verbs, client = make()
+    client.post("/filter", json=filter_args(pod("r-0", sts="r", policy={"zones": {"allowed": ["a"]}}), ["n0", "n2"]))
+    response = client.get("/metrics")
+    assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(response.get_data(as_text=True))}
+    for name, (kind, labels) in DOCUMENTED.items():
+        assert name in families, name
+        assert families[name].type == kind, name
+        for sample in families[name].samples:
+            assert labels <= set(sample.labels) | ({"le"} if kind == "histogram" else set()), (name, sample)
+    for name in STANDARD:
+        assert name in families, f"{name}: the standard collectors are registered"
+    assert not any(name.endswith("_created") for f in families.values() for name, *_ in f.samples)
+
+
+def test_each_metrics_object_has_its_own_registry() -> None:
+    from extender.metrics import Metrics
+
+    a, b = Metrics(), Metrics()
+    a.binds.inc(result="bound")
+    assert (a.binds.value(result="bound"), b.binds.value(result="bound")) == (1.0, 0.0)
