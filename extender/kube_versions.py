@@ -9,7 +9,11 @@ checks that deploy/ has a kube-scheduler overlay per minor with the tag hack/kub
 
 from __future__ import annotations
 
+import logging
 import re
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 # Newest first. Keep on one line: hack/kube/build.sh parses it.
 SUPPORTED_MINORS = ("1.36", "1.34", "1.33")
@@ -32,3 +36,19 @@ def support_note(git_version: str) -> str | None:
         f"({tested}); run the kube-scheduler of the cluster's minor (never newer than the API server), "
         "see the README's install section"
     )
+
+
+def log_api_server_version(api: Any) -> str | None:
+    """At start: GET /version, log it, and warn when its minor is outside SUPPORTED_MINORS.
+    Never fatal: an API server that does not answer here will show up in the watch anyway."""
+    try:
+        info = api.call("GET", "/version", timeout=10)
+        version = str((info or {}).get("gitVersion", ""))
+    except Exception as err:  # noqa: BLE001 - a log line, whatever went wrong
+        log.warning("could not read the API server's version (GET /version): %s", err)
+        return None
+    log.info("API server: Kubernetes %s (tested minors: %s)", version, ", ".join(SUPPORTED_MINORS))
+    note = support_note(version)
+    if note:
+        log.warning(note)
+    return version
