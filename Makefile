@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test test-matrix support-table unit lint format demo serve venv schema crd clean constraints
+.PHONY: test test-matrix support-table mismatch unit lint format demo serve venv schema crd clean constraints
 
 # The Kubernetes minor the control plane runs (e2e tests, demo): KUBE_VERSION=1.34 make test.
 # Empty means the newest supported one; the list is SUPPORTED_MINORS in extender/kube_versions.py.
@@ -34,6 +34,10 @@ test-matrix: lint
 ## make support-table: rewrite the README's support table from the last test-matrix run
 support-table: $(STAMP)
 	$(PY) hack/matrix.py table --readme README.md
+
+## make mismatch: the newest kube-scheduler against the oldest supported kube-apiserver (the README's result)
+mismatch: $(STAMP)
+	$(PY) hack/mismatch.py
 
 ## make lint: ruff's checks and its formatter in check mode (configured in pyproject.toml)
 lint: $(STAMP)

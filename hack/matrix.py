@@ -45,6 +45,10 @@ def _clock(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+def _build(seconds: float) -> str:
+    return "cached" if seconds < 2 else _clock(seconds)
+
+
 def run(minors: list[str], out: Path, pytest_args: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -103,7 +107,7 @@ def table(matrix: dict) -> str:
     ]
     for row in matrix["minors"]:
         minor = row["minor"]
-        overlay = "`deploy/`" if minor == SUPPORTED_MINORS[0] else f"`deploy/overlays/kube-{minor}/`"
+        overlay = f"`deploy/overlays/kube-{minor}/`" + (" or `deploy/`" if minor == SUPPORTED_MINORS[0] else "")
         if not row["build_ok"]:
             result, wall = "build failed", "-"
         else:
@@ -115,7 +119,7 @@ def table(matrix: dict) -> str:
                 result += f", {counts['skipped']} skipped"
             wall = _clock(row["e2e_seconds"])
         lines.append(
-            f"| {minor} | `{IMAGE}:{row['pinned']}` | {overlay} | {result} | {wall} | {_clock(row['build_seconds'])} |"
+            f"| {minor} | `{IMAGE}:{row['pinned']}` | {overlay} | {result} | {wall} | {_build(row['build_seconds'])} |"
         )
     lines.append("")
     lines.append(
