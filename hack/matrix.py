@@ -21,7 +21,7 @@ import re
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def run(minors: list[str], out: Path, pytest_args: list[str]) -> int:
         )
         rows.append(row)
     matrix = {
-        "measured": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "measured": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores",
         "seconds": round(time.monotonic() - started, 1),
         "minors": rows,

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import pytest
 import yaml
@@ -43,12 +43,12 @@ def test_version_overlays_render_the_matching_scheduler(cluster, tmp_path, minor
     pin = next(line.split()[1] for line in gomod.splitlines() if line.strip().startswith("k8s.io/kubernetes v"))
     mine = tmp_path / "my-deploy"
     mine.mkdir()
-    rel = Path("..", "..").joinpath(*[".."] * (len(tmp_path.parts) - 1))  # tmp_path/my-deploy -> /
+    deploy = REPO / "deploy"
     (mine / "kustomization.yaml").write_text(
         yaml.safe_dump(
-            {
-                "resources": [str(rel / REPO.relative_to("/") / "deploy" / "overlays" / "tls")],
-                "components": [str(rel / REPO.relative_to("/") / "deploy" / "components" / f"kube-{minor}")],
+            {  # kustomize wants paths relative to the kustomization
+                "resources": [os.path.relpath(deploy / "overlays" / "tls", mine)],
+                "components": [os.path.relpath(deploy / "components" / f"kube-{minor}", mine)],
             }
         )
     )
