@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from extender.devcluster.api import ApiError  # noqa: E402
-from extender.devcluster.cluster import BINARIES, LocalCluster, zoned_nodes  # noqa: E402
+from extender.devcluster.cluster import (  # noqa: E402
+    BINARIES,
+    SCHEDULER_NAME,
+    SYSTEM_NAMESPACE,
+    LocalCluster,
+    zoned_nodes,
+)
 from extender.kube_versions import SUPPORTED_MINORS  # noqa: E402
 
 INTERESTING = re.compile(
@@ -115,16 +122,22 @@ def experiment(scheduler_minor: str, apiserver_minor: str, wait: float, out: Pat
             try:
                 node = api.get(f"/api/v1/namespaces/{namespace}/pods/probe")["spec"].get("nodeName")
             except ApiError:
-                pass
+                pass  # not created yet, or the API server is busy: ask again
             time.sleep(0.5)
         result["pod_bound_to"] = node
         result["waited_seconds"] = wait if not node else None
         scheduler_log = (cluster.log_dir / "placement-scheduler.log").read_text(errors="replace")
         result["scheduler_log"] = log_digest(scheduler_log)
         result["scheduler_alive"] = "placement-scheduler" in cluster.alive()
+        try:
+            lease = api.get(f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{SCHEDULER_NAME}")
+        except ApiError:  # 404: never taken
+            lease = {}
+        result["lease_held_at_end"] = bool((lease.get("spec") or {}).get("holderIdentity"))
     finally:
         kept = cluster.keep_logs(out / f"{scheduler_minor}-on-{apiserver_minor}-logs")
         cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
         result["logs"] = str(kept)
     result["syncs_and_schedules"] = bool(result.get("lease_acquired") and result.get("pod_bound_to"))
     return result
