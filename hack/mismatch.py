@@ -79,7 +79,6 @@ def log_digest(text: str, limit: int = 12) -> list[str]:
         if not INTERESTING.search(line):
             continue
         message = re.sub(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ", "", line).strip()
-        message = re.sub(r'"?[a-z0-9-]+-[a-z0-9]{5}"?', "<pod>", message)
         counts[message] = counts.get(message, 0) + 1
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])
     return [f"{n}x {m[:300]}" for m, n in ranked[:limit]]
