@@ -7,7 +7,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test unit lint format demo serve venv schema crd clean constraints
+.PHONY: test test-matrix support-table mismatch unit lint format demo serve venv schema crd clean constraints
+
+# The Kubernetes minor the control plane runs (e2e tests, demo): KUBE_VERSION=1.34 make test.
+# Empty means the newest supported one; the list is SUPPORTED_MINORS in extender/kube_versions.py.
+KUBE_VERSION ?=
+export KUBE_VERSION
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,15 +26,28 @@ venv: $(STAMP)
 test: lint
 	$(PY) -m pytest
 
+## make test-matrix: lint, then the e2e scenarios on every supported Kubernetes minor (newest first);
+## writes test-logs/matrix/matrix.json and prints the README's support table
+test-matrix: lint
+	$(PY) hack/matrix.py run
+
+## make support-table: rewrite the README's support table from the last test-matrix run
+support-table: $(STAMP)
+	$(PY) hack/matrix.py table --readme README.md
+
+## make mismatch: the newest kube-scheduler against the oldest supported kube-apiserver (the README's result)
+mismatch: $(STAMP)
+	$(PY) hack/mismatch.py
+
 ## make lint: ruff's checks and its formatter in check mode (configured in pyproject.toml)
 lint: $(STAMP)
-	$(VENV)/bin/ruff check extender tests benchmarks
-	$(VENV)/bin/ruff format --check extender tests benchmarks
+	$(VENV)/bin/ruff check extender tests benchmarks hack
+	$(VENV)/bin/ruff format --check extender tests benchmarks hack
 
 ## make format: apply ruff's fixes and formatting
 format: $(STAMP)
-	$(VENV)/bin/ruff check --fix extender tests benchmarks
-	$(VENV)/bin/ruff format extender tests benchmarks
+	$(VENV)/bin/ruff check --fix extender tests benchmarks hack
+	$(VENV)/bin/ruff format extender tests benchmarks hack
 
 ## make unit: the fast tests only
 unit: $(STAMP)

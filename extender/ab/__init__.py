@@ -37,7 +37,7 @@ def run(
             for zone in scenario.nodes:
                 cluster.add_zonal_volumes(zone, most * scenario.repetitions * 2)
         result = Runner(cluster, scenario).run()
-        result["kubernetes"] = "v1.36.3"
+        result["kubernetes"] = cluster.admin.get("/version")["gitVersion"] if cluster.admin else "?"  # KUBE_VERSION
         node_zone = {n.name: n.zone or "-" for n in nodes}
     print()
     print(report.table(result))

@@ -70,12 +70,14 @@ def tune_collector() -> None:
 
 def build(options: ServeOptions):
     """The app with a live cache and the real API client (called inside the gunicorn worker)."""
+    from ..kube_versions import log_api_server_version
     from ..kubeapi import connect
     from ..state.watcher import Watcher
     from .effects import DiscardEvents, KubeBinder, KubeEventSink
 
     tune_collector()
     api = connect(options.kubeconfig)
+    log_api_server_version(api)  # logs the version; warns outside the tested minors
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
     events = KubeEventSink(api) if options.events else DiscardEvents()
     verbs = Verbs(store, KubeBinder(api), events, decision_deadline=options.decision_deadline)

@@ -4,9 +4,13 @@
 # a versioned cache directory outside the repo, and print that bin dir as the
 # LAST line of stdout. Progress goes to stderr.
 #
-#   BIN_DIR="$(hack/kube/build.sh | tail -n1)"
+#   BIN_DIR="$(hack/kube/build.sh | tail -n1)"                   # newest supported minor
+#   BIN_DIR="$(KUBE_VERSION=1.34 hack/kube/build.sh | tail -n1)"  # any supported minor
+#   hack/kube/build.sh --list                                     # supported minors, newest first
 #
 # Environment:
+#   KUBE_VERSION    the minor to build, e.g. 1.34 (default: the newest). The supported minors are
+#                   SUPPORTED_MINORS in extender/kube_versions.py; v<minor>/ here pins each.
 #   KUBE_BIN_DIR    use this dir as-is if it holds all binaries (no build);
 #                   fails if it is set but incomplete.
 #   KUBE_BIN_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/placement-extender)
@@ -16,6 +20,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VERSIONS_PY="${HERE}/../../extender/kube_versions.py"
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
 log() { printf '[kube-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -29,6 +34,20 @@ missing_in() {
   done
 }
 
+# 0. Which minor. SUPPORTED_MINORS = ("1.36", "1.34", ...) in extender/kube_versions.py, newest first.
+read -r -a SUPPORTED <<<"$(sed -n 's/^SUPPORTED_MINORS = (\(.*\))$/\1/p' "${VERSIONS_PY}" | tr -d '",')"
+[[ ${#SUPPORTED[@]} -gt 0 ]] || die "no SUPPORTED_MINORS line in ${VERSIONS_PY}"
+if [[ "${1:-}" == "--list" ]]; then
+  printf '%s\n' "${SUPPORTED[@]}"
+  exit 0
+fi
+WANT="${KUBE_VERSION:-${SUPPORTED[0]}}"
+WANT="${WANT#v}"
+[[ " ${SUPPORTED[*]} " == *" ${WANT} "* ]] ||
+  die "KUBE_VERSION=${KUBE_VERSION:-} is not a supported minor (${SUPPORTED[*]}); see extender/kube_versions.py"
+MOD_DIR="${HERE}/v${WANT}"
+[[ -f "${MOD_DIR}/go.mod" ]] || die "${MOD_DIR}/go.mod is missing for supported minor ${WANT}"
+
 # 1. Explicit override.
 if [[ -n "${KUBE_BIN_DIR:-}" ]]; then
   missing="$(missing_in "${KUBE_BIN_DIR}")"
@@ -39,17 +58,18 @@ if [[ -n "${KUBE_BIN_DIR:-}" ]]; then
 fi
 
 # 2. Cache key: pinned k8s version + hash of the module checksums.
-KUBE_VERSION="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "${HERE}/go.mod")"
-[[ "${KUBE_VERSION}" =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] ||
-  die "cannot parse k8s.io/kubernetes version from ${HERE}/go.mod (got '${KUBE_VERSION}')"
+KUBE_PIN="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "${MOD_DIR}/go.mod")"
+[[ "${KUBE_PIN}" =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] ||
+  die "cannot parse k8s.io/kubernetes version from ${MOD_DIR}/go.mod (got '${KUBE_PIN}')"
 KUBE_MAJOR="${BASH_REMATCH[1]}"
 KUBE_MINOR="${BASH_REMATCH[2]}"
+[[ "${KUBE_MAJOR}.${KUBE_MINOR}" == "${WANT}" ]] || die "${MOD_DIR}/go.mod pins ${KUBE_PIN}, not ${WANT}"
 # Bump BUILD_RECIPE when the build flags below change, to invalidate caches.
 BUILD_RECIPE=2
-SUM_HASH="$( { echo "recipe=${BUILD_RECIPE}"; cat "${HERE}/go.sum" "${HERE}/kwok/go.sum"; } | sha256sum | cut -c1-12)"
+SUM_HASH="$( { echo "recipe=${BUILD_RECIPE}"; cat "${MOD_DIR}/go.sum" "${HERE}/kwok/go.sum"; } | sha256sum | cut -c1-12)"
 
 CACHE_ROOT="${KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-extender}"
-KEY_DIR="${CACHE_ROOT}/kube-${KUBE_VERSION}-${SUM_HASH}"
+KEY_DIR="${CACHE_ROOT}/kube-${KUBE_PIN}-${SUM_HASH}"
 BIN_DIR="${KEY_DIR}/bin"
 
 if [[ -z "$(missing_in "${BIN_DIR}")" ]]; then
@@ -83,13 +103,13 @@ NICE=(nice -n "${KUBE_BUILD_NICE:-10}")
 
 # Reproducible build date: the publish time of the pinned k8s.io/kubernetes
 # module version (not wall-clock time), like SOURCE_DATE_EPOCH upstream.
-BUILD_DATE="$(cd "${HERE}" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
+BUILD_DATE="$(cd "${MOD_DIR}" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
 BUILD_DATE="${BUILD_DATE:-1970-01-01T00:00:00Z}"
 
 # Same -X flags as upstream hack/lib/version.sh, for both version packages.
 VERSION_LDFLAGS=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  VERSION_LDFLAGS+=" -X ${pkg}.gitVersion=${KUBE_VERSION}"
+  VERSION_LDFLAGS+=" -X ${pkg}.gitVersion=${KUBE_PIN}"
   VERSION_LDFLAGS+=" -X ${pkg}.gitMajor=${KUBE_MAJOR}"
   VERSION_LDFLAGS+=" -X ${pkg}.gitMinor=${KUBE_MINOR}"
   VERSION_LDFLAGS+=" -X ${pkg}.gitTreeState=clean"
@@ -98,7 +118,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 log "go: $(go version)"
-log "building k8s ${KUBE_VERSION} (key ${SUM_HASH}) into ${BIN_DIR}"
+log "building k8s ${KUBE_PIN} (key ${SUM_HASH}) into ${BIN_DIR}"
 log "staging in ${STAGE}"
 T0=${SECONDS}
 
@@ -114,7 +134,7 @@ step() { # step NAME MODULE_DIR LDFLAGS PKG...
 mkdir -p "${STAGE}/bin"
 # etcd + the k8s binaries share one module graph, so one go build invocation
 # compiles the shared packages once.
-step kube "${HERE}" "${VERSION_LDFLAGS}" \
+step kube "${MOD_DIR}" "${VERSION_LDFLAGS}" \
   ./cmd/etcd \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \

@@ -5,14 +5,18 @@ kube-apiserver, kube-controller-manager, the default kube-scheduler, our kube-sc
 config/scheduler-config.yaml, kwok and the extender. Assertions read the API server.
 
 When a test fails, every component's log is copied to test-logs/<test>/ (the path is printed).
-At the end of the run a table summarises each scenario: repetitions, pods placed, violations,
-and the wall time of the scenarios that measure one.
+At the end of the run a table summarises each scenario: the Kubernetes version it ran on (the
+API server's /version; KUBE_VERSION=1.34 picks the minor, see hack/kube/README.md), repetitions,
+pods placed, violations, and the wall time of the scenarios that measure one. With
+E2E_RESULTS=<file> the run also writes its outcome there as JSON (hack/matrix.py reads it).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +32,7 @@ LOG_DIR = ROOT / "test-logs"
 @dataclass
 class ScenarioResult:
     name: str
+    kubernetes: str = ""
     repetitions: int = 0
     pods_placed: int = 0
     violations: int = 0
@@ -38,13 +43,16 @@ class ScenarioResult:
 
 
 SUMMARY: dict[str, ScenarioResult] = {}
+# The API server versions the run's control planes reported (one, unless something is off).
+KUBERNETES: list[str] = []
+STARTED = time.monotonic()
 
 
 @pytest.fixture
 def scenario(request: pytest.FixtureRequest) -> ScenarioResult:
     """Counters a scenario fills in; printed in the run's closing summary."""
     name = request.node.name
-    SUMMARY[name] = ScenarioResult(name)
+    SUMMARY[name] = ScenarioResult(name, kubernetes=KUBERNETES[-1] if KUBERNETES else "")
     return SUMMARY[name]
 
 
@@ -81,6 +89,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
             if attempt == 1 and "address already in use" in str(err):
                 continue
             raise
+    assert local.admin is not None
+    version = local.admin.get("/version")["gitVersion"]
+    if version not in KUBERNETES:
+        KUBERNETES.append(version)
     yield local
     if request.session.testsfailed > failures_before:
         kept = local.keep_logs(LOG_DIR / _safe(request.node.name))
@@ -99,12 +111,45 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN0
         return
     tr = terminalreporter
     tr.section("e2e scenario summary")
-    tr.write_line(f"{'scenario':<58} {'reps':>5} {'placed':>7} {'pending':>8} {'violations':>10} {'wall s':>8}")
+    tr.write_line(
+        f"{'scenario':<58} {'kubernetes':<11} {'reps':>5} {'placed':>7} {'pending':>8} {'violations':>10} {'wall s':>8}"
+    )
     for result in SUMMARY.values():
         wall = f"{result.wall_time:.1f}" if result.wall_time is not None else "-"
+        kube = result.kubernetes or (KUBERNETES[-1] if KUBERNETES else "-")
         tr.write_line(
-            f"{result.name:<58} {result.repetitions:>5} {result.pods_placed:>7} {result.pending:>8} "
+            f"{result.name:<58} {kube:<11} {result.repetitions:>5} {result.pods_placed:>7} {result.pending:>8} "
             f"{result.violations:>10} {wall:>8}"
         )
         if result.note:
             tr.write_line(f"    {result.note}")
+
+
+def pytest_sessionfinish(session, exitstatus):  # noqa: ANN001
+    """E2E_RESULTS=<file>: the e2e outcome as JSON (per test: passed/failed/skipped), for the
+    version matrix (hack/matrix.py turns the files into the README's support table)."""
+    target = os.environ.get("E2E_RESULTS")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if not target or reporter is None:
+        return
+    outcomes: dict[str, str] = {}
+    for status in ("passed", "failed", "error", "skipped"):
+        for report in reporter.stats.get(status, ()):
+            nodeid = getattr(report, "nodeid", "")
+            if not nodeid.startswith("tests/e2e/"):
+                continue
+            # A failed teardown after a passed call still fails the test; "error" wins over "passed".
+            if status != "passed" or nodeid not in outcomes:
+                outcomes[nodeid] = status
+    counts = {s: sum(1 for v in outcomes.values() if v == s) for s in ("passed", "failed", "error", "skipped")}
+    record = {
+        "kubernetes": KUBERNETES,
+        "kube_version_requested": os.environ.get("KUBE_VERSION", ""),
+        "exitstatus": int(exitstatus),
+        "seconds": round(time.monotonic() - STARTED, 1),
+        "counts": counts,
+        "tests": outcomes,
+        "scenarios": [vars(result) for result in SUMMARY.values()],
+    }
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    Path(target).write_text(json.dumps(record, indent=2) + "\n")

@@ -11,11 +11,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
 from extender.devcluster.api import Api, ApiError
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE
+from extender.kube_versions import SUPPORTED_MINORS
 from extender.policy import PolicyError, parse_spec
 
 pytestmark = pytest.mark.e2e
@@ -34,6 +37,37 @@ def test_manifests_pass_server_side_dry_run(cluster, path: str) -> None:
     assert {"Deployment", "ClusterRole", "PodDisruptionBudget", "ConfigMap", "CustomResourceDefinition"} <= kinds
     result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("minor", SUPPORTED_MINORS)
+def test_version_overlays_render_the_matching_scheduler(cluster, tmp_path, minor: str) -> None:
+    """deploy/overlays/kube-<minor>/ (and its component over the TLS overlay, as the README shows)
+    run the kube-scheduler hack/kube pins for that minor, and pass a server-side dry-run."""
+    gomod = (REPO / "hack" / "kube" / f"v{minor}" / "go.mod").read_text()
+    pin = next(line.split()[1] for line in gomod.splitlines() if line.strip().startswith("k8s.io/kubernetes v"))
+    mine = tmp_path / "my-deploy"
+    mine.mkdir()
+    deploy = REPO / "deploy"
+    (mine / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {  # kustomize wants paths relative to the kustomization
+                "resources": [os.path.relpath(deploy / "overlays" / "tls", mine)],
+                "components": [os.path.relpath(deploy / "components" / f"kube-{minor}", mine)],
+            }
+        )
+    )
+    for path in (REPO / "deploy" / "overlays" / f"kube-{minor}", mine):
+        rendered = cluster.kubectl("kustomize", str(path)).stdout
+        images = {
+            c["image"]
+            for d in yaml.safe_load_all(rendered)
+            if d["kind"] == "Deployment"
+            for c in d["spec"]["template"]["spec"]["containers"]
+        }
+        assert f"registry.k8s.io/kube-scheduler:{pin}" in images, (path, images)
+        assert not {i for i in images if i.startswith("registry.k8s.io/kube-scheduler:") and not i.endswith(pin)}
+        result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
+        assert result.returncode == 0, result.stderr
 
 
 def test_optional_audit_cronjob_passes_server_side_dry_run(cluster) -> None:

@@ -1,0 +1,166 @@
+"""The version matrix: the e2e scenarios on every supported Kubernetes minor, and the README's
+support table made from the results.
+
+    python hack/matrix.py run   [--minors 1.36,1.34] [--out DIR]   # make test-matrix
+    python hack/matrix.py table [--out DIR] [--readme README.md]     # make support-table
+
+`run` does, for each minor in extender/kube_versions.py SUPPORTED_MINORS (newest first):
+build or reuse its binaries (hack/kube/build.sh, timed on its own), then the e2e suite on them
+(pytest tests/e2e, timed, E2E_RESULTS=<DIR>/e2e-<minor>.json). It writes <DIR>/matrix.json and
+prints the table; it exits non-zero if any minor's build or suite failed, after running them all.
+`table` turns <DIR>/matrix.json into the markdown table; with --readme it replaces the block
+between the support-table markers in that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from extender.kube_versions import SUPPORTED_MINORS  # noqa: E402
+
+IMAGE = "registry.k8s.io/kube-scheduler"
+BEGIN = "<!-- support-table:begin (make support-table writes this block from test-logs/matrix/matrix.json) -->"
+END = "<!-- support-table:end -->"
+
+
+def pinned(minor: str) -> str:
+    """The k8s.io/kubernetes version hack/kube/v<minor>/go.mod pins, e.g. v1.34.4."""
+    gomod = (REPO / "hack" / "kube" / f"v{minor}" / "go.mod").read_text()
+    return re.search(r"^\s*k8s\.io/kubernetes (v\S+)", gomod, re.M).group(1)  # type: ignore[union-attr]
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
+def _build(seconds: float) -> str:
+    return "cached" if seconds < 2 else _clock(seconds)
+
+
+def run(minors: list[str], out: Path, pytest_args: list[str]) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    started = time.monotonic()
+    for minor in minors:
+        print(f"\n=== Kubernetes {minor} ({pinned(minor)}) ===", flush=True)
+        env = {**os.environ, "KUBE_VERSION": minor}
+        env.pop("KUBE_BIN_DIR", None)
+        t0 = time.monotonic()
+        build = subprocess.run(
+            ["bash", str(REPO / "hack" / "kube" / "build.sh")], env=env, stdout=subprocess.PIPE, text=True
+        )
+        build_s = time.monotonic() - t0
+        row: dict = {"minor": minor, "pinned": pinned(minor), "build_seconds": round(build_s, 1)}
+        if build.returncode != 0:
+            row.update(build_ok=False, e2e_exit=None, counts={}, e2e_seconds=None)
+            rows.append(row)
+            print(f"build of {minor} failed (exit {build.returncode})", flush=True)
+            continue
+        bin_dir = build.stdout.strip().splitlines()[-1]
+        results = out / f"e2e-{minor}.json"
+        results.unlink(missing_ok=True)
+        env.update(KUBE_BIN_DIR=bin_dir, E2E_RESULTS=str(results))
+        t0 = time.monotonic()
+        suite = subprocess.run(
+            [sys.executable, "-m", "pytest", "tests/e2e", "-p", "no:cacheprovider", *pytest_args], env=env, cwd=REPO
+        )
+        e2e_s = time.monotonic() - t0
+        record = json.loads(results.read_text()) if results.exists() else {}
+        row.update(
+            build_ok=True,
+            bin_dir=bin_dir,
+            e2e_exit=suite.returncode,
+            e2e_seconds=round(e2e_s, 1),
+            counts=record.get("counts", {}),
+            kubernetes=record.get("kubernetes", []),
+        )
+        rows.append(row)
+    matrix = {
+        "measured": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores",
+        "seconds": round(time.monotonic() - started, 1),
+        "minors": rows,
+    }
+    (out / "matrix.json").write_text(json.dumps(matrix, indent=2) + "\n")
+    print("\n" + table(matrix))
+    print(f"\nmatrix: {_clock(matrix['seconds'])} in all; results in {out / 'matrix.json'}")
+    ok = all(r["build_ok"] and r["e2e_exit"] == 0 for r in rows)
+    return 0 if ok else 1
+
+
+def table(matrix: dict) -> str:
+    lines = [
+        "| minor | kube-scheduler image | deploy with | e2e scenarios passed | e2e wall time | build (this run) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in matrix["minors"]:
+        minor = row["minor"]
+        overlay = f"`deploy/overlays/kube-{minor}/`" + (" or `deploy/`" if minor == SUPPORTED_MINORS[0] else "")
+        if not row["build_ok"]:
+            result, wall = "build failed", "-"
+        else:
+            counts = row["counts"]
+            total = sum(counts.values())
+            passed = counts.get("passed", 0)
+            result = f"{passed}/{total}" + ("" if row["e2e_exit"] == 0 else f" (exit {row['e2e_exit']})")
+            if counts.get("skipped"):
+                result += f", {counts['skipped']} skipped"
+            wall = _clock(row["e2e_seconds"])
+        lines.append(
+            f"| {minor} | `{IMAGE}:{row['pinned']}` | {overlay} | {result} | {wall} | {_build(row['build_seconds'])} |"
+        )
+    lines.append("")
+    lines.append(
+        f"Measured by `make test-matrix` on {matrix['measured']}, {matrix['machine']}; "
+        f"the whole matrix took {_clock(matrix['seconds'])}."
+    )
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, text: str) -> None:
+    content = readme.read_text()
+    begin, end = content.find(BEGIN), content.find(END)
+    if begin < 0 or end < begin:
+        raise SystemExit(f"{readme} has no support-table markers ({BEGIN} ... {END})")
+    readme.write_text(content[: begin + len(BEGIN)] + "\n" + text + "\n" + content[end:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="the e2e suite on every supported minor")
+    p_run.add_argument("--minors", default=",".join(SUPPORTED_MINORS), help="comma-separated, default all")
+    p_run.add_argument("--out", type=Path, default=REPO / "test-logs" / "matrix")
+    p_run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    p_table = sub.add_parser("table", help="the support table from a run's matrix.json")
+    p_table.add_argument("--out", type=Path, default=REPO / "test-logs" / "matrix")
+    p_table.add_argument("--readme", type=Path, help="replace the support-table block in this file")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        minors = [m.strip() for m in args.minors.split(",") if m.strip()]
+        unknown = [m for m in minors if m not in SUPPORTED_MINORS]
+        if unknown:
+            parser.error(f"not supported: {', '.join(unknown)} (supported: {', '.join(SUPPORTED_MINORS)})")
+        return run(minors, args.out, args.pytest_args)
+    matrix = json.loads((args.out / "matrix.json").read_text())
+    text = table(matrix)
+    if args.readme:
+        update_readme(args.readme, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

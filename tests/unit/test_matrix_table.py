@@ -1,0 +1,62 @@
+"""hack/matrix.py: the README's support table is made from a matrix run's results file."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from extender.kube_versions import SUPPORTED_MINORS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    spec = importlib.util.spec_from_file_location("hack_matrix", ROOT / "hack" / "matrix.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_run() -> dict:
+    rows = []
+    for i, minor in enumerate(SUPPORTED_MINORS):
+        rows.append(
+            {
+                "minor": minor,
+                "pinned": f"v{minor}.{i}",
+                "build_seconds": 0.1 if i == 0 else 301.0,
+                "build_ok": True,
+                "e2e_exit": 0 if i < 2 else 1,
+                "e2e_seconds": 330.0,
+                "counts": {"passed": 60 if i < 2 else 59, "failed": 0 if i < 2 else 1},
+            }
+        )
+    return {"measured": "2026-01-01 00:00 UTC", "machine": "2 cores", "seconds": 1500.0, "minors": rows}
+
+
+def test_table_has_a_row_per_minor_with_image_overlay_result_and_time(matrix) -> None:
+    text = matrix.table(fake_run())
+    rows = [line for line in text.splitlines() if line.startswith(f"| {SUPPORTED_MINORS[0]}") or "| 1." in line]
+    assert len(rows) == len(SUPPORTED_MINORS)
+    newest, *_, oldest = rows
+    assert f"registry.k8s.io/kube-scheduler:v{SUPPORTED_MINORS[0]}.0" in newest and "`deploy/`" in newest
+    assert "60/60" in newest and "5m30s" in newest and "cached" in newest
+    assert f"deploy/overlays/kube-{SUPPORTED_MINORS[-1]}/" in oldest and "59/60 (exit 1)" in oldest
+    assert "5m01s" in oldest
+    assert "25m00s" in text
+
+
+def test_readme_block_is_replaced_in_place(matrix, tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{matrix.BEGIN}\nold table\n{matrix.END}\nafter\n")
+    matrix.update_readme(readme, "new table")
+    assert readme.read_text() == f"before\n{matrix.BEGIN}\nnew table\n{matrix.END}\nafter\n"
+
+
+def test_the_readme_has_the_block(matrix) -> None:
+    text = (ROOT / "README.md").read_text()
+    assert matrix.BEGIN in text and matrix.END in text
