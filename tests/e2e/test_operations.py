@@ -153,9 +153,11 @@ def test_kubectl_placement_is_the_same_commands_with_kubectls_flags(ops) -> None
     direct = cli(cluster, "audit", "-n", ns, "--json")
     assert (via_kubectl.returncode, json.loads(via_kubectl.stdout)) == (direct.returncode, json.loads(direct.stdout))
     pod = pods(cluster.admin, ns, "app=web")[0]["metadata"]["name"]
-    explained = kubectl(cluster, "placement", "explain", pod, "-n", ns)
-    assert explained.returncode == 0, explained.stderr
-    assert explained.stdout == cli(cluster, "explain", f"{ns}/{pod}").stdout
+    direct_explain = cli(cluster, "explain", f"{ns}/{pod}").stdout
+    for form in ([pod, "-n", ns], [f"{ns}/{pod}"]):  # kubectl's -n, or the CLI's NS/POD
+        explained = kubectl(cluster, "placement", "explain", *form)
+        assert explained.returncode == 0, explained.stderr
+        assert explained.stdout == direct_explain
 
 
 # -- issue 13: an audit that never cries wolf, and misses no pod placed by hand ----------------------
