@@ -74,6 +74,7 @@ DOCUMENTED = {
     "extender_cache_objects": ("gauge", {"kind"}),
     "extender_cache_synced": ("gauge", {"kind"}),
     "extender_cache_last_event_age_seconds": ("gauge", {"kind"}),
+    "extender_cache_stale_seconds": ("gauge", {"kind"}),
     "extender_reservations": ("gauge", {"kind"}),
 }
 STANDARD = ["process_resident_memory_bytes", "process_cpu_seconds", "process_open_fds", "python_gc_collections"]
