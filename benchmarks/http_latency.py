@@ -1,7 +1,7 @@
 """Filter + prioritize round trips over HTTP, served by gunicorn exactly as deployed.
 
 For each configuration a real gunicorn server is started in a subprocess
-(benchmarks/extender_app.py: ExtenderApplication's settings, one gthread worker, a synthetic
+(benchmarks/extender_app.py: ExtenderApplication's settings, one connection worker, a synthetic
 ClusterStore preloaded with `store.replace`), and one keep-alive client sends, sequentially,
 the exact ExtenderArgs kube-scheduler sends (every node a candidate) for one pod with the full
 policy (caps per node and per zone, ordinal zones, zone spread DoNotSchedule, required shard
@@ -382,7 +382,7 @@ def measure(
         prioritize_body = synthetic.prioritize_args(filter_body, filter_answer)
         _, prio_answer = client.post("/prioritize", prioritize_body)
         log(
-            f"[{config.name}] server ready in {ready_s:.1f}s (gunicorn, 1 gthread worker); filter request "
+            f"[{config.name}] server ready in {ready_s:.1f}s (gunicorn, 1 connection worker); filter request "
             f"{len(filter_body):,} bytes, prioritize request {len(prioritize_body):,} bytes"
         )
         answer = json.loads(filter_answer)

@@ -348,6 +348,12 @@ def classify(thread: str, frames: list[tuple[str, str]]) -> str:
                 return f"{verb}: snapshot / reservations (state/)"
             return f"{verb}: verbs glue"
         return f"{verb}: handler"
+    if _has(frames, "extender/server/worker.py"):  # the connection worker (since session 4)
+        if _has(frames, "flask/") or _has(frames, "werkzeug/"):
+            return "HTTP serving: flask/werkzeug (outside the verbs)"
+        if _has(frames, "extender/server/app.py"):
+            return "HTTP serving: verb routes (outside the verbs)"
+        return "HTTP serving: connection worker (parse, answer, accept)"
     if _has(frames, "gunicorn/workers/gthread.py", "handle") or _has(
         frames, "gunicorn/workers/gthread.py", "process_request"
     ):
