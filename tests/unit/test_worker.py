@@ -243,3 +243,47 @@ def test_any_bytes_are_answered_or_closed_and_the_worker_keeps_serving(server, s
     with _connect(server) as sock:
         sock.sendall(HEALTHZ)
         assert _status(_read(sock)) == 200
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie awaiting its reaper counts as gone: it serves nothing)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_the_worker_exits_when_its_master_is_killed() -> None:
+    """SIGKILL of the gunicorn master (no chance to stop its worker): the worker notices its
+    parent changed and exits within a few seconds, so the container's main process is gone and
+    the kubelet restarts it, instead of an orphan serving on with no master's heartbeat."""
+    process, port = _start(threads=4)
+    try:
+        workers = _children(process.pid)
+        assert len(workers) == 1, workers
+        worker_pid = workers[0]
+        idle = _connect(port)  # an open connection must not keep the orphan alive
+        idle.sendall(HEALTHZ)
+        assert _status(_read(idle)) == 200
+        killed = time.monotonic()
+        process.send_signal(signal.SIGKILL)
+        process.wait(5)
+        while not _gone(worker_pid) and time.monotonic() - killed < 10:
+            time.sleep(0.05)
+        took = time.monotonic() - killed
+        assert _gone(worker_pid), "the orphaned worker still runs 10 s after its master was killed"
+        assert took < 5, f"the orphaned worker took {took:.1f}s to exit"
+        idle.close()
+    finally:
+        for pid in _children(process.pid):
+            os.kill(pid, signal.SIGKILL)
+        _stop(process)
