@@ -72,4 +72,11 @@ DEFAULT_LISTEN = "127.0.0.1:8888"
 # and a Binding waits tens of ms on the API server, so binds alone held up to 7 of 8 in the e2e profile
 DEFAULT_THREADS = 32
 DEFAULT_TENTATIVE_TTL = 60.0
+
+# How long a watched kind's list/watch may stay disconnected (a failed list or watch, a broken
+# stream) before /readyz answers 503 naming it. A normal reconnect (a watch that timed out or
+# broke, a 410 Gone's relist) connects again within the watcher's first back-off, 0.5 s, plus one
+# request; a kube-apiserver restart takes 10 s or more. 5 s is well past the first and well
+# short of the second, so readiness flips only when the cache really cannot follow the cluster.
+MAX_CACHE_STALENESS = 5.0
 DEFAULT_COMMITTED_TTL = 120.0

@@ -165,6 +165,10 @@ def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  
         now = clock()
         return {(("kind", k),): max(0.0, now - t) for k, t in dict(store.last_event).items()}
 
+    def stale() -> dict[Labels, float]:
+        away = store.staleness()
+        return {(("kind", k),): away.get(k, 0.0) for k in store.synced}
+
     def reservations() -> dict[Labels, float]:
         with store.lock.held("metrics"):
             counts = store.reservations.counts()
@@ -174,6 +178,12 @@ def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  
     metrics.add_gauge("extender_cache_synced", "1 once the kind's first list completed.", synced)
     metrics.add_gauge(
         "extender_cache_last_event_age_seconds", "Seconds since the last list or watch event, by kind.", age
+    )
+    metrics.add_gauge(
+        "extender_cache_stale_seconds",
+        "Seconds since the kind's list/watch lost the API server (0 while connected); /readyz is 503 past "
+        "limits.MAX_CACHE_STALENESS.",
+        stale,
     )
     metrics.add_gauge(
         "extender_reservations", "Placements chosen but not yet visible in the watch, by kind.", reservations

@@ -19,7 +19,7 @@ from flask import Flask, Response, g, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
-from ..limits import DEFAULT_MAX_BODY, MAX_CANDIDATE_NODES
+from ..limits import DEFAULT_MAX_BODY, MAX_CACHE_STALENESS, MAX_CANDIDATE_NODES
 from ..verbs import BadRequest, Verbs
 from ..wire import (
     ExtenderArgs,
@@ -89,7 +89,18 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
     def readyz() -> Response:
         stats = verbs.store.stats()
         if is_ready():
-            return _json(200, {"status": "ready", "cache": stats})
+            stale = verbs.store.stale()
+            if not stale:
+                return _json(200, {"status": "ready", "cache": stats})
+            return _json(
+                503,
+                {
+                    "status": "stale",
+                    "disconnected_seconds": {k: round(v, 1) for k, v in sorted(stale.items())},
+                    "bound_seconds": MAX_CACHE_STALENESS,
+                    "cache": stats,
+                },
+            )
         waiting = sorted(k for k, done in stats["synced"].items() if not done)
         return _json(503, {"status": "syncing", "waiting_for": waiting, "cache": stats})
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Set
 from typing import Any
 
 from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, Snapshot, Topology
-from ..limits import MAX_GROUP_SIZE
+from ..limits import MAX_CACHE_STALENESS, MAX_GROUP_SIZE
 from ..policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from .groups import GroupIndexes, group_key
 from .lock import TimedLock
@@ -70,6 +70,9 @@ class ClusterStore:
         self.reservations = reservations if reservations is not None else Reservations()
         self.synced: dict[str, bool] = {k: False for k in KINDS}
         self.last_event: dict[str, float] = {}
+        # kind -> when its list/watch stopped being connected (absent while connected): what
+        # /readyz and extender_cache_stale_seconds report; the watcher keeps it.
+        self.disconnected: dict[str, float] = {}
         self.policies_enabled = True  # False when the CRD is not installed: named policies then fail clearly
         self.data_version = 0  # bumps on every event and list: part of the key of cached decisions
 
@@ -102,6 +105,24 @@ class ClusterStore:
     @property
     def ready(self) -> bool:
         return all(self.synced.values())
+
+    def connection_lost(self, kind: str) -> None:
+        """The kind's list or watch failed or broke: its cache may miss events from now on (the
+        first loss counts; later failures of the same outage do not move it)."""
+        self.disconnected.setdefault(kind, self.clock())
+
+    def connected(self, kind: str) -> None:
+        """A list or watch of the kind reached the API server again."""
+        self.disconnected.pop(kind, None)
+
+    def staleness(self) -> dict[str, float]:
+        """Seconds each disconnected kind has been disconnected (connected kinds are absent)."""
+        now = self.clock()
+        return {kind: max(0.0, now - since) for kind, since in dict(self.disconnected).items()}
+
+    def stale(self, bound: float = MAX_CACHE_STALENESS) -> dict[str, float]:
+        """The kinds disconnected for longer than `bound` seconds, with how long."""
+        return {kind: seconds for kind, seconds in self.staleness().items() if seconds > bound}
 
     def _clear(self, kind: str) -> None:
         if kind == "nodes":
@@ -398,6 +419,7 @@ class ClusterStore:
                 "policies": len(self.policies),
                 "reservations": self.reservations.counts(),
                 "synced": dict(self.synced),
+                "disconnected_seconds": {k: round(v, 1) for k, v in self.staleness().items()},
             }
 
 

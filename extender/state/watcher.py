@@ -3,6 +3,9 @@
 One thread per kind: a paginated list replaces the kind's content, then a watch from the list's
 resourceVersion applies events. A broken watch resumes from the last resourceVersion seen; a
 410 Gone (or any failure to resume) relists. The store reports ready once every kind has listed.
+Each failure (a failed list or watch, a broken stream, a 410) marks the kind disconnected in the
+store, and the next list page or watch that reaches the API server clears the mark: /readyz
+answers 503 while a kind has been disconnected longer than limits.MAX_CACHE_STALENESS.
 
 What the requests ask of the API server, and why (measured in benchmarks/watch_cost.py against
 Kubernetes v1.36.3; figures in benchmarks/results/watch_cost.md):
@@ -91,13 +94,17 @@ class Watcher:
                     version = self._watch(resource, version)
             except _Gone:
                 log.info("watch of %s expired (410 Gone); relisting", resource.kind)
+                self.store.connection_lost(resource.kind)
             except KubeApiError as err:
                 if err.status == 404 and resource.kind == "policies":
+                    self.store.connected(resource.kind)  # the API server answered: nothing to miss
                     self._no_policy_crd()
                     self._stop.wait(30)
                     continue
+                self.store.connection_lost(resource.kind)
                 log.warning("list/watch of %s failed: %s; retrying in %.1fs", resource.kind, err, backoff)
             except Exception as err:  # connection resets, timeouts, bad JSON: relist after a pause
+                self.store.connection_lost(resource.kind)
                 log.warning("list/watch of %s failed: %s; retrying in %.1fs", resource.kind, err, backoff)
             self.relists[resource.kind] += 1
             self._stop.wait(backoff)
@@ -133,6 +140,7 @@ class Watcher:
                 if token:
                     query.append(("continue", token))
                 page = self.api.call("GET", resource.path, query=query, timeout=60)
+                self.store.connected(resource.kind)
                 for item in page.get("items") or ():
                     try:
                         records.append(parse(item))
@@ -164,6 +172,7 @@ class Watcher:
             ("timeoutSeconds", str(self.watch_timeout)),
         ]
         response = self.api.call("GET", resource.path, query=query, timeout=(10, self.watch_timeout + 30), stream=True)
+        self.store.connected(resource.kind)
         try:
             for event in _lines(response):
                 if self._stop.is_set():

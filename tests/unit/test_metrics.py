@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from extender.limits import MAX_CACHE_STALENESS
 from extender.metrics import Histogram, store_gauges
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
@@ -67,3 +68,32 @@ def test_histogram_buckets_are_cumulative() -> None:
     lines = list(h.render())
     assert 'x_bucket{verb="f",le="0.1"} 1' in lines and 'x_bucket{verb="f",le="1.0"} 2' in lines
     assert 'x_bucket{verb="f",le="+Inf"} 3' in lines and 'x_count{verb="f"} 3' in lines
+
+
+def test_readyz_and_the_stale_gauge_report_a_kind_disconnected_past_the_bound() -> None:
+    now = [1000.0]
+    store = ClusterStore(clock=lambda: now[0])
+    for kind in KINDS:
+        store.replace(kind, [])
+    verbs = Verbs(store, binder=None, events=RecordedEvents())  # type: ignore[arg-type]
+    store_gauges(verbs.metrics, store, lambda: now[0])
+    client = create_app(verbs).test_client()
+    assert client.get("/readyz").status_code == 200
+
+    store.connection_lost("pods")
+    now[0] += MAX_CACHE_STALENESS - 1  # a normal reconnect's worth: still ready
+    store.connection_lost("pods")  # a second failure of the same outage does not restart the clock
+    assert client.get("/readyz").status_code == 200
+    now[0] += 2
+    answer = client.get("/readyz")
+    assert answer.status_code == 503
+    body = answer.get_json()
+    assert body["status"] == "stale" and body["disconnected_seconds"] == {"pods": MAX_CACHE_STALENESS + 1}
+    assert body["bound_seconds"] == MAX_CACHE_STALENESS
+    text = client.get("/metrics").get_data(as_text=True)
+    assert f'extender_cache_stale_seconds{{kind="pods"}} {MAX_CACHE_STALENESS + 1:g}' in text
+    assert 'extender_cache_stale_seconds{kind="nodes"} 0' in text
+
+    store.connected("pods")
+    assert client.get("/readyz").status_code == 200
+    assert 'extender_cache_stale_seconds{kind="pods"} 0' in client.get("/metrics").get_data(as_text=True)

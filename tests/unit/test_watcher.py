@@ -87,3 +87,47 @@ def test_missing_crd_leaves_named_policies_unavailable_but_the_store_ready() -> 
     lists = {r.path: [page([])] for r in RESOURCES if r.kind != "policies"}
     store = list_once(ScriptedApi(lists))  # type: ignore[arg-type]
     assert store.ready and not store.policies_enabled
+
+
+class WatchedApi(ScriptedApi):
+    """A scripted API that also records, at each call, which kinds the store holds disconnected."""
+
+    def __init__(self, script: dict[str, list], store: ClusterStore) -> None:
+        super().__init__(script)
+        self.store = store
+        self.seen: list[dict[str, float]] = []
+
+    def call(self, method, path, **kwargs):
+        self.seen.append(dict(self.store.disconnected))
+        return super().call(method, path, **kwargs)
+
+
+def test_a_failed_list_or_broken_watch_marks_the_kind_disconnected_until_one_connects() -> None:
+    nodes = "/api/v1/nodes"
+    store = ClusterStore()
+    api = WatchedApi(
+        {
+            nodes: [
+                page([node("a", "z1")]),  # 1: the first list
+                ConnectionError("stream broken"),  # 2: the watch fails
+                ConnectionError("connection refused"),  # 3: the relist fails too
+                page([node("a", "z1")], rv="20"),  # 4: the API server is back
+                [{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "21"}}}],  # 5: watch
+            ]
+        },
+        store,
+    )
+    watcher = Watcher(api, store)  # type: ignore[arg-type]
+    thread = threading.Thread(target=watcher._run, args=(Resource("nodes", nodes),), daemon=True)
+    thread.start()
+    for _ in range(300):
+        if len(api.seen) >= 6:  # the 6th call finds the script empty (a 404): lost again
+            break
+        threading.Event().wait(0.02)
+    watcher.stop()
+    seen = api.seen
+    assert seen[0] == {} and seen[1] == {}  # the list connected, so did the watch
+    assert set(seen[2]) == {"nodes"}  # the broken watch marked it
+    assert seen[3] == seen[2]  # the failed relist kept the first loss's time
+    assert seen[4] == {}  # the relist reached the API server: cleared before the next watch
+    assert seen[5] == {}  # the watch stream ended normally: not a loss
