@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..kubeapi import KubeApiError, KubeHttp, decode_json
+from ..limits import WATCH_RETRY_MAX
 from ..policy import API_GROUP, API_VERSION, PLURAL
 from .objects import ObjectError
 from .store import PARSERS, ClusterStore
@@ -108,7 +109,7 @@ class Watcher:
                 log.warning("list/watch of %s failed: %s; retrying in %.1fs", resource.kind, err, backoff)
             self.relists[resource.kind] += 1
             self._stop.wait(backoff)
-            backoff = min(backoff * 2, 30)
+            backoff = min(backoff * 2, WATCH_RETRY_MAX)
 
     def _no_policy_crd(self) -> None:
         with self.store.lock.held("watch"):
