@@ -476,18 +476,18 @@ class LocalCluster:
         self._await(
             standby,
             "the standby scheduler to contend for the lease",
-            lambda: "attempting to acquire leader lease" in standby.log_path.read_text(errors="replace"),
+            lambda: "attempting to acquire leader lease" in standby.log_path.read_text(errors="replace").lower(),
         )
 
     def leader(self) -> str | None:
-        """Which of our live kube-schedulers holds the lease (kube-scheduler logs "successfully
+        """Which of our live kube-schedulers holds the lease (kube-scheduler logs "Successfully
         acquired lease" when it takes it; a standby that never took it has no such line)."""
         holders = [
             name
             for name in self.PAIRS
             if (proc := self.process(name)) is not None
             and proc.alive
-            and "successfully acquired lease" in proc.log_path.read_text(errors="replace")
+            and "successfully acquired lease" in proc.log_path.read_text(errors="replace").lower()
         ]
         assert len(holders) <= 1, f"more than one live scheduler took the lease: {holders}"
         return holders[0] if holders else None
