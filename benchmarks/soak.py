@@ -7,7 +7,8 @@ bound. Every few cycles the placement is audited (extender/audit.py over a fresh
 cluster: 0 violations expected) and the extender is sampled: the RSS of its gunicorn worker
 (/proc), its reservations (extender_reservations), and how many metric series /metrics serves.
 At the end every group is deleted, the extender is given its reservation TTL to drop what it
-still holds, and the slope per hour of each sample is printed (least squares over the run).
+still holds, and the slope per hour of each sample is printed (least squares over the run after
+its first fifth, the warm-up).
 
 Caps only (no hard spread): a scale-down removes the highest ordinals wherever they are, which
 can skew zones but never break a cap, so any violation the audit finds is the extender's.
@@ -246,8 +247,11 @@ def churn(
         result.reservations_after = 0.0
     except TimeoutError:
         result.reservations_after = scrape(port)[0]
+    # The first fifth of the run is warm-up (the worker's heap, the first label sets of every
+    # metric): slopes are fitted over the rest, so that they measure drift, not start-up.
+    steady = [s for s in result.samples if s.at >= result.samples[-1].at / 5]
     for key in ("rss_kib", "reservations", "series"):
-        result.slopes_per_hour[key] = round(slope_per_hour([(s.at, getattr(s, key)) for s in result.samples]), 1)
+        result.slopes_per_hour[key] = round(slope_per_hour([(s.at, getattr(s, key)) for s in steady]), 1)
     return result
 
 

@@ -126,6 +126,7 @@ class LocalCluster:
         scheduler_qps: float | None = None,
         scheduler_burst: int | None = None,
         leader_election: dict[str, str] | None = None,
+        apiserver_args: Iterable[str] = (),
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="placement-extender-"))
@@ -139,6 +140,7 @@ class LocalCluster:
         # Our kube-scheduler's lease timing (leaseDuration, renewDeadline, retryPeriod), merged into
         # config/scheduler-config.yaml's leaderElection; None keeps kube-scheduler's (15s/10s/2s).
         self.leader_election = dict(leader_election or {})
+        self.apiserver_args = list(apiserver_args)  # appended to kube-apiserver's flags
         self.processes: list[Process] = []
         self.ports: dict[str, int] = {}
         self.admin: Api | None = None
@@ -279,6 +281,7 @@ class LocalCluster:
                 # kwok nodes are Ready from birth and no node-lifecycle controller runs to lift the
                 # not-ready taint this plugin would put on every new node.
                 "--disable-admission-plugins=TaintNodesByCondition",
+                *self.apiserver_args,
             ],
         )
         assert self.admin is not None
