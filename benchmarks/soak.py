@@ -255,6 +255,14 @@ def churn(
     return result
 
 
+def thin(samples: list[Any], keep: int = 200) -> list[Any]:
+    """At most `keep` samples, evenly spaced, the first and last included (the JSON stays small)."""
+    if len(samples) <= keep:
+        return list(samples)
+    step = (len(samples) - 1) / (keep - 1)
+    return [samples[round(i * step)] for i in range(keep)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0, help="how long to churn (default 30)")
@@ -276,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(table(["sample", "first", "last", "slope per hour"], rows))
     print(result.summary())
-    path = write_result("soak", {"machine": machine(), "args": vars(args) | {"out": None}, **asdict(result)}, args.out)
+    data = asdict(result)
+    data["samples_taken"] = len(result.samples)
+    data["samples"] = thin(data["samples"])
+    path = write_result("soak", {"machine": machine(), "args": vars(args) | {"out": None}, **data}, args.out)
     print(f"written {path}")
     return 1 if result.violations else 0
 
