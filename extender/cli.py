@@ -11,7 +11,14 @@ from collections.abc import Sequence
 
 import yaml
 
-from .limits import DEFAULT_DECISION_DEADLINE, DEFAULT_LISTEN, DEFAULT_MAX_BODY, DEFAULT_TENTATIVE_TTL, DEFAULT_THREADS
+from .limits import (
+    DEFAULT_DECISION_DEADLINE,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY,
+    DEFAULT_TENTATIVE_TTL,
+    DEFAULT_THREADS,
+    DEFAULT_WATCH_TIMEOUT,
+)
 from .logs import setup_logging
 from .policy import KIND, PolicyError, parse_annotation, parse_spec
 
@@ -57,6 +64,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_body=args.max_body,
             decision_deadline=args.decision_deadline,
             tentative_ttl=args.reservation_ttl,
+            watch_timeout=args.watch_timeout,
             events=not args.no_events,
             access_log=args.access_log,
             tls_cert_file=args.tls_cert_file,
@@ -258,6 +266,12 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--reservation-ttl", type=float, default=DEFAULT_TENTATIVE_TTL, help="seconds a tentative placement is held"
+    )
+    serve.add_argument(
+        "--watch-timeout",
+        type=int,
+        default=DEFAULT_WATCH_TIMEOUT,
+        help=f"seconds a watch stays open before it resumes (default {DEFAULT_WATCH_TIMEOUT})",
     )
     serve.add_argument("--no-events", action="store_true", help="do not record Events on pods")
     serve.add_argument("--access-log", action="store_true")

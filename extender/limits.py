@@ -85,4 +85,9 @@ MAX_CACHE_STALENESS = 5.0
 # later (attempts at 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s), the cache stale all that time; at 4 s it
 # is seen within 4 s, for six cheap requests per replica every 4 s while it is down.
 WATCH_RETRY_MAX = 4.0
+
+# Seconds each watch asks the API server to keep it open (timeoutSeconds); it then resumes from
+# the last resourceVersion seen (bookmarks keep that recent). The e2e compaction scenario lowers
+# it so that watches resume, and meet a compacted history, within seconds.
+DEFAULT_WATCH_TIMEOUT = 300
 DEFAULT_COMMITTED_TTL = 120.0

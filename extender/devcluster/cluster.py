@@ -125,6 +125,8 @@ class LocalCluster:
         keep_workdir: bool = False,
         scheduler_qps: float | None = None,
         scheduler_burst: int | None = None,
+        leader_election: dict[str, str] | None = None,
+        apiserver_args: Iterable[str] = (),
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="placement-extender-"))
@@ -135,6 +137,10 @@ class LocalCluster:
         # qps/burst). None keeps kube-scheduler's own default (50 QPS, burst 100), as deployed.
         self.scheduler_qps = scheduler_qps
         self.scheduler_burst = scheduler_burst
+        # Our kube-scheduler's lease timing (leaseDuration, renewDeadline, retryPeriod), merged into
+        # config/scheduler-config.yaml's leaderElection; None keeps kube-scheduler's (15s/10s/2s).
+        self.leader_election = dict(leader_election or {})
+        self.apiserver_args = list(apiserver_args)  # appended to kube-apiserver's flags
         self.processes: list[Process] = []
         self.ports: dict[str, int] = {}
         self.admin: Api | None = None
@@ -275,6 +281,7 @@ class LocalCluster:
                 # kwok nodes are Ready from birth and no node-lifecycle controller runs to lift the
                 # not-ready taint this plugin would put on every new node.
                 "--disable-admission-plugins=TaintNodesByCondition",
+                *self.apiserver_args,
             ],
         )
         assert self.admin is not None
@@ -406,12 +413,13 @@ class LocalCluster:
         path.write_text(yaml.safe_dump(config))
         return path
 
-    def start_extender(self, extra_args: Iterable[str] = ()) -> Process:
-        port = self.ports["extender"]
+    def start_extender(self, extra_args: Iterable[str] = (), *, name: str = "extender") -> Process:
+        """An extender on port `self.ports[name]` (the second pair's is "extender-2")."""
+        port = self.ports[name]
         # the pod's one identity, as deploy/ runs it (the kube-scheduler beside it uses it too)
-        kubeconfig = self.service_account_kubeconfig("placement-scheduler", component="placement-extender")
+        kubeconfig = self.service_account_kubeconfig("placement-scheduler", component=f"placement-{name}")
         proc = self._spawn(
-            "extender",
+            name,
             [
                 sys.executable,
                 "-m",
@@ -434,27 +442,93 @@ class LocalCluster:
         )
         return proc
 
-    def extender_process(self) -> Process | None:
-        return next((p for p in self.processes if p.name == "extender"), None)
+    def extender_process(self, name: str = "extender") -> Process | None:
+        return self.process(name)
 
-    def _start_placement_scheduler(self, kubeconfig: Path) -> None:
+    def process(self, name: str) -> Process | None:
+        """The live process of that name (the latest started), else the latest that ran."""
+        named = [p for p in self.processes if p.name == name]
+        return next((p for p in reversed(named) if p.alive), named[-1] if named else None)
+
+    def _start_placement_scheduler(
+        self, kubeconfig: Path, *, name: str = "placement-scheduler", extender: str = "extender"
+    ) -> Process:
         config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
         config["clientConnection"] = self._client_connection(kubeconfig)
-        config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{self.ports['extender']}"
+        config["leaderElection"].update(self.leader_election)
+        config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{self.ports[extender]}"
         self.adjust_extender_config(config["extenders"][0])
-        path = self.workdir / "placement-scheduler.yaml"
+        path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))
-        self._spawn(
-            "placement-scheduler",
-            [
-                self._bin("kube-scheduler"),
-                f"--config={path}",
-                f"--secure-port={self.ports['placement']}",
-                "--bind-address=127.0.0.1",
-            ],
+        port = self.ports.setdefault(name, free_port()) if name != "placement-scheduler" else self.ports["placement"]
+        proc = self._spawn(
+            name,
+            [self._bin("kube-scheduler"), f"--config={path}", f"--secure-port={port}", "--bind-address=127.0.0.1"],
         )
         assert self.admin is not None
         wait_for("the placement scheduler's leader lease", lambda: self._lease_held(), 60)
+        return proc
+
+    # ------------------------------------------------------------------ faults
+    # Which extender each of our kube-schedulers calls: a replica of deploy/ is one such pair.
+    PAIRS = {"placement-scheduler": "extender", "placement-scheduler-2": "extender-2"}
+
+    def start_standby(self) -> None:
+        """A second kube-scheduler + extender pair on the same leader lease, as deploy/ runs two
+        replicas: the extender syncs its cache (warm), the scheduler waits for the lease."""
+        assert self.with_extender, "a standby pair needs the extender"
+        self.ports.setdefault("extender-2", free_port())
+        self.start_extender(name="extender-2")
+        standby = self._start_placement_scheduler(
+            self.service_account_kubeconfig("placement-scheduler", component="placement-scheduler-2"),
+            name="placement-scheduler-2",
+            extender="extender-2",
+        )
+        self._await(
+            standby,
+            "the standby scheduler to contend for the lease",
+            lambda: "attempting to acquire leader lease" in standby.log_path.read_text(errors="replace").lower(),
+        )
+
+    def leader(self) -> str | None:
+        """Which of our live kube-schedulers holds the lease (kube-scheduler logs "Successfully
+        acquired lease" when it takes it; a standby that never took it has no such line)."""
+        holders = [
+            name
+            for name in self.PAIRS
+            if (proc := self.process(name)) is not None
+            and proc.alive
+            and "successfully acquired lease" in proc.log_path.read_text(errors="replace").lower()
+        ]
+        assert len(holders) <= 1, f"more than one live scheduler took the lease: {holders}"
+        return holders[0] if holders else None
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a component (its whole process group): a crash or a lost node, no clean exit."""
+        proc = self.process(name)
+        assert proc is not None and proc.alive, f"{name} is not running"
+        proc.kill()
+
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver (SIGTERM: its graceful shutdown, as a restart or upgrade does)."""
+        proc = self.process("kube-apiserver")
+        assert proc is not None
+        proc.stop()
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again on the same port and etcd; returns once it is ready."""
+        self._start_apiserver()
+
+    def etcd_compact(self) -> int:
+        """Compact etcd's history up to its current revision (etcd's maintenance API through its
+        HTTP gateway, as `etcdctl compact` does): watches resuming from an older revision get
+        410 Gone from then on. Returns the revision."""
+        base = f"http://127.0.0.1:{self.ports['etcd']}/v3"
+        header = requests.post(f"{base}/kv/range", json={"key": "AA=="}, timeout=10).json()["header"]
+        revision = int(header["revision"])
+        answer = requests.post(f"{base}/kv/compaction", json={"revision": revision, "physical": True}, timeout=30)
+        answer.raise_for_status()
+        return revision
 
     def adjust_extender_config(self, extender: dict[str, Any]) -> None:
         """A hook for harnesses that serve another extender (benchmarks/e2e_throughput.py's Go floor)."""

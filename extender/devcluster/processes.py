@@ -55,6 +55,7 @@ class Process:
         self.log_path = log_dir / f"{name}.log"
         self.env = env
         self.popen: subprocess.Popen[bytes] | None = None
+        self.ended = False  # stopped or killed on purpose: its exit is no failure
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +71,8 @@ class Process:
         return self.popen is not None and self.popen.poll() is None
 
     def check(self) -> None:
+        if self.ended:
+            return
         if self.popen is not None and self.popen.poll() is not None:
             raise RuntimeError(f"{self.name} exited with code {self.popen.returncode}; last log lines:\n{self.tail()}")
 
@@ -79,7 +82,19 @@ class Process:
         except OSError:
             return "(no log)"
 
+    def kill(self) -> None:
+        """SIGKILL the process group at once (a crash, not a stop), and reap it."""
+        self.ended = True
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        self.popen.wait(10)
+
     def stop(self, timeout: float = 10.0) -> None:
+        self.ended = True
         if self.popen is None or self.popen.poll() is not None:
             return
         try:

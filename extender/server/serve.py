@@ -25,6 +25,7 @@ from ..limits import (
     DEFAULT_MAX_BODY,
     DEFAULT_TENTATIVE_TTL,
     DEFAULT_THREADS,
+    DEFAULT_WATCH_TIMEOUT,
 )
 from ..metrics import store_gauges
 from ..state.reservations import Reservations
@@ -44,6 +45,7 @@ class ServeOptions:
     decision_deadline: float = DEFAULT_DECISION_DEADLINE
     tentative_ttl: float = DEFAULT_TENTATIVE_TTL
     committed_ttl: float = DEFAULT_COMMITTED_TTL
+    watch_timeout: int = DEFAULT_WATCH_TIMEOUT
     events: bool = True
     access_log: bool = False
     timeout: int = 60
@@ -82,7 +84,7 @@ def build(options: ServeOptions):
     events = KubeEventSink(api) if options.events else DiscardEvents()
     verbs = Verbs(store, KubeBinder(api), events, decision_deadline=options.decision_deadline)
     store_gauges(verbs.metrics, store, time.time)
-    watcher = Watcher(api, store)
+    watcher = Watcher(api, store, watch_timeout=options.watch_timeout)
     watcher.start()
     app = create_app(verbs, max_body=options.max_body)
     app.extensions["watcher"] = watcher

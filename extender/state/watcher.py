@@ -1,11 +1,14 @@
 """List+watch threads that keep the ClusterStore current (the only reads of the API).
 
 One thread per kind: a paginated list replaces the kind's content, then a watch from the list's
-resourceVersion applies events. A broken watch resumes from the last resourceVersion seen; a
-410 Gone (or any failure to resume) relists. The store reports ready once every kind has listed.
-Each failure (a failed list or watch, a broken stream, a 410) marks the kind disconnected in the
-store, and the next list page or watch that reaches the API server clears the mark: /readyz
-answers 503 while a kind has been disconnected longer than limits.MAX_CACHE_STALENESS.
+resourceVersion applies events. A watch that ends normally (its timeout) resumes from the last
+resourceVersion seen; a 410 Gone, a broken stream or any other failure relists (client-go's
+reflector would try to resume a broken watch first; a relist is never older than what was seen,
+see below, so it is the simple safe choice, at the cost of a full list per outage). The store
+reports ready once every kind has listed. Each failure (a failed list or watch, a broken stream,
+a 410) marks the kind disconnected in the store, and the next list page or watch that reaches the
+API server clears the mark: /readyz answers 503 while a kind has been disconnected longer than
+limits.MAX_CACHE_STALENESS.
 
 What the requests ask of the API server, and why (measured in benchmarks/watch_cost.py against
 Kubernetes v1.36.3; figures in benchmarks/results/watch_cost.md):

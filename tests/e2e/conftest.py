@@ -77,7 +77,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     failures_before = request.session.testsfailed
     os.environ.setdefault("EXTENDER_LOG_LEVEL", "debug")  # the opt-in scenario reads per-pod lines
     for attempt in (1, 2):
-        local = LocalCluster(extender_args=["--reservation-ttl=30"])
+        # A module may ask for its own control plane's options (CLUSTER_OPTIONS: LocalCluster's
+        # keyword arguments), e.g. short leader-election timing for a failover scenario.
+        options = dict(getattr(request.module, "CLUSTER_OPTIONS", {}))
+        local = LocalCluster(extender_args=["--reservation-ttl=30", *options.pop("extender_args", ())], **options)
         try:
             local.start()
             break

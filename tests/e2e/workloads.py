@@ -215,3 +215,63 @@ def deployment(
             },
         },
     }
+
+
+class Sampler:
+    """Polls `probe` every `interval` seconds in a thread, keeping (monotonic time, value) pairs:
+    how many pods are bound, what /readyz answers, while a fault plays out."""
+
+    def __init__(self, probe, interval: float = 0.2) -> None:  # noqa: ANN001
+        import threading
+
+        self.probe, self.interval = probe, interval
+        self.samples: list[tuple[float, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        import time
+
+        while not self._stop.is_set():
+            try:
+                value = self.probe()
+            except Exception as err:  # the API server may be down: that is a sample too
+                value = err
+            self.samples.append((time.monotonic(), value))
+            self._stop.wait(self.interval)
+
+    def first(self, after: float, test) -> float | None:  # noqa: ANN001
+        """When a sample taken after `after` first passed `test`."""
+        return next((t for t, v in list(self.samples) if t >= after and test(v)), None)
+
+    def last(self) -> Any:
+        return self.samples[-1][1] if self.samples else None
+
+
+def readyz_status(port: int) -> int | str:
+    import requests
+
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code
+    except requests.RequestException as err:
+        return type(err).__name__
+
+
+def capped_violations(placed: list[dict[str, Any]], zone_of: dict[str, str | None], zones: list[str]) -> list[str]:
+    """Per StatefulSet: at most 1 pod per node, zones within one pod of each other."""
+    by_set: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in placed:
+        by_set[shard_of(p)].append(p)
+    return [
+        f"{name}: {problem}"
+        for name, members in sorted(by_set.items())
+        for problem in cap_and_spread_violations(members, zone_of, zones, cap=1)
+    ]

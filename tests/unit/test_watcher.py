@@ -131,3 +131,19 @@ def test_a_failed_list_or_broken_watch_marks_the_kind_disconnected_until_one_con
     assert seen[3] == seen[2]  # the failed relist kept the first loss's time
     assert seen[4] == {}  # the relist reached the API server: cleared before the next watch
     assert seen[5] == {}  # the watch stream ended normally: not a loss
+
+
+def test_watch_timeout_flag_reaches_the_watcher(monkeypatch) -> None:
+    """--watch-timeout (the e2e compaction scenario lowers it) is what each watch asks for."""
+    from extender import cli
+    from extender.server import serve as serve_module
+
+    seen = {}
+    monkeypatch.setattr(serve_module, "serve", lambda options: seen.setdefault("options", options))
+    assert cli.main(["serve", "--watch-timeout=3"]) in (0, None)
+    assert seen["options"].watch_timeout == 3
+    api = ScriptedApi({"/api/v1/nodes": [page([]), []]})
+    watcher = Watcher(api, ClusterStore(), watch_timeout=seen["options"].watch_timeout)  # type: ignore[arg-type]
+    version = watcher._list(Resource("nodes", "/api/v1/nodes"))
+    watcher._watch(Resource("nodes", "/api/v1/nodes"), version)
+    assert api.calls[-1][1]["timeoutSeconds"] == "3"

@@ -1,0 +1,296 @@
+"""Soak: a bounded churn loop on the local control plane, watching for slow leaks.
+
+Several capped groups (StatefulSets, Parallel, each its own group: at most 1 pod per node and
+at most 3 per zone, zones preferably even) go through random cycles of create, scale up, scale
+down and delete, each cycle waiting until the cluster shows exactly the pods it asked for, all
+bound. Every few cycles the placement is audited (extender/audit.py over a fresh list of the
+cluster: 0 violations expected) and the extender is sampled: the RSS of its gunicorn worker
+(/proc), its reservations (extender_reservations), and how many metric series /metrics serves.
+At the end every group is deleted, the extender is given its reservation TTL to drop what it
+still holds, and the slope per hour of each sample is printed (least squares over the run after
+its first fifth, the warm-up).
+
+Caps only (no hard spread): a scale-down removes the highest ordinals wherever they are, which
+can skew zones but never break a cap, so any violation the audit finds is the extender's.
+
+    python -m benchmarks.soak                  # 30 minutes
+    python -m benchmarks.soak --minutes 3 --groups 4
+
+The e2e suite runs a short form (tests/e2e/test_soak.py) on its own control plane.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import machine, table, vm_status, write_result  # noqa: E402
+from extender.audit import audit  # noqa: E402
+from extender.devcluster.api import Api, ApiError, wait_for  # noqa: E402
+from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes  # noqa: E402
+from extender.kubeapi import connect  # noqa: E402
+from extender.state.watcher import list_once  # noqa: E402
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+NODES_PER_ZONE = 4
+MAX_REPLICAS = 8
+POLICY = {
+    "caps": [{"topologyKey": HOSTNAME, "max": 1}, {"topologyKey": ZONE, "max": 3}],
+    "spread": [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}],
+}
+LABEL = "soak"
+
+
+@dataclass
+class Sample:
+    at: float  # seconds since the start
+    cycle: int
+    rss_kib: int
+    reservations: float
+    series: int
+    pods: int
+    violations: int
+
+
+@dataclass
+class SoakResult:
+    minutes: float
+    cycles: int = 0
+    placed: int = 0  # pods the churn asked to be placed (creates and scale-ups)
+    actions: dict[str, int] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    reservations_after: float | None = None
+    slopes_per_hour: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        s = self.slopes_per_hour
+        first, last = (self.samples[0], self.samples[-1]) if self.samples else (None, None)
+        rss = f"RSS {first.rss_kib / 1024:.0f}->{last.rss_kib / 1024:.0f} MiB" if first and last else "RSS -"
+        series = f"series {first.series}->{last.series}" if first and last else "series -"
+        return (
+            f"{self.cycles} churn cycles in {self.minutes:.1f} min ({self.actions}), {len(self.samples)} audits, "
+            f"{len(self.violations)} violations; {rss} ({s.get('rss_kib', 0) / 1024:+.1f} MiB/h), "
+            f"reservations {s.get('reservations', 0):+.1f}/h, {series} ({s.get('series', 0):+.0f}/h); "
+            f"reservations left after settling: {self.reservations_after}"
+        )
+
+
+def slope_per_hour(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, value) points, per hour (0 with fewer than two points)."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mx = sum(t for t, _ in points) / n
+    my = sum(v for _, v in points) / n
+    var = sum((t - mx) ** 2 for t, _ in points)
+    if var == 0:
+        return 0.0
+    return sum((t - mx) * (v - my) for t, v in points) / var * 3600
+
+
+def worker_pid(master_pid: int) -> int:
+    """The gunicorn worker of the extender (the master's only child)."""
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    if len(children) != 1:
+        raise RuntimeError(f"expected one gunicorn worker under {master_pid}, found {children}")
+    return int(children[0])
+
+
+def scrape(port: int) -> tuple[float, int]:
+    """(reservations held, metric series served) from the extender's /metrics."""
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    reservations = sum(float(line.rsplit(" ", 1)[1]) for line in series if line.startswith("extender_reservations{"))
+    return reservations, len(series)
+
+
+def _statefulset(name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "serviceName": name,
+            "replicas": replicas,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": name, LABEL: "churn"},
+                    "annotations": {"placement.extender.dev/policy": json.dumps(POLICY)},
+                },
+                "spec": {
+                    "schedulerName": SCHEDULER_NAME,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
+                },
+            },
+        },
+    }
+
+
+def _settled(api: Api, namespace: str, want: dict[str, int]) -> bool:
+    items = api.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"{LABEL}=churn")
+    have: dict[str, int] = {}
+    for pod in items:
+        if pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName"):
+            return False
+        app = pod["metadata"]["labels"]["app"]
+        have[app] = have.get(app, 0) + 1
+    return have == {k: v for k, v in want.items() if v}
+
+
+def _gone(api: Api, path: str) -> bool:
+    try:
+        api.get(path)
+    except ApiError as err:
+        return err.status == 404
+    return False
+
+
+def churn(
+    cluster: LocalCluster,
+    namespace: str,
+    *,
+    minutes: float,
+    groups: int = 4,
+    audit_every: int = 3,
+    seed: int = 1,
+    settle_timeout: float = 120,
+    log=print,  # noqa: ANN001
+) -> SoakResult:
+    """Churn `groups` StatefulSets in `namespace` for `minutes`; see the module docstring."""
+    api = cluster.admin
+    assert api is not None
+    rng = random.Random(seed)
+    reader = connect(str(cluster.kubeconfig))
+    master = cluster.process("extender")
+    assert master is not None and master.popen is not None
+    port = cluster.ports["extender"]
+    sts_path = f"/apis/apps/v1/namespaces/{namespace}/statefulsets"
+    want: dict[str, int] = {}  # group -> replicas asked for (absent: deleted)
+    result = SoakResult(minutes=minutes)
+    started = time.monotonic()
+
+    def act(name: str, action: str, replicas: int) -> None:
+        if action == "create":
+            api.create(sts_path, _statefulset(name, replicas))
+        elif action == "delete":
+            api.delete(f"{sts_path}/{name}", propagationPolicy="Foreground")
+        else:
+            api.merge_patch(f"{sts_path}/{name}", {"spec": {"replicas": replicas}})
+        result.actions[action] = result.actions.get(action, 0) + 1
+        result.placed += max(0, replicas - want.get(name, 0))
+        if action == "delete":
+            want.pop(name, None)
+            wait_for(f"{name} deleted", lambda: _gone(api, f"{sts_path}/{name}"), settle_timeout)
+        else:
+            want[name] = replicas
+        wait_for(f"{namespace} settled at {want}", lambda: _settled(api, namespace, want), settle_timeout)
+
+    def sample() -> None:
+        store = list_once(reader)
+        found = [f"{r.group}: {v}" for r in audit(store, namespace) for v in r.violations]
+        result.violations.extend(found)
+        reservations, series = scrape(port)
+        s = Sample(
+            at=round(time.monotonic() - started, 1),
+            cycle=result.cycles,
+            rss_kib=vm_status(worker_pid(master.popen.pid))["VmRSS"],
+            reservations=reservations,
+            series=series,
+            pods=sum(want.values()),
+            violations=len(found),
+        )
+        result.samples.append(s)
+        log(
+            f"  cycle {s.cycle:4d} at {s.at:7.1f}s: {s.pods:3d} pods, RSS {s.rss_kib / 1024:.1f} MiB, "
+            f"{s.reservations:.0f} reservations, {s.series} series, {s.violations} violations"
+        )
+
+    names = [f"soak-{i}" for i in range(groups)]
+    sample()
+    while time.monotonic() - started < minutes * 60:
+        name = rng.choice(names)
+        current = want.get(name)
+        if current is None:
+            act(name, "create", rng.randint(2, MAX_REPLICAS))
+        else:
+            roll = rng.random()
+            if roll < 0.15:
+                act(name, "delete", 0)
+            elif (roll < 0.6 and current < MAX_REPLICAS) or current <= 1:
+                act(name, "scale-up", min(MAX_REPLICAS, current + rng.randint(1, 3)))
+            else:
+                act(name, "scale-down", max(1, current - rng.randint(1, 3)))
+        result.cycles += 1
+        if result.cycles % audit_every == 0:
+            sample()
+    for name in list(want):
+        act(name, "delete", 0)
+    sample()
+
+    try:  # committed reservations drop when the watch shows the binding; tentative ones at their TTL
+        wait_for("the extender's reservations to drain", lambda: scrape(port)[0] == 0, 150, interval=1)
+        result.reservations_after = 0.0
+    except TimeoutError:
+        result.reservations_after = scrape(port)[0]
+    # The first fifth of the run is warm-up (the worker's heap, the first label sets of every
+    # metric): slopes are fitted over the rest, so that they measure drift, not start-up.
+    steady = [s for s in result.samples if s.at >= result.samples[-1].at / 5]
+    for key in ("rss_kib", "reservations", "series"):
+        result.slopes_per_hour[key] = round(slope_per_hour([(s.at, getattr(s, key)) for s in steady]), 1)
+    return result
+
+
+def thin(samples: list[Any], keep: int = 200) -> list[Any]:
+    """At most `keep` samples, evenly spaced, the first and last included (the JSON stays small)."""
+    if len(samples) <= keep:
+        return list(samples)
+    step = (len(samples) - 1) / (keep - 1)
+    return [samples[round(i * step)] for i in range(keep)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30.0, help="how long to churn (default 30)")
+    parser.add_argument("--groups", type=int, default=4, help="StatefulSets churned (default 4)")
+    parser.add_argument("--audit-every", type=int, default=3, help="cycles between audits and samples")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="JSON result (default benchmarks/results/soak.json)")
+    args = parser.parse_args(argv)
+    with LocalCluster(extender_args=["--reservation-ttl=30"]) as cluster:
+        cluster.add_nodes(zoned_nodes({z: NODES_PER_ZONE for z in ZONES}))
+        namespace = cluster.namespace("soak")
+        print(f"soak: {args.groups} groups on {len(ZONES) * NODES_PER_ZONE} nodes for {args.minutes} min")
+        result = churn(
+            cluster, namespace, minutes=args.minutes, groups=args.groups, audit_every=args.audit_every, seed=args.seed
+        )
+    rows = [
+        [key, f"{result.samples[0].__dict__[key]}", f"{result.samples[-1].__dict__[key]}", value]
+        for key, value in result.slopes_per_hour.items()
+    ]
+    print(table(["sample", "first", "last", "slope per hour"], rows))
+    print(result.summary())
+    data = asdict(result)
+    data["samples_taken"] = len(result.samples)
+    data["samples"] = thin(data["samples"])
+    path = write_result("soak", {"machine": machine(), "args": vars(args) | {"out": None}, **data}, args.out)
+    print(f"written {path}")
+    return 1 if result.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
