@@ -11,6 +11,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from datetime import UTC, datetime
 
 from ..kubeapi import KubeApiError, KubeHttp
@@ -47,29 +48,48 @@ class KubeEventSink:
 
     The same (pod, reason, message) is sent at most once per `interval`, and the queue is bounded,
     so a burst of rejections over a large cluster never floods the API server or blocks a request.
+    Invariant: the table that remembers what was sent holds at most `remembered` keys and only
+    ones younger than `interval`, and keeping it so costs O(1) per event (oldest first, in an
+    OrderedDict), however many pods churn through the cluster.
     """
 
-    def __init__(self, api: KubeHttp, interval: float = 600.0, capacity: int = 1000) -> None:
+    def __init__(self, api: KubeHttp, interval: float = 600.0, capacity: int = 1000, remembered: int = 10_000) -> None:
         self.api = api
         self.interval = interval
+        self.remembered = remembered
         self._queue: queue.Queue[tuple[PodRecord, str, str]] = queue.Queue(capacity)
-        self._sent: dict[tuple[str, str, str], float] = {}
+        self._sent: OrderedDict[tuple[str, str, str], float] = OrderedDict()  # key -> when, oldest first
+        self._lock = threading.Lock()
         self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="event-sink", daemon=True)
         self._thread.start()
 
     def pod_event(self, pod: PodRecord, reason: str, message: str) -> None:
-        key = (pod.uid, reason, message)
-        now = time.monotonic()
-        if now - self._sent.get(key, -self.interval - 1) < self.interval:
+        if not self._first_in_interval((pod.uid, reason, message)):
             return
-        self._sent[key] = now
-        if len(self._sent) > 10_000:
-            self._sent = {k: t for k, t in self._sent.items() if now - t < self.interval}
         try:
             self._queue.put_nowait((pod, reason, message))
         except queue.Full:
             self.dropped += 1
+
+    def _first_in_interval(self, key: tuple[str, str, str], now: float | None = None) -> bool:
+        """Whether `key` was not sent within the interval; if so it is remembered as sent now.
+        The clock is read under the lock, so the table is in order of time."""
+        with self._lock:
+            now = time.monotonic() if now is None else now
+            while self._sent and now - next(iter(self._sent.values())) >= self.interval:
+                self._sent.popitem(last=False)  # expired, oldest first
+            sent = self._sent.get(key)
+            if sent is not None and now - sent < self.interval:
+                return False
+            self._sent.pop(key, None)
+            self._sent[key] = now
+            if len(self._sent) > self.remembered:
+                self._sent.popitem(last=False)
+            return True
+
+    def remembered_keys(self) -> int:
+        return len(self._sent)
 
     def _run(self) -> None:
         while True:

@@ -1,0 +1,70 @@
+"""The event sink's dedup table stays bounded and cheap under churn; events reach the API."""
+
+from __future__ import annotations
+
+import threading
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from extender.server.effects import KubeEventSink
+from extender.state.objects import PodRecord, parse_pod
+
+from builders import pod
+
+
+class RecordingApi:
+    def __init__(self) -> None:
+        self.created: list[tuple[str, dict]] = []
+        self.done = threading.Event()
+
+    def create(self, path: str, body: dict, timeout: float = 0) -> dict:
+        self.created.append((path, body))
+        self.done.set()
+        return body
+
+
+def record(name: str, uid: str) -> PodRecord:
+    return parse_pod(pod(name, uid=uid))
+
+
+def test_the_same_event_is_sent_once_per_interval_and_reaches_the_api() -> None:
+    api = RecordingApi()
+    sink = KubeEventSink(api, interval=600)  # type: ignore[arg-type]
+    p = record("r-0", "u0")
+    assert sink._first_in_interval((p.uid, "R", "m"), now=0.0)
+    assert not sink._first_in_interval((p.uid, "R", "m"), now=599.0)
+    assert sink._first_in_interval((p.uid, "R", "other"), now=599.0)
+    assert sink._first_in_interval((p.uid, "R", "m"), now=600.0)
+    sink.pod_event(p, "PlacementRejected", "no node")
+    assert api.done.wait(5)
+    path, body = api.created[0]
+    assert path == "/api/v1/namespaces/db/events"
+    assert body["involvedObject"]["uid"] == "u0" and body["reason"] == "PlacementRejected"
+
+
+def test_churn_keeps_the_table_within_its_bound_and_drops_expired_keys() -> None:
+    sink = KubeEventSink(RecordingApi(), interval=10, remembered=100)  # type: ignore[arg-type]
+    for i in range(5_000):  # 5,000 pods, one event each, one a second
+        assert sink._first_in_interval((f"u{i}", "R", "m"), now=float(i) / 100)
+        assert sink.remembered_keys() <= 100
+    # an hour later one event: every older key has expired
+    assert sink._first_in_interval(("late", "R", "m"), now=3600.0)
+    assert sink.remembered_keys() == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.floats(0, 5)), max_size=200))
+def test_the_table_answers_as_a_plain_log_of_sends(steps) -> None:
+    """Against a reference that keeps every send: the same answers, while the bound is not hit."""
+    interval = 3.0
+    sink = KubeEventSink(RecordingApi(), interval=interval, remembered=10_000)  # type: ignore[arg-type]
+    last_sent: dict[str, float] = {}
+    now = 0.0
+    for key, step in steps:
+        now += step
+        expected = str(key) not in last_sent or now - last_sent[str(key)] >= interval
+        assert sink._first_in_interval((str(key), "R", "m"), now) == expected
+        if expected:
+            last_sent[str(key)] = now
+        assert all(now - t < interval for t in sink._sent.values())
