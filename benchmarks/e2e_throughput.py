@@ -210,6 +210,9 @@ def statefulset(name: str, replicas: int, side: str, spec: PlacementPolicySpec) 
     }
 
 
+WATCH_SECONDS = 10  # each watch request's timeoutSeconds: the loop resumes, or stops once asked
+
+
 class PodWatch(threading.Thread):
     """Watches a namespace's pods; records when each was first seen, and first seen bound."""
 
@@ -222,7 +225,6 @@ class PodWatch(threading.Thread):
         self.bound: dict[str, float] = {}
         self.done = threading.Event()
         self.error: Exception | None = None
-        self.response: requests.Response | None = None
         path = f"/api/v1/namespaces/{namespace}/pods"
         self.version = self.api.get(path)["metadata"]["resourceVersion"]
 
@@ -231,10 +233,12 @@ class PodWatch(threading.Thread):
         version = self.version
         try:
             while not self.done.is_set():
-                params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "600"}
-                with self.api.session.get(url, params=params, stream=True, timeout=(10, 660)) as response:
-                    self.response = response
+                params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(WATCH_SECONDS)}
+                timeout = (10, WATCH_SECONDS + 60)
+                with self.api.session.get(url, params=params, stream=True, timeout=timeout) as response:
                     for line in response.iter_lines():
+                        if self.done.is_set():
+                            return
                         if not line:
                             continue
                         event = json.loads(line)
@@ -256,12 +260,10 @@ class PodWatch(threading.Thread):
                 self.done.set()
 
     def stop(self) -> None:
+        """Ends the watch without waiting on it: the thread stops at its watch's next timeout
+        (WATCH_SECONDS) or event. (Closing the response from this thread could block on the
+        reading thread's buffer lock, which hung a round that timed out.)"""
         self.done.set()
-        if self.response is not None:
-            try:
-                self.response.close()
-            except Exception:  # noqa: BLE001
-                pass
 
 
 def _violations(pods: list[dict[str, Any]], zone_of: dict[str, str | None]) -> int:
