@@ -73,6 +73,8 @@ class SoakResult:
     violations: list[str] = field(default_factory=list)
     reservations_after: float | None = None
     slopes_per_hour: dict[str, float] = field(default_factory=dict)
+    # the RSS slope in each quarter of the run: a leak keeps its slope, a heap settling loses it
+    rss_kib_per_hour_by_quarter: list[float] = field(default_factory=list)
 
     def summary(self) -> str:
         s = self.slopes_per_hour
@@ -83,7 +85,8 @@ class SoakResult:
             f"{self.cycles} churn cycles in {self.minutes:.1f} min ({self.actions}), {len(self.samples)} audits, "
             f"{len(self.violations)} violations; {rss} ({s.get('rss_kib', 0) / 1024:+.1f} MiB/h), "
             f"reservations {s.get('reservations', 0):+.1f}/h, {series} ({s.get('series', 0):+.0f}/h); "
-            f"reservations left after settling: {self.reservations_after}"
+            f"reservations left after settling: {self.reservations_after}; RSS slope by quarter "
+            f"{', '.join(f'{v / 1024:+.0f}' for v in self.rss_kib_per_hour_by_quarter)} MiB/h"
         )
 
 
@@ -252,6 +255,11 @@ def churn(
     steady = [s for s in result.samples if s.at >= result.samples[-1].at / 5]
     for key in ("rss_kib", "reservations", "series"):
         result.slopes_per_hour[key] = round(slope_per_hour([(s.at, getattr(s, key)) for s in steady]), 1)
+    end = result.samples[-1].at
+    result.rss_kib_per_hour_by_quarter = [
+        round(slope_per_hour([(s.at, s.rss_kib) for s in result.samples if q * end / 4 <= s.at <= (q + 1) * end / 4]))
+        for q in range(4)
+    ]
     return result
 
 
