@@ -26,6 +26,7 @@ from workloads import (
     capped_violations,
     count_pods,
     create_statefulset,
+    extender_requests,
     node_zones,
     pods,
     readyz_status,
@@ -64,6 +65,16 @@ def _wait_bound(sampler: Sampler, at_least: int, started: float) -> None:
         time.sleep(0.05)
 
 
+def _first_rise(sampler: Sampler, since: float) -> float | None:
+    """When the sampled count first rose above its first value at or after `since`."""
+    at = next((v for t, v in list(sampler.samples) if t >= since and isinstance(v, int)), None)
+    return sampler.first(since, lambda v: isinstance(v, int) and at is not None and v > at)
+
+
+def _after(when: float | None, since: float) -> str:
+    return f"{when - since:.1f}s" if when is not None else "never"
+
+
 def _settle(cluster, api, ns, selector, expected, scenario):  # noqa: ANN001, ANN202
     try:
         return wait_settled(api, ns, selector, expected, timeout=600)
@@ -83,6 +94,8 @@ def test_apiserver_restart_mid_burst(plane, scenario) -> None:
     with (
         Sampler(lambda: count_pods(api, ns, "fault=restart", bound=True)) as bound,
         Sampler(lambda: readyz_status(port), interval=0.25) as ready,
+        Sampler(lambda: extender_requests(port, "filter"), interval=0.25) as filters,
+        Sampler(lambda: count_pods(api, ns, "fault=restart"), interval=0.5) as created,
     ):
         _burst(api, ns, "restart", sets, replicas)
         _wait_bound(bound, 50, started)
@@ -98,9 +111,12 @@ def test_apiserver_restart_mid_burst(plane, scenario) -> None:
         ready_again = wait_for("extender /readyz 200", lambda: ready.first(back, lambda v: v == 200), 120)
 
     first_503 = ready.first(stopping, lambda v: v == 503)
-    # the first bind after the restart: when our kube-scheduler was scheduling again
-    at_back = next((v for t, v in list(bound.samples) if t >= back and isinstance(v, int)), None)
-    next_bind = bound.first(back, lambda v: isinstance(v, int) and at_back is not None and v > at_back)
+    # After the restart: when the next pod was bound, when our kube-scheduler next asked the
+    # extender (it asks nothing while its own informers are reconnecting), and how many pods the
+    # StatefulSet controller had created by then (a pod not yet created cannot be scheduled).
+    next_bind = _first_rise(bound, back)
+    next_filter = _first_rise(filters, back)
+    created_at_back = next((v for t, v in list(created.samples) if t >= back and isinstance(v, int)), None)
     found = capped_violations(placed, zone_of, ZONES)
     log = cluster.process("extender").log_path.read_text(errors="replace")
     tracebacks = log.count("Traceback")
@@ -108,13 +124,13 @@ def test_apiserver_restart_mid_burst(plane, scenario) -> None:
     scenario.pods_placed += len(placed)
     scenario.violations += len(found)
     scenario.wall_time = placed_at - started
-    next_bind = next_bind if next_bind is not None else float("nan")
     went_503 = f"{first_503 - stopping:.1f}s after the stop" if first_503 is not None else "never"
     scenario.note = (
         f"kube-apiserver stopped at {at_stop} of {sets * replicas} bound (its stop took {stopped - stopping:.1f}s), "
         f"down {back - stopping:.1f}s in all (start to ready {back - stopped - OUTAGE:.1f}s); extender /readyz 503 "
-        f"{went_503}, 200 again {ready_again - back:.1f}s after the API server was ready; the next bind "
-        f"{next_bind - back:.1f}s and every pod placed {placed_at - back:.1f}s after it was ready; {tracebacks} "
+        f"{went_503}, 200 again {ready_again - back:.1f}s after the API server was ready; {created_at_back} of "
+        f"{sets * replicas} pods existed then; the next filter call {_after(next_filter, back)}, the next bind "
+        f"{_after(next_bind, back)} and every pod placed {placed_at - back:.1f}s after it was ready; {tracebacks} "
         "tracebacks"
     )
     print(f"\n{scenario.note}")

@@ -265,6 +265,19 @@ def readyz_status(port: int) -> int | str:
         return type(err).__name__
 
 
+def extender_requests(port: int, verb: str) -> int:
+    """How many `verb` requests the extender has answered (extender_requests_total, any code)."""
+    import requests
+
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    needle = f'verb="{verb}"'
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("extender_requests_total{") and needle in line
+    )
+
+
 def capped_violations(placed: list[dict[str, Any]], zone_of: dict[str, str | None], zones: list[str]) -> list[str]:
     """Per StatefulSet: at most 1 pod per node, zones within one pod of each other."""
     by_set: dict[str, list[dict[str, Any]]] = defaultdict(list)
