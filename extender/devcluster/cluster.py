@@ -26,7 +26,7 @@ import yaml
 
 from .api import Api, wait_for
 from .pki import PKI, ClientCert
-from .processes import Process, free_port
+from .processes import Process, SigtermAsInterrupt, free_port
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,7 @@ class LocalCluster:
         apiserver_args: Iterable[str] = (),
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
+        self._sigterm = SigtermAsInterrupt()  # a SIGTERM to the harness stops the plane, as Ctrl-C does
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="placement-extender-"))
         self.bin_dir = bin_dir
         self.with_extender = extender
@@ -149,15 +150,20 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> LocalCluster:
+        self._sigterm.install()
         try:
             self.start()
         except BaseException:
             self.stop()
+            self._sigterm.restore()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            self._sigterm.restore()
 
     def start(self) -> None:
         started = time.monotonic()

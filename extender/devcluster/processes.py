@@ -8,10 +8,39 @@ import random
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 _handed_out: set[int] = set()
+
+
+class SigtermAsInterrupt:
+    """While installed, SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does, so
+    `with LocalCluster()` and pytest's teardown stop the control plane instead of leaving it
+    running (CI's timeout, `kill` and `timeout` send SIGTERM, which by default ends Python with
+    no cleanup). Installed only from the main thread and only over the default disposition, so
+    a program's own SIGTERM handler is left alone; `restore` undoes only what `install` did."""
+
+    def __init__(self) -> None:
+        self._installed = False
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        signal.signal(signal.SIGTERM, _interrupt)
+        self._installed = True
+
+    def restore(self) -> None:
+        if self._installed and signal.getsignal(signal.SIGTERM) is _interrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self._installed = False
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}: stopping the local control plane")
 
 
 def _ephemeral_range() -> tuple[int, int]:

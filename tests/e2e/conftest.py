@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from extender.devcluster.cluster import LocalCluster
+from extender.devcluster.processes import SigtermAsInterrupt
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG_DIR = ROOT / "test-logs"
@@ -57,6 +58,12 @@ def scenario(request: pytest.FixtureRequest) -> ScenarioResult:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_configure(config):  # noqa: ANN001
+    # A SIGTERM (CI's timeout, `timeout`, `kill`) ends the run the way Ctrl-C does: through the
+    # fixtures' teardown, which stops every control plane, instead of leaving them running.
+    SigtermAsInterrupt().install()
+
+
 def pytest_runtest_makereport(item, call):  # noqa: ANN001
     outcome = yield
     report = outcome.get_result()
