@@ -57,13 +57,13 @@ def scenario(request: pytest.FixtureRequest) -> ScenarioResult:
     return SUMMARY[name]
 
 
-@pytest.hookimpl(hookwrapper=True)
 def pytest_configure(config):  # noqa: ANN001
     # A SIGTERM (CI's timeout, `timeout`, `kill`) ends the run the way Ctrl-C does: through the
     # fixtures' teardown, which stops every control plane, instead of leaving them running.
     SigtermAsInterrupt().install()
 
 
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):  # noqa: ANN001
     outcome = yield
     report = outcome.get_result()
