@@ -98,13 +98,13 @@ class Metrics:
         self.pod_decisions = Counter(
             registry,
             "extender_filter_decisions_total",
-            "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy.",
+            "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy, not_synced.",
             ("result",),
         )
         self.binds = Counter(
             registry,
             "extender_binds_total",
-            "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod.",
+            "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod, not_synced.",
             ("result",),
         )
         self.preemptions = Counter(

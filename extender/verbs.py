@@ -84,6 +84,9 @@ class Verbs:
         candidates = self._candidates(args)
         log.debug("filter %s over %d nodes", pod.key, len(candidates))
         with self.store.lock.held("filter"):
+            unsynced = self.store.not_synced()
+            if unsynced is not None:
+                return self._not_synced(pod, unsynced)
             try:
                 spec = self.store.resolve_policy(pod)
                 decision, inputs = self._decide(pod, spec, candidates)
@@ -103,6 +106,16 @@ class Verbs:
             self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
         return _filter_result(args, passed, failed, unresolvable)
 
+    def _not_synced(self, pod: PodRecord, why: str) -> ExtenderFilterResult:
+        """No decision from a partial cache: the filter answers an Error, which kube-scheduler
+        turns into a FailedScheduling event carrying `why` and a retry from its backoff queue
+        (1 s doubling to 10 s). Not "every node unresolvable": kube-scheduler parks a pod an
+        extender rejected until some cluster event moves it (kubernetes#122019, schedule_one.go),
+        up to 5 minutes in a quiet cluster, while an Error is retried whatever happens."""
+        self.metrics.pod_decisions.inc(result="not_synced")
+        log.info("filter %s refused: %s", pod.key, why)
+        return ExtenderFilterResult(Error=f"{why}; no placement until it is, kube-scheduler will retry")
+
     def _invalid(self, args: ExtenderArgs, pod: PodRecord, err: PolicyError) -> ExtenderFilterResult:
         """An invalid policy never places the pod: every node unresolvable, with the message."""
         names = args.candidate_names()
@@ -116,6 +129,8 @@ class Verbs:
         pod = _pod(args.Pod)
         candidates = self._candidates(args)
         with self.store.lock.held("prioritize"):
+            if self.store.not_synced() is not None:  # filter refused already; prefer nothing, hold nothing
+                return Priorities(Decision.all_pass(candidate_names(candidates)).scores())
             try:
                 spec = self.store.resolve_policy(pod)
                 decision, _ = self._decide(pod, spec, candidates, reuse=True)
@@ -153,6 +168,11 @@ class Verbs:
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         log.debug("bind %s/%s to %s", args.PodNamespace, args.PodName, args.Node)
         with self.store.lock.held("bind"):
+            unsynced = self.store.not_synced()
+            if unsynced is not None:
+                self.metrics.binds.inc(result="not_synced")
+                log.info("bind %s/%s refused: %s", args.PodNamespace, args.PodName, unsynced)
+                return ExtenderBindingResult(Error=f"refused to bind: {unsynced}; kube-scheduler will retry")
             pod = self._known_pod(args)
             if pod is None:
                 self.metrics.binds.inc(result="unknown_pod")
@@ -215,6 +235,9 @@ class Verbs:
         victims, pdb = _victims(args)
         kept: dict[str, MetaVictims] = {}
         with self.store.lock.held("preempt"):
+            if self.store.not_synced() is not None:  # no victim is judged from a partial cache
+                self.metrics.preemptions.inc(len(victims), result="refused")
+                return ExtenderPreemptionResult(NodeNameToMetaVictims={})
             deadline = time.monotonic() + self.decision_deadline
             try:
                 spec = self.store.resolve_policy(pod)

@@ -101,7 +101,7 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
                     "cache": stats,
                 },
             )
-        waiting = sorted(k for k, done in stats["synced"].items() if not done)
+        waiting = sorted(k for k, done in stats["listed"].items() if not done)
         return _json(503, {"status": "syncing", "waiting_for": waiting, "cache": stats})
 
     @app.errorhandler(_ClientError)

@@ -68,7 +68,12 @@ class ClusterStore:
         self._policy_specs: dict[tuple[str, str], PlacementPolicySpec | PolicyError] = {}
         self._inline_specs: OrderedDict[str, PlacementPolicySpec | PolicyError] = OrderedDict()
         self.reservations = reservations if reservations is not None else Reservations()
+        # kind -> its cache is complete now: listed, and no watch lost since (decisions wait for
+        # every kind; see not_synced). `listed` only records the first list, for /readyz.
         self.synced: dict[str, bool] = {k: False for k in KINDS}
+        self.listed: dict[str, bool] = {k: False for k in KINDS}
+        self.list_errors: dict[str, str] = {}  # kind -> the last list/watch failure while unsynced
+        self.started = clock()
         self.last_event: dict[str, float] = {}
         # kind -> when its list/watch stopped being connected (absent while connected): what
         # /readyz and extender_cache_stale_seconds report; the watcher keeps it.
@@ -99,17 +104,49 @@ class ClusterStore:
             for record in records:
                 put(False, record)
             self.synced[kind] = True
+            self.listed[kind] = True
+            self.list_errors.pop(kind, None)
             self.last_event[kind] = self.clock()
             self.data_version += 1
 
     @property
     def ready(self) -> bool:
-        return all(self.synced.values())
+        """Every kind listed once: what /readyz reports (with staleness). Decisions ask more of
+        the cache: see not_synced."""
+        return all(self.listed.values())
 
-    def connection_lost(self, kind: str) -> None:
+    def not_synced(self) -> str | None:
+        """Why no decision may be made now, or None when every kind's cache is complete.
+
+        Invariant: a filter, bind or preemption is decided only from a cache that holds every
+        object of every kind it reads. Before a kind's first list completes, the cache is not
+        merely stale but partial: a restarted extender would count an empty group and place a pod
+        against its cap (issue 22: 6-20 broken pairs per restart with 2,000 unrelated pods making
+        the pod list slow). After a lost watch the kind relists, and until then it may miss any
+        number of events."""
+        waiting = [k for k in KINDS if not self.synced[k]]
+        if not waiting:
+            return None
+        now = self.clock()
+        first = [k for k in waiting if not self.listed[k]]
+        if first:
+            why = f"its first list of {', '.join(first)} has not completed ({now - self.started:.1f}s after start)"
+        else:
+            lost = min((self.disconnected.get(k, now) for k in waiting), default=now)
+            why = f"its watch of {', '.join(waiting)} was lost {now - lost:.1f}s ago and the relist has not completed"
+        errors = "; ".join(f"{k}: {self.list_errors[k]}" for k in waiting if k in self.list_errors)
+        if errors:
+            why += f" (last error: {errors[:300]})"
+        return f"the placement extender's cache is not synced: {why}"
+
+    def connection_lost(self, kind: str, error: str | None = None) -> None:
         """The kind's list or watch failed or broke: its cache may miss events from now on (the
-        first loss counts; later failures of the same outage do not move it)."""
+        first loss counts; later failures of the same outage do not move it). No decision is
+        made until the kind's relist completes (not_synced)."""
         self.disconnected.setdefault(kind, self.clock())
+        self.synced[kind] = False
+        if error:
+            self.list_errors[kind] = error
 
     def connected(self, kind: str) -> None:
         """A list or watch of the kind reached the API server again."""
@@ -419,6 +456,7 @@ class ClusterStore:
                 "policies": len(self.policies),
                 "reservations": self.reservations.counts(),
                 "synced": dict(self.synced),
+                "listed": dict(self.listed),
                 "disconnected_seconds": {k: round(v, 1) for k, v in self.staleness().items()},
             }
 

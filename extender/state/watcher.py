@@ -98,17 +98,17 @@ class Watcher:
                     version = self._watch(resource, version)
             except _Gone:
                 log.info("watch of %s expired (410 Gone); relisting", resource.kind)
-                self.store.connection_lost(resource.kind)
+                self.store.connection_lost(resource.kind, "410 Gone")
             except KubeApiError as err:
                 if err.status == 404 and resource.kind == "policies":
                     self.store.connected(resource.kind)  # the API server answered: nothing to miss
                     self._no_policy_crd()
                     self._stop.wait(30)
                     continue
-                self.store.connection_lost(resource.kind)
+                self.store.connection_lost(resource.kind, str(err))
                 log.warning("list/watch of %s failed: %s; retrying in %.1fs", resource.kind, err, backoff)
             except Exception as err:  # connection resets, timeouts, bad JSON: relist after a pause
-                self.store.connection_lost(resource.kind)
+                self.store.connection_lost(resource.kind, str(err) or type(err).__name__)
                 log.warning("list/watch of %s failed: %s; retrying in %.1fs", resource.kind, err, backoff)
             self.relists[resource.kind] += 1
             self._stop.wait(backoff)
@@ -159,7 +159,13 @@ class Watcher:
                     break
             if resource.kind == "policies":
                 self.store.policies_enabled = True
+            was_synced = self.store.not_synced() is None
             self.store.replace_records(resource.kind, records)
+            if not was_synced and self.store.not_synced() is None:
+                log.info(
+                    "cache synced: every kind listed, deciding from now (%.2fs after start)",
+                    self.store.clock() - self.store.started,
+                )
         finally:
             if paused:
                 gc.enable()

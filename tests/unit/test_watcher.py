@@ -77,7 +77,7 @@ def test_pages_events_bookmarks_and_relist_after_410() -> None:
             break
         threading.Event().wait(0.02)
     watcher.stop()
-    assert sorted(store.topology.nodes) == ["x"] and store.synced["nodes"]
+    assert sorted(store.topology.nodes) == ["x"] and store.listed["nodes"]
     queries = [q for p, q in api.calls if p == nodes]
     assert queries[1]["continue"] == "next"
     assert queries[2]["watch"] == "1" and queries[2]["resourceVersion"] == "11"
