@@ -297,7 +297,7 @@ def build_store(
     """The store of one row, built inside the gunicorn worker (benchmarks/extender_app.py
     --store-builder benchmarks.group_scaling:build_store --store-args JSON). Returns (store, info)."""
     from extender.state.reservations import Reservations
-    from extender.state.store import ClusterStore
+    from extender.state.store import KINDS, ClusterStore
 
     started = time.perf_counter()
     sh = shape(
@@ -310,8 +310,8 @@ def build_store(
     records = build_records(sh, variant, background_pods=background_pods)
     built = time.perf_counter()
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
-    for kind in ("nodes", "pods", "statefulsets", "claims", "volumes", "policies"):
-        store.replace_records(kind, records[kind])
+    for kind in KINDS:
+        store.replace_records(kind, records.get(kind, []))
     loaded = time.perf_counter()
     info = {
         "records_seconds": round(built - started, 2),

@@ -546,6 +546,7 @@ class Cluster:
         store.replace("claims", [])
         store.replace("volumes", [])
         store.replace("policies", self.policies)
+        store.replace("rotations", [])
 
     def node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self.nodes]

@@ -10,12 +10,12 @@ shows up as a disagreement instead of being repeated here. tests/unit/test_check
 own table of cases; test_properties.py holds the engine to it.
 
 One thing is deliberately the engine's: which zone order a StatefulSet follows. That order is
-read from a record (the set's placed pods and bound volumes, engine/zone_order.py), and a second
-reading of the same record would disagree with the engine exactly where it matters: after a zone
-is added, the engine keeps the rotation its running pods show, and a checker reading volumes
-only called pods that never moved misplaced (issue 13). So the order comes from the engine's own
-derivation, through evaluate(); the checker still checks on its own that each pod sits in its
-ordinal's zone (or its volume's).
+its ZoneRotation record (or, before the record exists, the first rotation the engine would record,
+engine/zone_order.py), and a second derivation would disagree with the engine exactly where it
+matters: after a zone is added or lost, or for pods placed before adoption (issues 13, 22). So
+the order, and the ordinals it left where they were at adoption, come from the engine through
+evaluate(); the checker still checks on its own that each other pod sits in its ordinal's zone
+(or its volume's).
 
 The same holds for a spread's eligible domains: which nodes count (the pod's nodeSelector and
 required node affinity under nodeAffinityPolicy, its tolerations under nodeTaintsPolicy) is the
@@ -35,6 +35,7 @@ from .engine import (
     NodeInfo,
     Placement,
     PodRequest,
+    RecordedRotation,
     Snapshot,
     Topology,
     ZoneOrder,
@@ -76,6 +77,7 @@ def violations(
     nodes: Mapping[str, NodeInfo],
     group_size: int | None,
     volume_zones: VolumeZones | None = None,
+    rotations: Mapping[str, RecordedRotation] | None = None,
 ) -> list[Violation]:
     """Every hard rule the placement breaks, each with the numbers.
 
@@ -130,12 +132,16 @@ def violations(
                     )
                 )
     if spec.ordinalZones is not None:
-        out.extend(_ordinal_violations(spec, members, nodes, volume_zones or {}))
+        out.extend(_ordinal_violations(spec, members, nodes, volume_zones or {}, rotations or {}))
     return out
 
 
 def _ordinal_violations(
-    spec: PlacementPolicySpec, members: Sequence[Member], nodes: Mapping[str, NodeInfo], volume_zones: VolumeZones
+    spec: PlacementPolicySpec,
+    members: Sequence[Member],
+    nodes: Mapping[str, NodeInfo],
+    volume_zones: VolumeZones,
+    rotations: Mapping[str, RecordedRotation],
 ) -> list[Violation]:
     zone_key = spec.topology.zone
     out = []
@@ -145,13 +151,13 @@ def _ordinal_violations(
             by_shard[m.shard].append(m)
     if not by_shard:
         return out
-    record = snapshot(members, nodes, volume_zones)
+    record = snapshot(members, nodes, volume_zones, rotations)
     for shard, shard_members in sorted(by_shard.items()):
         order = zone_order(spec, record, shard)
         for m in sorted(shard_members, key=lambda m: m.ordinal or 0):
             zone = _domain(nodes.get(m.node), zone_key, spec)
             ideal = order.zone_for(m.ordinal)  # type: ignore[arg-type]
-            if zone != ideal and zone != m.volume_zone:
+            if zone != ideal and zone != m.volume_zone and order.adopted.get(m.ordinal) != zone:  # type: ignore[arg-type]
                 out.append(
                     Violation(
                         "ordinalZones",
@@ -162,14 +168,22 @@ def _ordinal_violations(
     return out
 
 
-def snapshot(members: Sequence[Member], nodes: Mapping[str, NodeInfo], volume_zones: VolumeZones) -> Snapshot:
-    """The record as the engine reads it: every member on its node, and the bound volumes."""
+def snapshot(
+    members: Sequence[Member],
+    nodes: Mapping[str, NodeInfo],
+    volume_zones: VolumeZones,
+    rotations: Mapping[str, RecordedRotation] | None = None,
+) -> Snapshot:
+    """What the engine reads for a zone order: every member on its node, the bound volumes,
+    and the recorded rotations."""
     volumes: dict[str, dict[int, str]] = {shard: dict(zones) for shard, zones in volume_zones.items()}
     for m in members:
         if m.shard is not None and m.ordinal is not None and m.volume_zone is not None:
             volumes.setdefault(m.shard, {}).setdefault(m.ordinal, m.volume_zone)
     placements = tuple(Placement(m.pod, m.node, m.shard, m.ordinal) for m in members)
-    return Snapshot(topology=Topology(nodes.values()), placements=placements, volume_zones=volumes)
+    return Snapshot(
+        topology=Topology(nodes.values()), placements=placements, volume_zones=volumes, zone_rotations=rotations or {}
+    )
 
 
 def zone_order(spec: PlacementPolicySpec, record: Snapshot, shard: str) -> ZoneOrder:

@@ -141,7 +141,8 @@ def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  
     def objects() -> dict[Labels, float]:
         stats = store.stats()
         return {
-            (("kind", k),): float(stats[k]) for k in ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")
+            (("kind", k),): float(stats[k])
+            for k in ("nodes", "pods", "statefulsets", "claims", "volumes", "policies", "rotations")
         }
 
     def synced() -> dict[Labels, float]:

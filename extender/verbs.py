@@ -24,11 +24,12 @@ from .engine import (
     evaluate,
     shared_domains,
     zone_left_empty,
+    zone_order,
 )
 from .limits import DEFAULT_DECISION_DEADLINE
 from .metrics import Metrics
 from .policy import PlacementPolicySpec, PolicyError
-from .state.objects import ObjectError, PodRecord, parse_node, parse_pod
+from .state.objects import ObjectError, PodRecord, RotationRecord, parse_node, parse_pod
 from .state.store import ClusterStore
 from .wire import (
     ExtenderArgs,
@@ -59,6 +60,11 @@ class EventSink(Protocol):
         """Record a Warning event on the pod (deduplicated and rate limited by the sink)."""
 
 
+class RecordWriter(Protocol):
+    def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
+        """Create the StatefulSet's ZoneRotation object (asynchronously; an existing one wins)."""
+
+
 class BadRequest(ValueError):
     """The request is malformed: answered with a 400 naming the problem."""
 
@@ -68,6 +74,7 @@ class Verbs:
     store: ClusterStore
     binder: Binder
     events: EventSink
+    records: RecordWriter | None = None  # None: rotations are decided and kept in this process only
     decision_deadline: float = DEFAULT_DECISION_DEADLINE  # seconds of dead-end analysis per decision
     metrics: Metrics = field(default_factory=Metrics)
     # filter's decision, reused by the prioritize call that follows it for the same pod when
@@ -95,6 +102,8 @@ class Verbs:
             if inputs is not None:
                 self.store.reservations.hold(pod, decision.passed(), lambda names: shared_domains(decision, names))
                 self._last = (pod.uid, inputs, decision)
+                if spec is not None and spec.ordinalZones is not None:
+                    self._record_rotation(pod, decision)
         passed = decision.passed()
         failed, unresolvable = decision.failures()
         for klass in decision.classes:
@@ -105,6 +114,22 @@ class Verbs:
         if result == "no_feasible_node" and decision.order:
             self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
         return _filter_result(args, passed, failed, unresolvable)
+
+    def _record_rotation(self, pod: PodRecord, decision: Decision) -> None:
+        """The first decision for a StatefulSet under ordinal zones decides its rotation: kept
+        in the store at once (the next decision reads it) and recorded in the cluster, so no
+        restart, zone outage or adoption decides it again (extender/rotation.py)."""
+        order = zone_order(decision)
+        if order is None or not order.derived or not order.order or pod.shard is None:
+            return
+        sts = self.store.statefulsets.get((pod.namespace, pod.shard))
+        if sts is None or not self.store.rotations_enabled:
+            return
+        record = RotationRecord(pod.namespace, sts.name, sts.name, order.order, dict(order.adopted))
+        if self.store.remember_rotation(record):
+            log.info("decided the zone rotation of StatefulSet %s/%s: %s", pod.namespace, sts.name, order.how)
+            if self.records is not None:
+                self.records.zone_rotation(record, sts.uid)
 
     def _not_synced(self, pod: PodRecord, why: str) -> ExtenderFilterResult:
         """No decision from a partial cache: the filter answers an Error, which kube-scheduler

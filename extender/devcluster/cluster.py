@@ -419,8 +419,12 @@ class LocalCluster:
         path.write_text(yaml.safe_dump(config))
         return path
 
-    def start_extender(self, extra_args: Iterable[str] = (), *, name: str = "extender") -> Process:
-        """An extender on port `self.ports[name]` (the second pair's is "extender-2")."""
+    def start_extender(
+        self, extra_args: Iterable[str] = (), *, name: str = "extender", wait_ready: bool = True
+    ) -> Process:
+        """An extender on port `self.ports[name]` (the second pair's is "extender-2"). With
+        wait_ready=False it returns once the process is spawned, as a restarted container is
+        called by its kube-scheduler as soon as it listens, before its cache has synced."""
         port = self.ports[name]
         # the pod's one identity, as deploy/ runs it (the kube-scheduler beside it uses it too)
         kubeconfig = self.service_account_kubeconfig("placement-scheduler", component=f"placement-{name}")
@@ -440,6 +444,8 @@ class LocalCluster:
             ],
             env={"PYTHONPATH": str(REPO)},
         )
+        if not wait_ready:
+            return proc
         self._await(
             proc,
             "extender /readyz",

@@ -18,6 +18,7 @@ from .model import (
     Placement,
     PlacementKind,
     PodRequest,
+    RecordedRotation,
     Snapshot,
     Taint,
     Verdict,
@@ -26,7 +27,7 @@ from .preemption import zone_left_empty
 from .rules import Failure, Gap, NativeFragment, translate_rules
 from .scoring import MAX_SCORE, break_tie
 from .topology import Topology
-from .zone_order import ZoneOrder, stable_zone_order
+from .zone_order import ZoneOrder, first_rotation, zone_order_for
 
 __all__ = [
     "MAX_SCORE",
@@ -46,6 +47,7 @@ __all__ = [
     "Placement",
     "PlacementKind",
     "PodRequest",
+    "RecordedRotation",
     "Snapshot",
     "Topology",
     "Verdict",
@@ -56,7 +58,8 @@ __all__ = [
     "evaluate",
     "shared_domains",
     "spread_eligibility",
-    "stable_zone_order",
+    "first_rotation",
+    "zone_order_for",
     "translate_rules",
     "zone_left_empty",
     "zone_of",

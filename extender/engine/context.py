@@ -13,7 +13,7 @@ from ..policy import Cap, PlacementPolicySpec, Spread, WhenUnsatisfiable
 from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, spread_view
 from .model import NodeInfo, Placement, PodRequest, Snapshot
 from .topology import Topology
-from .zone_order import ZoneOrder, stable_zone_order
+from .zone_order import ZoneOrder, zone_order_for
 
 
 @dataclass
@@ -229,8 +229,9 @@ class Context:
 
     # -- ordinal zones --
     def shard_zone_order(self, shard: str) -> ZoneOrder:
-        """Zone order for one StatefulSet, from its placed pods and bound volumes (see zone_order)."""
-        evidence: dict[int, str] = dict(self.snap.volume_zones.get(shard, {}))
+        """Zone order for one StatefulSet: explicit, recorded, or decided now (see zone_order)."""
+        volumes: dict[int, str] = dict(self.snap.volume_zones.get(shard, {}))
+        placed: dict[int, str] = {}
         nodes = self.snap.topology.nodes
         for ordinal, where in self.snap.ordinal_nodes(shard).items():
             if isinstance(where, str):
@@ -239,9 +240,10 @@ class Context:
             else:
                 zone = self.placement_domain(where, self.zone_key)
             if zone is not None:
-                evidence[ordinal] = zone
+                placed[ordinal] = zone
         explicit = self.spec.ordinalZones.order if self.spec.ordinalZones else None
-        return stable_zone_order(self.usable_domains(self.zone_key), evidence, explicit)
+        recorded = self.snap.zone_rotations.get(shard)
+        return zone_order_for(self.usable_domains(self.zone_key), volumes, placed, explicit, recorded)
 
 
 def spread_eligibility(

@@ -46,6 +46,17 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedRotation:
+    """A StatefulSet's recorded ordinal -> zone rotation (a ZoneRotation object): ordinal i's
+    zone is order[i mod len(order)]; `adopted` are ordinals running outside it when it was
+    decided (left where they are)."""
+
+    name: str  # namespace/name of the record, for reasons
+    order: tuple[str, ...]
+    adopted: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class PodRequest:
     """The pod being scheduled."""
 
@@ -181,6 +192,8 @@ class Snapshot:
     # The group's pods on nodes, already counted (the watch cache's incremental counts); when set,
     # `placements` lists only the pods in flight (tentative, committed, nominated).
     counted: GroupCounts | None = None
+    # StatefulSet -> its recorded zone rotation, for ordinal zones (absent: not recorded yet).
+    zone_rotations: Mapping[str, RecordedRotation] = field(default_factory=dict)
 
     @property
     def placed(self) -> int:

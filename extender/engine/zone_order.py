@@ -1,22 +1,24 @@
-"""Ordinal -> zone mapping for StatefulSets (crl-scheduler's rule, made stable).
+"""Ordinal -> zone mapping for StatefulSets (crl-scheduler's rule, made durable).
 
 crl-scheduler orders the zones that have nodes by node count (descending, ties by name), then
 pins each zone that holds volumes of the set to index `lowest ordinal there mod Z`. Its weakness:
 Z and the node counts change when a zone is added or removed, and every ordinal's ideal zone
-silently shifts with them.
+silently shifts with them. Deriving the order again from the set's running pods instead (the
+release before issue 22) fails at the moments that matter: a zone that lost its nodes drops out
+of the derived period, and a set adopted with two ordinals in one zone derives a 1-zone rotation.
 
-Here the StatefulSet's own pods and bound volumes are the record of the mapping. The period (the
-number of zones in the rotation) is the current zone count only while that is consistent with the
-record; when a zone comes or goes and the running pods no longer fit the new period, the period
-the record shows is kept. Running ordinals therefore never change zone; a zone added later is
-used once the record allows it (or once the policy lists an explicit order); a zone that lost
-its nodes leaves its ordinals Pending with a reason instead of moving them.
+So the order is decided once and recorded (a ZoneRotation object, written by the extender; see
+extender/rotation.py): `first_rotation` decides it from the state at the set's first decision,
+and from then on the record is the order. A zone that loses its nodes keeps its ordinals waiting;
+a zone added later joins only when the record is edited or deleted (an explicit act).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .model import RecordedRotation
 
 
 def crl_zone_order(
@@ -61,47 +63,62 @@ def consistent(evidence: Mapping[int, str], period: int) -> bool:
 class ZoneOrder:
     order: tuple[str, ...]
     how: str  # one line for explain and events: where the order came from
+    # True when decided here from the current state, with no record yet: the caller records it.
+    derived: bool = False
+    # Ordinals that were running outside the rotation when it was decided (placed before
+    # adoption): left where they are, and not reported by audit while they stay there.
+    adopted: Mapping[int, str] = field(default_factory=dict)
 
     def zone_for(self, ordinal: int) -> str | None:
         return self.order[ordinal % len(self.order)] if self.order else None
 
 
-def stable_zone_order(
-    zone_node_counts: Mapping[str, int],
-    evidence: Mapping[int, str],
-    explicit: Sequence[str] | None = None,
+def first_rotation(
+    zone_node_counts: Mapping[str, int], volumes: Mapping[int, str], placed: Mapping[int, str]
 ) -> ZoneOrder:
-    """The order for one StatefulSet. zone_node_counts: schedulable nodes per permitted zone."""
+    """The rotation a StatefulSet gets at its first decision: crl-scheduler's order over the
+    zones that have schedulable nodes now, pinned by the set's bound volumes as crl pins them.
+
+    Running pods pin it too when they and the volumes fit one rotation over every zone (a set the
+    extender already placed, e.g. before records existed). When they do not (a set placed by
+    another scheduler, two ordinals in one zone), they are left where they are, listed as
+    adopted, and the order is crl's from the volumes alone: new ordinals spread over every zone
+    instead of following the running pods into one (issue 22)."""
+    live = {z: c for z, c in zone_node_counts.items() if c > 0}
+    zones = len(live)
+    if zones == 0:
+        return ZoneOrder((), "no schedulable node with a zone label in the permitted zones", derived=False)
+    evidence = {**placed, **volumes}  # a volume's zone wins over where its pod runs
+    if placed and consistent(evidence, zones):
+        order = tuple(crl_zone_order(live, evidence))
+        how = f"crl order over {zones} zones, pinned by the placed pods and volumes"
+    else:
+        order = tuple(crl_zone_order(live, volumes))
+        how = f"crl order over {zones} zones by node count" + (", pinned by volumes" if volumes else "")
+    adopted = {o: z for o, z in placed.items() if z != order[o % zones] and volumes.get(o) != z}
+    if adopted:
+        how += f"; {len(adopted)} running pod(s) follow no rotation (placed before adoption) and stay where they are"
+    return ZoneOrder(order, how, derived=True, adopted=adopted)
+
+
+def zone_order_for(
+    zone_node_counts: Mapping[str, int],
+    volumes: Mapping[int, str],
+    placed: Mapping[int, str],
+    explicit: Sequence[str] | None = None,
+    recorded: RecordedRotation | None = None,
+) -> ZoneOrder:
+    """The order for one StatefulSet: the policy's explicit order, else its record, else the
+    first rotation (to be recorded). zone_node_counts: schedulable nodes per permitted zone."""
     if explicit:
         return ZoneOrder(tuple(explicit), "explicit order from the policy")
-    live = {z: c for z, c in zone_node_counts.items() if c > 0}
-    now = len(live)
-    if not evidence:
-        return ZoneOrder(tuple(crl_zone_order(live, {})), f"{now} zones by node count (no pods or volumes yet)")
-    if consistent(evidence, now):
-        return ZoneOrder(
-            tuple(crl_zone_order(live, evidence)), f"{now} zones by node count, pinned by placed pods and volumes"
-        )
-    recorded = len(set(evidence.values()))
-    if recorded != now and consistent(evidence, recorded):
-        # A zone came or went since the set was placed: keep the period its pods show.
-        known = dict(live)
-        for zone in evidence.values():
-            known.setdefault(zone, 0)
-        order = crl_zone_order(known, evidence, period=recorded)
-        gone = sorted(z for z in order if z not in live)
-        unused = sorted(set(live) - set(order))
-        how = f"kept the {recorded}-zone rotation its placed pods and volumes show"
-        if gone:
-            how += f"; zone(s) {', '.join(gone)} have no schedulable node now"
-        if unused:
-            how += (
-                f"; zone(s) {', '.join(unused)} are not in this StatefulSet's rotation "
-                "(list ordinalZones.order to use them)"
-            )
-        return ZoneOrder(tuple(order), how)
-    return ZoneOrder(
-        tuple(crl_zone_order(live, evidence)),
-        f"{now} zones by node count; existing pods do not follow one rotation (placed before adoption?), "
-        "so they stay where they are and new ordinals follow this order",
-    )
+    if recorded is None:
+        return first_rotation(zone_node_counts, volumes, placed)
+    how = f"recorded in ZoneRotation {recorded.name}"
+    gone = sorted(z for z in set(recorded.order) if zone_node_counts.get(z, 0) <= 0)
+    unused = sorted(z for z, c in zone_node_counts.items() if c > 0 and z not in recorded.order)
+    if gone:
+        how += f"; zone(s) {', '.join(gone)} have no schedulable node now: their ordinals wait"
+    if unused:
+        how += f"; zone(s) {', '.join(unused)} are not in the rotation (edit or delete the record to use them)"
+    return ZoneOrder(tuple(recorded.order), how, adopted=dict(recorded.adopted))

@@ -1,4 +1,12 @@
-"""What the verbs do to the cluster: Bindings, and Warning events on pods.
+"""What the verbs do to the cluster: Bindings, Warning events on pods, and ZoneRotation records.
+
+Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
+- pods/binding create: the bind verb (kube-scheduler delegates binding to the extender so the
+  last check of the hard rules and the write are one step).
+- events create: why a pod waits, on the pod (kubectl describe), not only in our log.
+- zonerotations create: a StatefulSet's ordinal -> zone rotation, decided once and kept in the
+  cluster, so no restart, zone outage or adoption re-derives it (issue 22; extender/rotation.py).
+  Create only: the extender never updates or deletes a record; the operator edits or deletes it.
 
 The verbs see these through the `Binder` and `EventSink` protocols (extender/verbs.py), so the
 verbs are tested with plain fakes and served with these; they sit with the server, above the
@@ -15,7 +23,10 @@ from collections import OrderedDict
 from datetime import UTC, datetime
 
 from ..kubeapi import KubeApiError, KubeHttp
-from ..state.objects import PodRecord
+from ..policy import API_GROUP, API_VERSION
+from ..rotation import PLURAL as ROTATION_PLURAL
+from ..rotation import rotation_object
+from ..state.objects import PodRecord, RotationRecord
 from ..verbs import BindError
 
 log = logging.getLogger(__name__)
@@ -125,4 +136,67 @@ class DiscardEvents:
     """`--no-events`: the verbs' events go nowhere (metrics and logs still say what happened)."""
 
     def pod_event(self, pod: PodRecord, reason: str, message: str) -> None:
+        return None
+
+
+class KubeRecordWriter:
+    """Creates ZoneRotation objects from a background thread, so a decision never waits on the
+    API server. An object that already exists wins (409: another replica or an operator wrote it
+    first, and the watch brings it); a transient failure is retried a few times with backoff,
+    and the decision stands in the process meanwhile (store.decided_rotations)."""
+
+    ATTEMPTS = 5
+
+    def __init__(self, api: KubeHttp, capacity: int = 1000) -> None:
+        self.api = api
+        self._queue: queue.Queue[tuple[RotationRecord, str | None]] = queue.Queue(capacity)
+        self.written = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="record-writer", daemon=True)
+        self._thread.start()
+
+    def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
+        try:
+            self._queue.put_nowait((record, statefulset_uid))
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            record, uid = self._queue.get()
+            body = rotation_object(record.namespace, record.statefulset, uid, record.order, record.adopted)
+            path = f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{record.namespace}/{ROTATION_PLURAL}"
+            for attempt in range(self.ATTEMPTS):
+                try:
+                    self.api.create(path, body, timeout=10)
+                    self.written += 1
+                    log.info(
+                        "recorded the zone rotation of StatefulSet %s/%s: [%s]",
+                        record.namespace,
+                        record.statefulset,
+                        ", ".join(record.order),
+                    )
+                    break
+                except KubeApiError as err:
+                    if err.status == 409:
+                        break  # recorded already: the watch brings that one, and it wins
+                    if err.status in (403, 404, 422):
+                        log.error(
+                            "could not record the zone rotation of StatefulSet %s/%s: %s (check that the ZoneRotation "
+                            "CRD is installed and the extender's ClusterRole allows create on zonerotations)",
+                            record.namespace,
+                            record.statefulset,
+                            err,
+                        )
+                        break
+                    log.warning("recording the zone rotation of %s/%s failed: %s", record.namespace, record.name, err)
+                except Exception as err:  # network faults: try again shortly
+                    log.warning("recording the zone rotation of %s/%s failed: %s", record.namespace, record.name, err)
+                time.sleep(min(2**attempt, 10))
+
+
+class DiscardRecords:
+    """No cluster writes of records (tests, and `explain`/`audit`, which never write)."""
+
+    def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
         return None

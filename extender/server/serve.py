@@ -75,14 +75,16 @@ def build(options: ServeOptions):
     from ..kube_versions import log_api_server_version
     from ..kubeapi import connect
     from ..state.watcher import Watcher
-    from .effects import DiscardEvents, KubeBinder, KubeEventSink
+    from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeRecordWriter
 
     tune_collector()
     api = connect(options.kubeconfig)
     log_api_server_version(api)  # logs the version; warns outside the tested minors
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
     events = KubeEventSink(api) if options.events else DiscardEvents()
-    verbs = Verbs(store, KubeBinder(api), events, decision_deadline=options.decision_deadline)
+    verbs = Verbs(
+        store, KubeBinder(api), events, records=KubeRecordWriter(api), decision_deadline=options.decision_deadline
+    )
     store_gauges(verbs.metrics, store, time.time)
     watcher = Watcher(api, store, watch_timeout=options.watch_timeout)
     watcher.start()

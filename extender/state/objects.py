@@ -12,6 +12,7 @@ from typing import Any
 
 from ..engine import NO_CONSTRAINTS, NodeConstraints, NodeInfo, Requirement, Taint, Toleration
 from ..policy import INLINE_POLICY_ANNOTATION, LEGACY_ZONE_KEY, POLICY_REF_ANNOTATION, ZONE_KEY
+from ..rotation import parse_rotation_spec
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 
@@ -223,6 +224,7 @@ class StatefulSetRecord:
     claim_templates: tuple[str, ...]
     policy_annotation: str | None = None
     policy_ref: str | None = None
+    uid: str | None = None
 
 
 def parse_statefulset(obj: Any) -> StatefulSetRecord:
@@ -243,6 +245,7 @@ def parse_statefulset(obj: Any) -> StatefulSetRecord:
         ),
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
+        uid=str(meta["uid"]) if meta.get("uid") else None,
     )
 
 
@@ -299,3 +302,24 @@ def parse_policy(obj: Any) -> PolicyRecord:
     meta = _meta(obj, "PlacementPolicy")
     spec = obj.get("spec")
     return PolicyRecord(str(meta.get("namespace") or "default"), meta["name"], spec if isinstance(spec, dict) else {})
+
+
+@dataclass(frozen=True, slots=True)
+class RotationRecord:
+    """A ZoneRotation object (extender/rotation.py): a StatefulSet's recorded zone rotation."""
+
+    namespace: str
+    name: str
+    statefulset: str
+    order: tuple[str, ...]
+    adopted: dict[int, str]
+
+
+def parse_rotation(obj: Any) -> RotationRecord:
+    meta = _meta(obj, "ZoneRotation")
+    namespace = str(meta.get("namespace") or "default")
+    try:
+        spec = parse_rotation_spec(obj.get("spec"), f"ZoneRotation {namespace}/{meta['name']}")
+    except ValueError as err:
+        raise ObjectError(str(err)) from None
+    return RotationRecord(namespace, meta["name"], spec.statefulSet, tuple(spec.order), spec.adopted_ordinals())

@@ -13,7 +13,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Set
 from typing import Any
 
-from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, Snapshot, Topology
+from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, RecordedRotation, Snapshot, Topology
 from ..limits import MAX_CACHE_STALENESS, MAX_GROUP_SIZE
 from ..policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from .groups import GroupIndexes, group_key
@@ -22,19 +22,21 @@ from .objects import (
     ClaimRecord,
     PodRecord,
     PolicyRecord,
+    RotationRecord,
     StatefulSetRecord,
     VolumeRecord,
     parse_claim,
     parse_node,
     parse_pod,
     parse_policy,
+    parse_rotation,
     parse_statefulset,
     parse_volume,
     split_ordinal,
 )
 from .reservations import Reservations
 
-KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies")
+KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies", "rotations")
 PARSERS = {
     "nodes": parse_node,
     "pods": parse_pod,
@@ -42,6 +44,7 @@ PARSERS = {
     "claims": parse_claim,
     "volumes": parse_volume,
     "policies": parse_policy,
+    "rotations": parse_rotation,
 }
 _EMPTY: frozenset[str] = frozenset()
 _INLINE_SOURCE = "annotation"
@@ -79,6 +82,11 @@ class ClusterStore:
         # /readyz and extender_cache_stale_seconds report; the watcher keeps it.
         self.disconnected: dict[str, float] = {}
         self.policies_enabled = True  # False when the CRD is not installed: named policies then fail clearly
+        # (namespace, StatefulSet) -> its ZoneRotation as the watch shows it, and the ones this
+        # process decided whose object the watch has not shown yet (the watch's copy wins).
+        self.rotations: dict[tuple[str, str], RotationRecord] = {}
+        self.decided_rotations: dict[tuple[str, str], RotationRecord] = {}
+        self.rotations_enabled = True  # False when the ZoneRotation CRD is not installed
         self.data_version = 0  # bumps on every event and list: part of the key of cached decisions
 
     # ------------------------------------------------------------------ updates
@@ -180,6 +188,8 @@ class ClusterStore:
         elif kind == "policies":
             self.policies.clear()
             self._policy_specs.clear()
+        elif kind == "rotations":
+            self.rotations.clear()
 
     def _put_nodes(self, deleted: bool, node: NodeInfo) -> None:
         if deleted:
@@ -253,6 +263,28 @@ class ClusterStore:
             self.policies.pop(key, None)
         else:
             self.policies[key] = policy
+
+    def _put_rotations(self, deleted: bool, record: RotationRecord) -> None:
+        key = (record.namespace, record.statefulset)
+        if deleted:
+            self.rotations.pop(key, None)
+        else:
+            self.rotations[key] = record
+        self.decided_rotations.pop(key, None)  # the cluster's word from now on (a delete resets)
+
+    def remember_rotation(self, record: RotationRecord) -> bool:
+        """A rotation this process just decided, used until its object shows in the watch.
+        False when the set already has one (recorded or decided): the first decision stands."""
+        key = (record.namespace, record.statefulset)
+        if key in self.rotations or key in self.decided_rotations:
+            return False
+        self.decided_rotations[key] = record
+        self.data_version += 1
+        return True
+
+    def rotation(self, namespace: str, statefulset: str) -> RotationRecord | None:
+        key = (namespace, statefulset)
+        return self.rotations.get(key) or self.decided_rotations.get(key)
 
     # ------------------------------------------------------------------ lookups
     def pod_by_name(self, namespace: str, name: str) -> PodRecord | None:
@@ -430,7 +462,16 @@ class ClusterStore:
                     volume_zones[sts.name] = zones
         own_zones = frozenset(z for z in (self._volume_zone(pod.namespace, c) for c in pod.claims) if z is not None)
         request = PodRequest(pod.key, pod.shard, pod.ordinal, own_zones, pod.constraints)
+        rotations: dict[str, RecordedRotation] = {}
+        if spec.ordinalZones is not None:
+            for sts in statefulsets:
+                found = self.rotation(sts.namespace, sts.name)
+                if found is not None:
+                    rotations[sts.name] = RecordedRotation(
+                        f"{found.namespace}/{found.name}", found.order, found.adopted
+                    )
         snapshot = Snapshot(
+            zone_rotations=rotations,
             topology=self.topology,
             placements=tuple(placements),
             group_size=size,
@@ -454,6 +495,7 @@ class ClusterStore:
                 "claims": len(self.claims),
                 "volumes": len(self.volumes),
                 "policies": len(self.policies),
+                "rotations": len(self.rotations),
                 "reservations": self.reservations.counts(),
                 "synced": dict(self.synced),
                 "listed": dict(self.listed),

@@ -43,6 +43,7 @@ from typing import Any
 from ..kubeapi import KubeApiError, KubeHttp, decode_json
 from ..limits import WATCH_RETRY_MAX
 from ..policy import API_GROUP, API_VERSION, PLURAL
+from ..rotation import PLURAL as ROTATION_PLURAL
 from .objects import ObjectError
 from .store import PARSERS, ClusterStore
 
@@ -62,7 +63,15 @@ RESOURCES = (
     Resource("claims", "/api/v1/persistentvolumeclaims"),
     Resource("volumes", "/api/v1/persistentvolumes"),
     Resource("policies", f"/apis/{API_GROUP}/{API_VERSION}/{PLURAL}"),
+    Resource("rotations", f"/apis/{API_GROUP}/{API_VERSION}/{ROTATION_PLURAL}"),
 )
+# Kinds whose CRD may be missing: a 404 makes them empty (and says what that costs), not unsynced.
+_OPTIONAL = {"policies", "rotations"}
+_MISSING_CRD = {
+    "policies": "PlacementPolicy CRD not installed: named policies are unavailable, inline annotations still work",
+    "rotations": "ZoneRotation CRD not installed: ordinal zones cannot be recorded, so each decision derives them "
+    "anew and a zone outage or a restart can move ordinals; apply deploy/base/crd-zonerotation.yaml",
+}
 
 
 class _Gone(Exception):
@@ -100,9 +109,9 @@ class Watcher:
                 log.info("watch of %s expired (410 Gone); relisting", resource.kind)
                 self.store.connection_lost(resource.kind, "410 Gone")
             except KubeApiError as err:
-                if err.status == 404 and resource.kind == "policies":
+                if err.status == 404 and resource.kind in _OPTIONAL:
                     self.store.connected(resource.kind)  # the API server answered: nothing to miss
-                    self._no_policy_crd()
+                    self._no_crd(resource.kind)
                     self._stop.wait(30)
                     continue
                 self.store.connection_lost(resource.kind, str(err))
@@ -114,14 +123,14 @@ class Watcher:
             self._stop.wait(backoff)
             backoff = min(backoff * 2, WATCH_RETRY_MAX)
 
-    def _no_policy_crd(self) -> None:
+    def _no_crd(self, kind: str) -> None:
+        """The kind's CRD is not installed: the kind is empty (synced), and the log says what
+        that costs, once."""
         with self.store.lock.held("watch"):
-            if not self.store.synced["policies"]:
-                log.warning(
-                    "PlacementPolicy CRD not installed: named policies are unavailable, inline annotations still work"
-                )
-            self.store.policies_enabled = False
-        self.store.replace("policies", [])
+            if not self.store.listed[kind]:
+                log.warning("%s", _MISSING_CRD[kind])
+            setattr(self.store, f"{kind}_enabled", False)
+        self.store.replace(kind, [])
 
     def _list(self, resource: Resource) -> str:
         """Page by page, each page parsed into slim records at once: the decoded JSON of a
@@ -157,8 +166,8 @@ class Watcher:
                 del page
                 if not token:
                     break
-            if resource.kind == "policies":
-                self.store.policies_enabled = True
+            if resource.kind in _OPTIONAL:
+                setattr(self.store, f"{resource.kind}_enabled", True)
             was_synced = self.store.not_synced() is None
             self.store.replace_records(resource.kind, records)
             if not was_synced and self.store.not_synced() is None:
@@ -224,8 +233,8 @@ def list_once(api: KubeHttp, store: ClusterStore | None = None, page_size: int =
         try:
             watcher._list(resource)
         except KubeApiError as err:
-            if err.status == 404 and resource.kind == "policies":
-                watcher._no_policy_crd()
+            if err.status == 404 and resource.kind in _OPTIONAL:
+                watcher._no_crd(resource.kind)
             else:
                 raise
     return store

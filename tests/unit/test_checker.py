@@ -18,6 +18,7 @@ from extender.engine import (
     NodeInfo,
     Placement,
     PodRequest,
+    RecordedRotation,
     Requirement,
     Snapshot,
     Taint,
@@ -126,16 +127,19 @@ def volumes(members: list[Member]) -> list[Member]:
     return [Member(m.pod, m.node, m.shard, m.ordinal, m.node[0]) for m in members]
 
 
+ABC = {"s": RecordedRotation("db/s", ("a", "b", "c"))}
+
+# (policy's ordinalZones, nodes per zone, placed members, claims' volume zones, recorded rotations, misplaced)
 ORDINAL_CASES = [
-    pytest.param({}, {"a": 2, "b": 2, "c": 2}, rotation("abc", 6), None, [], id="rotation-kept"),
+    pytest.param({}, {"a": 2, "b": 2, "c": 2}, rotation("abc", 6), None, None, [], id="rotation-kept"),
     # Issue 13: no volumes, a zone added under the set. The engine keeps the 3-zone rotation its
     # pods show; the volume-only reading called crdb-3 misplaced ("its zone is zone-d").
-    pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 2}, rotation("abc", 6), None, [], id="zone-added-no-volumes"),
-    pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 5}, rotation("abc", 6), None, [], id="bigger-zone-added"),
-    pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 5}, rotation("abc", 3), None, [], id="zone-added-one-round"),
-    pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 5}, rotation("ab", 2), None, [], id="zone-added-two-pods"),
+    pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 2}, rotation("abc", 6), None, None, [], id="zone-added-no-volumes"),
+    pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 5}, rotation("abc", 6), None, None, [], id="bigger-zone-added"),
+    pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 5}, rotation("abc", 3), None, None, [], id="zone-added-one-round"),
+    pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 5}, rotation("ab", 2), None, None, [], id="zone-added-two-pods"),
     pytest.param(
-        {}, {"a": 2, "b": 2, "c": 2, "d": 2}, volumes(rotation("abc", 6)), None, [], id="zone-added-with-volumes"
+        {}, {"a": 2, "b": 2, "c": 2, "d": 2}, volumes(rotation("abc", 6)), None, None, [], id="zone-added-with-volumes"
     ),
     # Scaled down to 2: the claims of ordinals 2..5 still pin the rotation (the engine's record).
     pytest.param(
@@ -143,27 +147,74 @@ ORDINAL_CASES = [
         {"a": 2, "b": 2, "c": 2, "d": 2},
         rotation("abc", 2),
         {"s": {2: "c", 3: "a", 4: "b", 5: "c"}},
+        None,
         [],
         id="scaled-down-claims-kept",
     ),
+    # With its record, a pod that moved off its ordinal's zone is caught; before the record exists
+    # (no decision made for the set yet) it cannot be told from a pod placed before adoption.
     pytest.param(
-        {}, {"a": 2, "b": 2, "c": 2}, [*rotation("abc", 3), member("s-3", "b1", ordinal=3)], None, ["s-3"], id="moved"
+        {},
+        {"a": 2, "b": 2, "c": 2},
+        [*rotation("abc", 3), member("s-3", "b1", ordinal=3)],
+        None,
+        ABC,
+        ["s-3"],
+        id="moved",
+    ),
+    pytest.param(
+        {},
+        {"a": 2, "b": 2, "c": 2},
+        [*rotation("abc", 3), member("s-3", "b1", ordinal=3)],
+        None,
+        None,
+        [],
+        id="moved-before-any-record-reads-as-adopted",
+    ),
+    # Issue 22: zone c lost its nodes; the pods that never moved are not violations, and the
+    # record's adopted ordinals (running elsewhere at adoption) are not either.
+    pytest.param({}, {"a": 2, "b": 2}, rotation("ab", 2), None, ABC, [], id="zone-outage-pods-never-moved"),
+    pytest.param(
+        {},
+        {"a": 2, "b": 2, "c": 2},
+        [member("s-0", "b1", ordinal=0), member("s-1", "b2", ordinal=1)],
+        None,
+        {"s": RecordedRotation("db/s", ("a", "b", "c"), {0: "b"})},
+        [],
+        id="adopted-ordinal-left-where-it-was",
+    ),
+    pytest.param(
+        {},
+        {"a": 2, "b": 2, "c": 2},
+        [member("s-0", "c1", ordinal=0), member("s-1", "b2", ordinal=1)],
+        None,
+        {"s": RecordedRotation("db/s", ("a", "b", "c"), {0: "b"})},
+        ["s-0"],
+        id="adopted-ordinal-moved-elsewhere",
     ),
     pytest.param(
         {},
         {"a": 2, "b": 2, "c": 2},
         [*rotation("abc", 3), Member("db/s-3", "b1", "s", 3, "b")],
         None,
+        ABC,
         [],
         id="moved-with-its-volume",
     ),
     pytest.param(
-        {"order": ["c", "b", "a"]}, {"a": 2, "b": 2, "c": 2}, rotation("abc", 3), None, ["s-0", "s-2"], id="explicit"
+        {"order": ["c", "b", "a"]},
+        {"a": 2, "b": 2, "c": 2},
+        rotation("abc", 3),
+        None,
+        None,
+        ["s-0", "s-2"],
+        id="explicit",
     ),
     pytest.param(
         {},
         {"a": 2, "b": 2, "c": 2},
         [*rotation("abc", 3, "s"), *rotation("bca", 3, "t")],
+        None,
         None,
         [],
         id="each-set-its-own-rotation",
@@ -171,10 +222,14 @@ ORDINAL_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("ordinal_zones", "layout", "members", "volume_zones", "misplaced"), ORDINAL_CASES)
-def test_ordinal_zones_follow_the_engines_rotation(ordinal_zones, layout, members, volume_zones, misplaced) -> None:
+@pytest.mark.parametrize(
+    ("ordinal_zones", "layout", "members", "volume_zones", "rotations", "misplaced"), ORDINAL_CASES
+)
+def test_ordinal_zones_follow_the_engines_rotation(
+    ordinal_zones, layout, members, volume_zones, rotations, misplaced
+) -> None:
     spec = PlacementPolicySpec.model_validate({"ordinalZones": ordinal_zones})
-    found = violations(spec, members, zoned(layout), None, volume_zones)
+    found = violations(spec, members, zoned(layout), None, volume_zones, rotations)
     assert sorted(v.message.split(" ")[0].removeprefix("db/") for v in found) == misplaced, found
     assert all(v.rule == "ordinalZones" and "its zone is" in v.message for v in found)
 

@@ -94,6 +94,7 @@ KIND_OBJECTS = {
     "claims": lambda: {"metadata": {"name": "c", "namespace": "db"}, "spec": {"volumeName": "v"}},
     "volumes": lambda: {"metadata": {"name": "v"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": []}}}},
     "policies": lambda: {"metadata": {"name": "p", "namespace": "db"}, "spec": {}},
+    "rotations": lambda: {"metadata": {"name": "s", "namespace": "db"}, "spec": {"statefulSet": "s", "order": ["a"]}},
 }
 
 

@@ -86,7 +86,13 @@ def test_pages_events_bookmarks_and_relist_after_410() -> None:
 def test_missing_crd_leaves_named_policies_unavailable_but_the_store_ready() -> None:
     lists = {r.path: [page([])] for r in RESOURCES if r.kind != "policies"}
     store = list_once(ScriptedApi(lists))  # type: ignore[arg-type]
-    assert store.ready and not store.policies_enabled
+    assert store.ready and not store.policies_enabled and store.rotations_enabled
+
+
+def test_missing_rotation_crd_leaves_rotations_unrecorded_but_the_store_synced() -> None:
+    lists = {r.path: [page([])] for r in RESOURCES if r.kind != "rotations"}
+    store = list_once(ScriptedApi(lists))  # type: ignore[arg-type]
+    assert store.not_synced() is None and not store.rotations_enabled and store.policies_enabled
 
 
 class WatchedApi(ScriptedApi):

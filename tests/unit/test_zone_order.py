@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from extender.engine.zone_order import ZoneOrder, consistent, crl_zone_order, stable_zone_order
+from extender.engine import RecordedRotation
+from extender.engine.zone_order import ZoneOrder, consistent, crl_zone_order, first_rotation, zone_order_for
 
 
 def volumes(**zones: tuple[int, ...]) -> dict[int, str]:
@@ -71,96 +74,132 @@ def test_consistent(evidence, period, expected):
     assert consistent(evidence, period) is expected
 
 
-# -- stable_zone_order ------------------------------------------------------------------------
+# -- the record: first_rotation decides once, zone_order_for reads the record ------------------
+
+R = RecordedRotation  # RecordedRotation(name, order, adopted)
 
 
 @pytest.mark.parametrize(
-    ("counts", "evidence", "explicit", "order", "how_has"),
+    ("counts", "volumes", "placed", "recorded", "order", "adopted", "derived", "how_has"),
     [
-        pytest.param({"a": 2, "b": 2, "c": 2}, {}, None, ["a", "b", "c"], ["no pods or volumes yet"], id="fresh"),
         pytest.param(
-            {"a": 2, "b": 2, "c": 2},
-            round_robin("abc", 6),
-            None,
-            ["a", "b", "c"],
-            ["pinned by placed pods"],
-            id="steady",
+            {"a": 2, "b": 2, "c": 2}, {}, {}, None, "abc", {}, True, ["crl order over 3 zones"], id="fresh-set"
         ),
         pytest.param(
-            {"a": 2, "b": 2, "c": 2, "d": 3},
+            {"a": 2, "b": 2, "c": 2},
+            {},
             round_robin("abc", 6),
             None,
-            ["a", "b", "c"],
-            ["kept the 3-zone rotation", "zone(s) d are not in this StatefulSet's rotation", "ordinalZones.order"],
-            id="zone-added-after-6-pods",
+            "abc",
+            {},
+            True,
+            ["pinned by the placed pods"],
+            id="placed-by-the-extender-before-records",
+        ),
+        pytest.param(
+            {"a": 3, "b": 3, "c": 3},
+            {},
+            {0: "b", 1: "b", 2: "a"},
+            None,
+            "abc",
+            {0: "b", 2: "a"},
+            True,
+            ["2 running pod(s) follow no rotation"],
+            id="adopted-two-ordinals-in-one-zone-spreads-by-crl",
+        ),
+        pytest.param(
+            {"a": 3, "b": 3, "c": 3},
+            {0: "b", 1: "c"},
+            {0: "b", 1: "b"},
+            None,
+            "bca",
+            {1: "b"},
+            True,
+            ["pinned by the placed pods and volumes"],
+            id="volumes-pin-as-crl-pins-them-a-pod-away-from-its-rotation-zone-is-adopted",
         ),
         pytest.param(
             {"a": 2, "b": 2},
+            {},
             round_robin("abc", 6),
-            None,
-            ["a", "b", "c"],
-            ["kept the 3-zone rotation", "zone(s) c have no schedulable node now"],
-            id="zone-removed",
+            R("db/r", ("a", "b", "c")),
+            "abc",
+            {},
+            False,
+            ["recorded in ZoneRotation db/r", "zone(s) c have no schedulable node now"],
+            id="zone-outage-keeps-the-record",
         ),
         pytest.param(
             {"a": 2, "b": 2, "c": 0},
+            {},
+            {0: "a", 1: "b"},
+            R("db/r", ("a", "b", "c")),
+            "abc",
+            {},
+            False,
+            ["zone(s) c have no schedulable node now"],
+            id="zone-cordoned-keeps-the-record",
+        ),
+        pytest.param(
+            {"a": 2, "b": 2, "c": 2, "d": 3},
+            {},
             round_robin("abc", 6),
-            None,
-            ["a", "b", "c"],
-            ["kept the 3-zone rotation", "zone(s) c have no schedulable node now"],
-            id="zone-emptied",
+            R("db/r", ("a", "b", "c")),
+            "abc",
+            {},
+            False,
+            ["zone(s) d are not in the rotation", "edit or delete the record"],
+            id="zone-added-joins-only-by-an-explicit-act",
         ),
-        pytest.param(
-            {"a": 2, "b": 2, "c": 2, "d": 2},
-            {0: "a"},
-            None,
-            ["a", "b", "c", "d"],
-            ["4 zones", "pinned"],
-            id="only-ordinal-0-new-zone-adopted",
-        ),
-        pytest.param(
-            {"a": 2, "b": 2, "c": 2, "d": 2},
-            {0: "c"},
-            None,
-            ["c", "b", "a", "d"],
-            ["4 zones"],
-            id="only-ordinal-0-elsewhere-new-zone-adopted",
-        ),
-        pytest.param(
-            {"a": 2, "b": 2, "c": 2}, round_robin("abc", 6), ["c", "a"], ["c", "a"], ["explicit"], id="explicit-wins"
-        ),
-        pytest.param({}, {0: "a"}, ["x"], ["x"], ["explicit"], id="explicit-without-nodes"),
         pytest.param(
             {"a": 1, "b": 1, "c": 1},
-            {0: "a", 1: "b", 2: "a", 3: "c"},
-            None,
-            ["c", "b", "a"],
-            ["do not follow one rotation"],
-            id="inconsistent-falls-back-to-crl",
+            {},
+            {},
+            R("db/r", ("c", "a", "b"), {1: "c"}),
+            "cab",
+            {1: "c"},
+            False,
+            ["recorded"],
+            id="record-wins-over-node-counts-and-keeps-its-adopted",
         ),
-        pytest.param({}, {}, None, [], ["0 zones"], id="no-zones"),
+        pytest.param({}, {}, {0: "a"}, None, "", {}, False, ["no schedulable node"], id="no-zones"),
     ],
 )
-def test_stable_zone_order(counts, evidence, explicit, order, how_has):
-    result = stable_zone_order(counts, evidence, explicit)
-    assert list(result.order) == order
+def test_zone_order_from_the_record(counts, volumes, placed, recorded, order, adopted, derived, how_has):
+    result = zone_order_for(counts, volumes, placed, None, recorded)
+    assert "".join(result.order) == order
+    assert dict(result.adopted) == adopted
+    assert result.derived is derived
     for needle in how_has:
         assert needle in result.how, result.how
 
 
-def test_inconsistent_matches_crl_exactly():
-    counts = {"a": 3, "b": 1, "c": 2}
-    evidence = {0: "b", 1: "b", 2: "a", 4: "c"}  # b at residues 0 and 1: no 3-rotation; 2 zones used, no 2-rotation
-    assert not consistent(evidence, 3) and not consistent(evidence, 2)
-    assert list(stable_zone_order(counts, evidence).order) == crl_zone_order(counts, evidence)
+def test_explicit_order_wins_over_a_record_and_is_never_recorded():
+    result = zone_order_for({"a": 1, "b": 1}, {}, {}, ["b", "a"], R("db/r", ("a", "b")))
+    assert result.order == ("b", "a") and not result.derived and "explicit" in result.how
 
 
-def test_zone_added_keeps_running_ordinals():
-    """Every ordinal already placed keeps its zone when a zone is added or removed."""
-    evidence = round_robin("abc", 6)
-    for counts in ({"a": 2, "b": 2, "c": 2, "d": 5}, {"a": 2, "b": 2}, {"a": 9, "b": 1, "c": 1, "e": 1}):
-        order = stable_zone_order(counts, evidence)
-        assert all(order.zone_for(i) == zone for i, zone in evidence.items()), (counts, order)
+def test_first_rotation_without_running_pods_is_crls_order_exactly():
+    """crl-scheduler's own cases (seeds README), through the function the engine uses."""
+    for counts, vols, order in [
+        ({"A": 1, "B": 1, "C": 1}, volumes(A=(0,), C=(1,)), ["A", "C", "B"]),
+        ({"A": 2, "B": 2, "C": 2}, volumes(A=(0, 1), B=(2, 4), C=(3, 5)), ["C", "A", "B"]),
+        ({"A": 1, "B": 2, "C": 1}, {}, ["B", "A", "C"]),
+    ]:
+        assert list(first_rotation(counts, vols, {}).order) == order
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcde"), st.integers(1, 4), min_size=1),
+    st.dictionaries(st.integers(0, 20), st.sampled_from("abcde"), max_size=12),
+)
+def test_a_first_rotation_keeps_every_running_pod_where_it_is(counts, placed):
+    """Invariant: deciding the rotation moves no running pod. Each placed ordinal is either in
+    its rotation zone or listed as adopted (left where it is), never both, never neither."""
+    result = first_rotation(counts, {}, placed)
+    for ordinal, zone in placed.items():
+        in_rotation = result.order and result.zone_for(ordinal) == zone
+        assert bool(in_rotation) != (ordinal in result.adopted) or not result.order, (ordinal, zone, result)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
-"""Ordinal zones: StatefulSet pod i in zone order[i mod Z] (crl-scheduler, seed 003), made stable.
+"""Ordinal zones: StatefulSet pod i in zone order[i mod Z] (crl-scheduler, seed 003), made durable.
 
-The zone order itself is engine/zone_order.py (the StatefulSet's placed pods and bound volumes
-are its record); the dead-end analysis gives each pod still to come its ordinal's zone
+The zone order itself is engine/zone_order.py (decided once, then read from the set's
+ZoneRotation record); the dead-end analysis gives each pod still to come its ordinal's zone
 (lookahead.pods_to_come).
 """
 
@@ -49,6 +49,13 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
     # Short, and the same for every node of a zone: kube-scheduler counts identical reasons
     # ("4 ordinal 1 belongs in zone b ...") and the answer stays small; explain says why.
     order = ", ".join(ctx.zone_order.order)
+    if ctx.usable_domains(ctx.zone_key).get(ctx.ideal_zone, 0) <= 0:
+        return Failure(
+            Outcome.UNRESOLVABLE,
+            NAME,
+            f"ordinal {ctx.pod.ordinal} belongs in zone {ctx.ideal_zone} (zone order [{order}]), which has no "
+            "schedulable node now: it waits for that zone",
+        )
     return Failure(
         Outcome.UNRESOLVABLE,
         NAME,
