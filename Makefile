@@ -64,9 +64,10 @@ serve: $(STAMP)
 schema: $(STAMP)
 	@$(PY) -m extender schema
 
-## make crd: regenerate deploy/base/crd.yaml from the policy model
+## make crd: regenerate deploy/base/crd.yaml and crd-zonerotation.yaml from the models
 crd: $(STAMP)
 	@$(PY) -m extender crd > deploy/base/crd.yaml
+	@$(PY) -m extender crd --kind ZoneRotation > deploy/base/crd-zonerotation.yaml
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

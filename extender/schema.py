@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from . import rotation
 from .policy import API_GROUP, API_VERSION, FRACTION_PATTERN, KIND, PLURAL, PlacementPolicySpec
 
 # CEL rules mirroring the model validators, keyed by the definition they sit on.
@@ -43,6 +44,12 @@ _CEL_RULES: dict[str, list[dict[str, str]]] = {
         {
             "rule": "!has(self.ordinalZones) || !has(self.zones) || !has(self.zones.fallbackGroups)",
             "message": "ordinalZones and zones.fallbackGroups cannot be combined",
+        },
+    ],
+    "ZoneRotationSpec": [
+        {
+            "rule": "self.order.all(z, self.order.exists_one(y, y == z))",
+            "message": "order lists a zone twice",
         },
     ],
     "LabelSelectorRequirement": [
@@ -172,6 +179,56 @@ def crd() -> dict[str, Any]:
                     },
                     "additionalPrinterColumns": [
                         {"name": "Group-Size", "type": "integer", "jsonPath": ".spec.group.size"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def rotation_crd() -> dict[str, Any]:
+    """The ZoneRotation CustomResourceDefinition (deploy/base/crd-zonerotation.yaml is this,
+    generated from extender/rotation.py)."""
+    schema = rotation.ZoneRotationSpec.model_json_schema()
+    spec_schema = _structural(schema, schema.get("$defs", {}), "ZoneRotationSpec")
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{rotation.PLURAL}.{API_GROUP}"},
+        "spec": {
+            "group": API_GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": rotation.KIND,
+                "plural": rotation.PLURAL,
+                "singular": rotation.KIND.lower(),
+                "shortNames": ["zr"],
+                "listKind": f"{rotation.KIND}List",
+            },
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A StatefulSet's ordinal -> zone rotation under ordinalZones, decided "
+                            "once by the placement extender and kept here. Edit spec.order to let a new zone join; "
+                            "delete to have it decided again from the current state.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                            },
+                        }
+                    },
+                    "additionalPrinterColumns": [
+                        {"name": "StatefulSet", "type": "string", "jsonPath": ".spec.statefulSet"},
+                        {"name": "Order", "type": "string", "jsonPath": ".spec.order"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                 }

@@ -375,7 +375,15 @@ class LocalCluster:
         # the extender and our scheduler then run under deploy/'s ServiceAccounts, proving the RBAC.
         base = REPO / "deploy" / "base"
         self.kubectl(
-            "apply", "-f", str(base / "namespace.yaml"), "-f", str(base / "crd.yaml"), "-f", str(base / "rbac.yaml")
+            "apply",
+            "-f",
+            str(base / "namespace.yaml"),
+            "-f",
+            str(base / "crd.yaml"),
+            "-f",
+            str(base / "crd-zonerotation.yaml"),
+            "-f",
+            str(base / "rbac.yaml"),
         )
         api.ensure(
             "/apis/storage.k8s.io/v1/storageclasses",
@@ -390,6 +398,11 @@ class LocalCluster:
         wait_for(
             "the PlacementPolicy CRD to be served",
             lambda: api.get("/apis/placement.extender.dev/v1alpha1/placementpolicies") is not None,
+            30,
+        )
+        wait_for(
+            "the ZoneRotation CRD to be served",
+            lambda: api.get("/apis/placement.extender.dev/v1alpha1/zonerotations") is not None,
             30,
         )
 

@@ -196,6 +196,7 @@ EXTENDER_NEEDS = [
     ],
     *[(v, "statefulsets", "apps") for v in ("get", "list", "watch")],
     *[(v, "placementpolicies", "placement.extender.dev") for v in ("get", "list", "watch")],
+    *[(v, "zonerotations", "placement.extender.dev") for v in ("get", "list", "watch")],
 ]
 DANGEROUS = [
     ("get", "secrets", "", ""),
@@ -215,6 +216,11 @@ DANGEROUS = [
     ("create", "pods", "", "exec"),
     ("create", "serviceaccounts", "", "token"),
     ("update", "placementpolicies", "placement.extender.dev", ""),
+    # a ZoneRotation is created once and then the operator's: the extender never changes or deletes one
+    ("update", "zonerotations", "placement.extender.dev", ""),
+    ("patch", "zonerotations", "placement.extender.dev", ""),
+    ("delete", "zonerotations", "placement.extender.dev", ""),
+    ("patch", "statefulsets", "apps", ""),
     ("delete", "statefulsets", "apps", ""),
     ("create", "customresourcedefinitions", "apiextensions.k8s.io", ""),
 ]
@@ -244,9 +250,18 @@ def test_extender_may_read_what_it_caches(cluster, tls_overlay_identity, user, v
 
 
 @pytest.mark.parametrize("user", [SCHEDULER, EXTENDER], ids=["pod-identity", "tls-overlay-extender"])
-@pytest.mark.parametrize("verb,resource,subresource", [("create", "pods", "binding"), ("create", "events", "")])
-def test_extender_may_bind_and_record_events(cluster, tls_overlay_identity, user, verb, resource, subresource) -> None:
-    assert access(cluster, user, verb, resource, subresource=subresource, namespace="any-namespace")
+@pytest.mark.parametrize(
+    "verb,resource,group,subresource",
+    [
+        ("create", "pods", "", "binding"),
+        ("create", "events", "", ""),
+        ("create", "zonerotations", "placement.extender.dev", ""),
+    ],
+)
+def test_extender_may_bind_and_record_events_and_rotations(
+    cluster, tls_overlay_identity, user, verb, resource, group, subresource
+) -> None:
+    assert access(cluster, user, verb, resource, group=group, subresource=subresource, namespace="any-namespace")
 
 
 @pytest.mark.parametrize("verb,resource,group,subresource", DANGEROUS + IMPERSONATION, ids=lambda v: str(v))

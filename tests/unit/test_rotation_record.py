@@ -1,0 +1,210 @@
+"""The ZoneRotation record through the verbs (issue 22): decided once at a StatefulSet's first
+decision, written once, and from then on the order whatever happens to zones and pods.
+
+Each case drives filter and bind over a real store; the record writer is a recording fake (the
+HTTP write is server/effects.py, checked on the real API server by tests/e2e/test_ordinal_outage.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.rotation import ZoneRotationSpec, parse_rotation_spec, rotation_object
+from extender.state.objects import ObjectError, RotationRecord, parse_rotation
+from extender.state.reservations import Reservations
+from extender.state.store import KINDS, ClusterStore
+from extender.verbs import Verbs
+from extender.wire import ExtenderArgs, ExtenderBindingArgs
+
+from builders import claim, filter_args, node, pod, statefulset, volume
+from fakes import RecordedEvents
+
+ORDINAL = {"ordinalZones": {}}
+
+
+class RecordingWriter:
+    def __init__(self) -> None:
+        self.records: list[tuple[RotationRecord, str | None]] = []
+
+    def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
+        self.records.append((record, statefulset_uid))
+
+
+class Binder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self.calls.append((f"{namespace}/{name}", node))
+
+
+def zones(**per_zone: int) -> list[dict]:
+    return [node(f"{z}{i}", z) for z, n in per_zone.items() for i in range(1, n + 1)]
+
+
+def make(nodes: list[dict], replicas: int, running: dict[int, str] | None = None):
+    store = ClusterStore(Reservations(tentative_ttl=30, committed_ttl=60))
+    sts = statefulset("r", replicas) | {"metadata": {"name": "r", "namespace": "db", "uid": "uid-sts-r"}}
+    objects = {
+        "nodes": nodes,
+        "statefulsets": [sts],
+        "pods": [pod(f"r-{o}", sts="r", node_name=n, policy=ORDINAL) for o, n in (running or {}).items()],
+    }
+    for kind in KINDS:
+        store.replace(kind, objects.get(kind, []))
+    writer = RecordingWriter()
+    binder = Binder()
+    return store, writer, binder, Verbs(store, binder, RecordedEvents(), records=writer)
+
+
+def passed(verbs: Verbs, store: ClusterStore, ordinal: int) -> list[str]:
+    p = pod(f"r-{ordinal}", sts="r", policy=ORDINAL)
+    store.apply("pods", "ADDED", p)
+    result = verbs.filter(ExtenderArgs.model_validate(filter_args(p, sorted(store.topology.nodes))))
+    assert result.Error == "", result.Error
+    return sorted(result.NodeNames or [])
+
+
+def reasons(verbs: Verbs, store: ClusterStore, ordinal: int) -> set[str]:
+    p = pod(f"r-{ordinal}", sts="r", policy=ORDINAL)
+    store.apply("pods", "ADDED", p)
+    result = verbs.filter(ExtenderArgs.model_validate(filter_args(p, sorted(store.topology.nodes))))
+    return set((result.FailedAndUnresolvableNodes or {}).values()) | set((result.FailedNodes or {}).values())
+
+
+def place(store: ClusterStore, ordinal: int, node_name: str) -> None:
+    store.apply("pods", "MODIFIED", pod(f"r-{ordinal}", sts="r", node_name=node_name, policy=ORDINAL))
+
+
+def recorded(store: ClusterStore, order: str, adopted: dict[int, str] | None = None) -> None:
+    """The record as the watch brings it back (the object the writer created)."""
+    obj = rotation_object("db", "r", "uid-sts-r", tuple(order), adopted or {})
+    store.apply("rotations", "ADDED", obj)
+
+
+def test_the_first_decision_records_the_rotation_once() -> None:
+    store, writer, _, verbs = make(zones(a=1, b=1, c=1), 6)
+    assert passed(verbs, store, 0) == ["a1"]
+    assert passed(verbs, store, 1) == ["b1"]
+    assert passed(verbs, store, 2) == ["c1"]
+    ((record, uid),) = writer.records
+    assert record.order == ("a", "b", "c") and record.statefulset == "r" and uid == "uid-sts-r"
+    assert store.rotation("db", "r") is not None
+
+
+@pytest.mark.parametrize("gone", ["deleted", "cordoned"])
+def test_a_zone_that_lost_its_nodes_keeps_its_ordinals_waiting_and_named(gone) -> None:
+    """3 zones x 1 node, 3 replicas placed a/b/c and recorded; zone c's node goes and r-2 is
+    recreated: it waits, with every reason naming zone c, and lands there when c returns. The
+    release before the record derived a 2-zone rotation here and mapped ordinal 2 to zone a."""
+    store, _, binder, verbs = make(zones(a=1, b=1, c=1), 3, {0: "a1", 1: "b1"})
+    recorded(store, "abc")
+    if gone == "deleted":
+        store.apply("nodes", "DELETED", node("c1", "c"))
+    else:
+        store.apply("nodes", "MODIFIED", node("c1", "c", unschedulable=True))
+    why = reasons(verbs, store, 2)
+    assert why and all("belongs in zone c" in r and "no schedulable node" in r for r in why), why
+    bind = verbs.bind(ExtenderBindingArgs(PodName="r-2", PodNamespace="db", PodUID="uid-db-r-2", Node="a1"))
+    assert "zone c" in bind.Error and binder.calls == []
+    store.apply("nodes", "ADDED", node("c2", "c"))
+    assert {n[0] for n in passed(verbs, store, 2)} == {"c"}  # (a cordoned c1 kube-scheduler leaves out itself)
+
+
+def test_a_zone_outage_with_two_pods_per_zone_still_maps_nothing_elsewhere() -> None:
+    """The issue's case: 3 zones x 3 nodes, 9 replicas, cap-free; zone c's nodes deleted, its
+    three ordinals recreated: none of them may go to a or b, whatever the free room there."""
+    nodes = zones(a=3, b=3, c=3)
+    running = {o: f"{'abc'[o % 3]}{o // 3 + 1}" for o in range(9) if o % 3 != 2}
+    store, _, _, verbs = make(nodes, 9, running)
+    recorded(store, "abc")
+    for n in ("c1", "c2", "c3"):
+        store.apply("nodes", "DELETED", node(n, "c"))
+    for ordinal in (2, 5, 8):
+        assert all("zone c" in r for r in reasons(verbs, store, ordinal))
+
+
+def test_an_adopted_set_with_two_ordinals_in_one_zone_spreads_its_new_ordinals() -> None:
+    """Placed by the default scheduler: r-0 and r-1 both in zone a. The release before the record
+    kept a 1-zone rotation and pinned every new ordinal to a; crl's order spreads them."""
+    store, writer, _, verbs = make(zones(a=2, b=2, c=2), 6, {0: "a1", 1: "a2"})
+    got = {o: {n[0] for n in passed(verbs, store, o)} for o in (2, 3, 4, 5)}
+    ((record, _),) = writer.records
+    assert record.order == ("a", "b", "c") and record.adopted == {1: "a"}
+    assert got == {2: {"c"}, 3: {"a"}, 4: {"b"}, 5: {"c"}}
+
+
+def test_volumes_pin_the_first_rotation_as_crl_pins_them() -> None:
+    """crl: a zone holding a volume is pinned to index (lowest ordinal there) mod Z."""
+    store, writer, _, verbs = make(zones(a=1, b=1, c=1), 3)
+    sts = statefulset("r", 3, claim_templates=("data",)) | {"metadata": {"name": "r", "namespace": "db", "uid": "u"}}
+    store.apply("statefulsets", "MODIFIED", sts)
+    store.apply("claims", "ADDED", claim("data-r-1", "pv-1"))
+    store.apply("volumes", "ADDED", volume("pv-1", "c"))
+    assert passed(verbs, store, 0) == ["a1"]
+    assert writer.records[0][0].order == ("a", "c", "b")
+
+
+def test_a_zone_added_later_joins_only_when_the_record_says_so() -> None:
+    store, _, _, verbs = make(zones(a=1, b=1, c=1, d=4), 6, {0: "a1", 1: "b1", 2: "c1"})
+    recorded(store, "abc")
+    assert passed(verbs, store, 3) == ["a1"]  # d is bigger, but not in the record
+    store.apply("rotations", "MODIFIED", rotation_object("db", "r", None, ("a", "b", "c", "d"), {}))
+    assert {n[0] for n in passed(verbs, store, 3)} == {"d"}
+
+
+def test_deleting_the_record_has_it_decided_again() -> None:
+    store, writer, _, verbs = make(zones(a=1, b=1), 4, {0: "a1"})
+    recorded(store, "ab")
+    store.apply("rotations", "DELETED", rotation_object("db", "r", None, ("a", "b"), {}))
+    passed(verbs, store, 1)
+    assert [r.order for r, _ in writer.records] == [("a", "b")]
+
+
+def test_the_record_in_the_cluster_wins_over_this_process_decision() -> None:
+    store, writer, _, verbs = make(zones(a=1, b=1, c=1), 3)
+    passed(verbs, store, 0)
+    recorded(store, "cab")  # another replica, or an operator, wrote it first
+    assert passed(verbs, store, 1) == ["a1"]  # ordinal 1 -> order[1] = a
+
+
+def test_an_explicit_order_is_never_recorded() -> None:
+    store = ClusterStore()
+    for kind in KINDS:
+        store.replace(kind, {"nodes": zones(a=1, b=1), "statefulsets": [statefulset("r", 2)]}.get(kind, []))
+    writer = RecordingWriter()
+    verbs = Verbs(store, Binder(), RecordedEvents(), records=writer)
+    p = pod("r-0", sts="r", policy={"ordinalZones": {"order": ["b", "a"]}})
+    store.apply("pods", "ADDED", p)
+    assert verbs.filter(ExtenderArgs.model_validate(filter_args(p, ["a1", "b1"]))).NodeNames == ["b1"]
+    assert writer.records == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ({"statefulSet": "r", "order": ["a", "a"]}, "order lists a zone twice"),
+        ({"statefulSet": "r", "order": []}, "spec.order"),
+        ({"statefulSet": "r", "order": ["a"], "adopted": {"01": "a"}}, "adopted keys must be StatefulSet ordinals"),
+        ({"order": ["a"]}, "spec.statefulSet"),
+        ({"statefulSet": "r", "order": ["a"], "extra": 1}, "spec.extra"),
+    ],
+)
+def test_an_unreadable_record_is_refused_with_the_field_named(spec, error) -> None:
+    with pytest.raises(ValueError, match=error):
+        parse_rotation_spec(spec, "ZoneRotation db/r")
+    with pytest.raises(ObjectError):
+        parse_rotation({"metadata": {"name": "r", "namespace": "db"}, "spec": spec})
+
+
+def test_the_object_written_round_trips_through_the_parser() -> None:
+    obj = rotation_object("db", "r", "uid-1", ("b", "a"), {3: "c"})
+    assert obj["metadata"]["ownerReferences"][0] == {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "r",
+        "uid": "uid-1",
+    }
+    record = parse_rotation(obj)
+    assert (record.statefulset, record.order, record.adopted) == ("r", ("b", "a"), {3: "c"})
+    assert ZoneRotationSpec.model_validate(obj["spec"]).adopted == {"3": "c"}
