@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..policy import Cap, PlacementPolicySpec, Spread, WhenUnsatisfiable
-from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, spread_view
+from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, spread_required_keys, spread_view
 from .model import NodeInfo, Placement, PodRequest, Snapshot
 from .topology import Topology
 from .zone_order import ZoneOrder, zone_order_for
@@ -57,7 +57,7 @@ class Context:
         ctx.caps = [(c, spec.canonical_key(c.topologyKey), c.limit(snap.group_size)) for c in spec.caps]
         constraints: NodeConstraints = pod.constraints if pod.constraints is not None else NO_CONSTRAINTS
         ctx.usable = constraints.view(affinity=True, taints=True)
-        ctx.spread_views = [spread_view(s, constraints) for s in spec.spread]
+        ctx.spread_views = [spread_view(s, constraints, spread_required_keys(spec, s)) for s in spec.spread]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}
         ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
         # The group's pods arrive counted per node; each domain's count is the sum over the
@@ -253,7 +253,7 @@ def spread_eligibility(
     schedulable nodes in it, in the permitted zones) for a pod with `constraints`, and the names
     of the nodes whose pods it counts (None: every node). The same view and the same topology
     lookups the spread rule reads through Context.spread_domains / spread_counts."""
-    view = spread_view(spread, constraints)
+    view = spread_view(spread, constraints, spread_required_keys(spec, spread))
     permitted = spec.zones.permitted() if spec.zones else None
     key = spec.canonical_key(spread.topologyKey)
     domains = topology.eligible_domains(key, spec.topology.zone, permitted, spec.topology.node, view)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..policy import NodeInclusionPolicy, Spread
+from ..policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, NodeInclusionPolicy, PlacementPolicySpec, Spread
 from .model import NodeInfo, Taint
 
 NODE_NAME_FIELD = "metadata.name"
@@ -69,6 +69,18 @@ def _requirement_matches(req: Requirement, node: NodeInfo) -> bool:
     return False  # an operator kube-scheduler would refuse to parse: the term matches nothing
 
 
+def _has_domain(node: NodeInfo, key: str) -> bool:
+    """Whether the node has a domain for a (canonical) topology key, as the engine reads domains
+    (topology.Topology.domain): either zone label names the zone, and the hostname key falls
+    back to the node's name."""
+    labels = node.labels
+    if key in labels:
+        return True
+    if key in (ZONE_KEY, LEGACY_ZONE_KEY):
+        return ZONE_KEY in labels or LEGACY_ZONE_KEY in labels
+    return key == HOSTNAME_KEY
+
+
 def _term_matches(term: Term, node: NodeInfo) -> bool:
     return bool(term) and all(_requirement_matches(r, node) for r in term)
 
@@ -109,12 +121,12 @@ class NodeConstraints:
     def tolerates_taints(self, node: NodeInfo) -> bool:
         return all(tolerates(self.tolerations, taint) for taint in node.taints)
 
-    def view(self, affinity: bool, taints: bool) -> NodeView | None:
+    def view(self, affinity: bool, taints: bool, required: tuple[str, ...] = ()) -> NodeView | None:
         """The view applying the parts asked for; None when it admits every node."""
         affinity = affinity and self.narrows_affinity
-        if not affinity and not taints:
+        if not affinity and not taints and not required:
             return None
-        return NodeView(self if affinity else None, self.tolerations if taints else None)
+        return NodeView(self if affinity else None, self.tolerations if taints else None, required)
 
 
 NO_CONSTRAINTS = NodeConstraints()
@@ -122,13 +134,17 @@ NO_CONSTRAINTS = NodeConstraints()
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
-    """Which nodes count: those matching `affinity` (when set) and tolerating every NoSchedule /
-    NoExecute taint with `tolerations` (when set). Hashable: the topology memoises by it."""
+    """Which nodes count: those matching `affinity` (when set), tolerating every NoSchedule /
+    NoExecute taint with `tolerations` (when set), and carrying every label in `required`.
+    Hashable: the topology memoises by it."""
 
     affinity: NodeConstraints | None
     tolerations: tuple[Toleration, ...] | None
+    required: tuple[str, ...] = ()  # label keys a node must carry (native: every spread's topologyKey)
 
     def admits(self, node: NodeInfo) -> bool:
+        if self.required and not all(_has_domain(node, k) for k in self.required):
+            return False
         if self.affinity is not None and not self.affinity.matches_affinity(node):
             return False
         if self.tolerations is not None and node.taints:
@@ -136,12 +152,26 @@ class NodeView:
         return True
 
 
-def spread_view(spread: Spread, constraints: NodeConstraints | None) -> NodeView | None:
+def spread_view(spread: Spread, constraints: NodeConstraints | None, required: tuple[str, ...] = ()) -> NodeView | None:
     """The nodes a spread counts for a pod with `constraints` (None: the pod has none): what its
     nodeAffinityPolicy / nodeTaintsPolicy admit, as native PodTopologySpread's node inclusion
-    policies. None when every node counts."""
+    policies, among nodes carrying every key in `required` (spread_required_keys). None when
+    every node counts."""
     if constraints is None:
         constraints = NO_CONSTRAINTS
     return constraints.view(
-        spread.nodeAffinityPolicy is NodeInclusionPolicy.HONOR, spread.nodeTaintsPolicy is NodeInclusionPolicy.HONOR
+        spread.nodeAffinityPolicy is NodeInclusionPolicy.HONOR,
+        spread.nodeTaintsPolicy is NodeInclusionPolicy.HONOR,
+        required,
     )
+
+
+def spread_required_keys(spec: PlacementPolicySpec, spread: Spread) -> tuple[str, ...]:
+    """The labels a node must carry for a spread to count it, as native PodTopologySpread does:
+    with constraints on two or more keys, a node lacking any of them (among the constraints of
+    the same kind: DoNotSchedule for filtering, ScheduleAnyway for scoring) counts neither as a
+    domain nor for the pods on it (nodeLabelsMatchSpreadConstraints in PreFilter and PreScore).
+    Empty for one key: a node without it has no domain of that key anyway."""
+    kind = spread.whenUnsatisfiable
+    keys = tuple(sorted({spec.canonical_key(s.topologyKey) for s in spec.spread if s.whenUnsatisfiable is kind}))
+    return keys if len(keys) > 1 else ()

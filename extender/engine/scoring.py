@@ -24,16 +24,33 @@ MAX_SCORE = 10
 BALANCE_WEIGHT = 3.0
 
 
-def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float]:
-    """The group's pods in each node's domains, over every key the rules use (soft spreads x2)."""
+def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float | None]:
+    """The group's pods in each node's domains, over every key the rules use (soft spreads x2).
+
+    A ScheduleAnyway spread counts as native PodTopologySpread scores it: only the pods on nodes
+    its nodeAffinityPolicy / nodeTaintsPolicy admit (Honor, the default, leaves out nodes the pod's
+    nodeSelector or required affinity excludes), and a candidate lacking one of the soft spreads'
+    keys scores lowest (native ignores it, which normalizes to 0). None marks such a node."""
     soft = spread.soft_keys(ctx.spec)
-    loads = []
+    soft_counts = {
+        ctx.spec.canonical_key(s.topologyKey): ctx.spread_counts(i)
+        for i, s in enumerate(ctx.spec.spread)
+        if ctx.spec.canonical_key(s.topologyKey) in soft
+    }
+    loads: list[float | None] = []
     for node in nodes:
-        load = 0.0
+        load: float | None = 0.0
         for key in ctx.balance_keys:
             value = ctx.domain(node, key)
-            if value is not None:
-                load += ctx.counts[key].get(value, 0) * (2.0 if key in soft else 1.0)
+            if value is None:
+                if key in soft:
+                    load = None
+                    break
+                continue
+            if key in soft:
+                load += 2.0 * soft_counts[key].get(value, 0)  # type: ignore[operator]
+            else:
+                load += ctx.counts[key].get(value, 0)  # type: ignore[operator]
         loads.append(load)
     return loads
 
@@ -49,9 +66,11 @@ def score_classes(ctx: Context, classes: Sequence[CandidateClass]) -> None:
 def _score_distinct(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
     parts: list[tuple[float, list[float]]] = []
     loads = _balance_loads(ctx, nodes)
-    low, high = min(loads), max(loads)
-    if high > low:
-        parts.append((BALANCE_WEIGHT, [(high - load) / (high - low) for load in loads]))
+    known = [load for load in loads if load is not None]
+    low, high = (min(known), max(known)) if known else (0.0, 0.0)
+    if high > low or (known and len(known) < len(loads)):
+        span = (high - low) or 1.0
+        parts.append((BALANCE_WEIGHT, [0.0 if load is None else (high - load) / span for load in loads]))
     for rule in SCORED:  # each rule's own part: preferred anti-affinity, zone weights
         part = rule.score(ctx, nodes)  # type: ignore[misc]
         if part is not None:

@@ -49,6 +49,10 @@ def label(node: NodeInfo, key: str) -> str | None:
     return node.labels.get(key)
 
 
+def canonical(key: str) -> str:
+    return ZONE_KEY if key == LEGACY_ZONE_KEY else key
+
+
 def cap_limit(cap: dict, size: int | None) -> int | None:
     if "max" in cap:
         return cap["max"]
@@ -119,6 +123,11 @@ def violations(
         # Native node inclusion: a node the policies exclude counts neither its domain nor its pods.
         honor = spread.get("nodeAffinityPolicy", "Honor") == "Honor", spread.get("nodeTaintsPolicy") == "Honor"
         counted = {name: n for name, n in nodes.items() if admits(n, pod, *honor)}
+        # Native with hard spreads on two or more keys: a node lacking any of them counts neither
+        # as a domain nor for its pods (nodeLabelsMatchSpreadConstraints).
+        hard_keys = {canonical(s["topologyKey"]) for s in policy["spread"] if s["whenUnsatisfiable"] == "DoNotSchedule"}
+        if len(hard_keys) > 1:
+            counted = {name: n for name, n in counted.items() if all(label(n, k) is not None for k in hard_keys)}
         eligible = {
             label(n, key)
             for n in counted.values()
