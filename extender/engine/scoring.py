@@ -1,10 +1,21 @@
 """Soft preferences, as a 0..10 score (MaxExtenderPriority) per feasible node.
 
-The score prefers nodes that lower skew on every topology key the policy names (which also keeps
-the most headroom under each cap, so later pods keep their choices), avoids sharing a domain with
-a shard sibling where anti-affinity is preferred, and follows zone weights. Each part is scaled
-to 0..1 over the candidates, then weighted; equal candidates get equal scores so kube-scheduler's
-own scoring breaks the tie.
+The preferences are ordered, strongest first, and compared lexicographically (README "How
+preferences are weighed"):
+
+1. preferred shard anti-affinity: a shard's pods apart when a split is free;
+2. ScheduleAnyway spreads, with native PodTopologySpread's counting;
+3. zone weights;
+4. balance, the extender's own heuristic: fewer of the group's pods in the node's domains on
+   every key the hard rules use, which keeps the most headroom under each cap so later pods keep
+   their choices.
+
+Invariant: a node better on an earlier preference never scores below one better only on later
+ones. A weighted sum cannot promise that (with equal weights, a shard's free split and the
+group's balance cancelled out and the tie-break chose: all three pods of a shard in one zone in
+3 of 6 runs, issue 22), so the nodes' preference tuples are ranked and the ranks spread over
+0..10. Candidates alike on every preference get equal scores, so kube-scheduler's own scoring
+breaks the tie.
 """
 
 from __future__ import annotations
@@ -20,39 +31,21 @@ from .rules import SCORED, spread
 
 MAX_SCORE = 10
 
-# The balance part's weight; the rules' own parts carry theirs (anti-affinity 3, zone weights 2).
-BALANCE_WEIGHT = 3.0
 
-
-def _balance_loads(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float | None]:
-    """The group's pods in each node's domains, over every key the rules use (soft spreads x2).
-
-    A ScheduleAnyway spread counts as native PodTopologySpread scores it: only the pods on nodes
-    its nodeAffinityPolicy / nodeTaintsPolicy admit (Honor, the default, leaves out nodes the pod's
-    nodeSelector or required affinity excludes), and a candidate lacking one of the soft spreads'
-    keys scores lowest (native ignores it, which normalizes to 0). None marks such a node."""
+def _balance(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
+    """The group's pods in each node's domains, over every key the rules use except those of
+    ScheduleAnyway spreads (their own preference, spread.score): lowest best."""
     soft = spread.soft_keys(ctx.spec)
-    soft_counts = {
-        ctx.spec.canonical_key(s.topologyKey): ctx.spread_counts(i)
-        for i, s in enumerate(ctx.spec.spread)
-        if ctx.spec.canonical_key(s.topologyKey) in soft
-    }
-    loads: list[float | None] = []
+    keys = [k for k in ctx.balance_keys if k not in soft]
+    loads = []
     for node in nodes:
-        load: float | None = 0.0
-        for key in ctx.balance_keys:
+        load = 0
+        for key in keys:
             value = ctx.domain(node, key)
-            if value is None:
-                if key in soft:
-                    load = None
-                    break
-                continue
-            if key in soft:
-                load += 2.0 * soft_counts[key].get(value, 0)  # type: ignore[operator]
-            else:
-                load += ctx.counts[key].get(value, 0)  # type: ignore[operator]
+            if value is not None:
+                load += ctx.counts[key].get(value, 0)
         loads.append(load)
-    return loads
+    return spread.scaled_lowest_best(loads)
 
 
 def score_classes(ctx: Context, classes: Sequence[CandidateClass]) -> None:
@@ -64,21 +57,18 @@ def score_classes(ctx: Context, classes: Sequence[CandidateClass]) -> None:
 
 
 def _score_distinct(ctx: Context, nodes: Sequence[NodeInfo]) -> list[int]:
-    parts: list[tuple[float, list[float]]] = []
-    loads = _balance_loads(ctx, nodes)
-    known = [load for load in loads if load is not None]
-    low, high = (min(known), max(known)) if known else (0.0, 0.0)
-    if high > low or (known and len(known) < len(loads)):
-        span = (high - low) or 1.0
-        parts.append((BALANCE_WEIGHT, [0.0 if load is None else (high - load) / span for load in loads]))
-    for rule in SCORED:  # each rule's own part: preferred anti-affinity, zone weights
-        part = rule.score(ctx, nodes)  # type: ignore[misc]
-        if part is not None:
-            parts.append(part)
+    parts = [rule.score(ctx, nodes) for rule in SCORED]  # type: ignore[misc]
+    parts.append(_balance(ctx, nodes))
+    parts = [p for p in parts if p is not None]
     if not parts:
         return [0] * len(nodes)  # nothing tells them apart: neutral, kube-scheduler decides
-    total = sum(w for w, _ in parts)
-    return [round(MAX_SCORE * sum(w * values[i] for w, values in parts) / total) for i in range(len(nodes))]
+    preferences = [tuple(part[i] for part in parts) for i in range(len(nodes))]
+    ranked = sorted(set(preferences))
+    if len(ranked) == 1:
+        return [0] * len(nodes)
+    rank = {p: r for r, p in enumerate(ranked)}
+    top = len(ranked) - 1
+    return [round(MAX_SCORE * rank[p] / top) for p in preferences]
 
 
 def break_tie(seed: str, decision: Decision) -> str | None:

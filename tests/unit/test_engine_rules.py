@@ -6,6 +6,8 @@ import itertools
 from collections.abc import Iterable, Mapping
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from extender.engine import (
     Decision,
@@ -963,3 +965,105 @@ def test_custom_node_key_falls_back_to_node_name(rules, expected):
         placements=[at("n1", "s", 0), at("n2", "s", 2)],
     )
     assert outcomes(d) == expected
+
+
+# -- how preferences are weighed (issue 22) --------------------------------------------------------
+
+AB = [node(f"{z}{i}", z) for z in "ab" for i in (1, 2, 3)]
+AB_NAMES = [n.name for n in AB]
+
+
+@pytest.mark.parametrize(
+    ("policy", "placements", "better", "worse"),
+    [
+        # Redis, 2 zones: the shard's sibling in zone a, the group's other pods in zone b. Balance
+        # prefers a (fewer of the group's pods); the free split prefers b and must win.
+        pytest.param(
+            {**anti(ZONE_KEY, "Preferred"), "caps": [{"topologyKey": HOSTNAME_KEY, "max": 2}]},
+            [at("a1", "s", 0), at("b1", "t", 0), at("b2", "t", 1), at("b3", "u", 0)],
+            {"b1", "b2", "b3"},
+            {"a1", "a2", "a3"},
+            id="free-split-beats-balance",
+        ),
+        pytest.param(
+            {**anti(ZONE_KEY, "Preferred"), "zones": {"weights": {"a": 100, "b": 0}}},
+            [at("a1", "s", 0)],
+            {"b1", "b2", "b3"},
+            {"a1", "a2", "a3"},
+            id="free-split-beats-zone-weights",
+        ),
+        pytest.param(
+            {"spread": [spread(ZONE_KEY, 1, "ScheduleAnyway")], "zones": {"weights": {"a": 100, "b": 0}}},
+            [at("a1", "t", 0), at("a2", "t", 1)],
+            {"b1", "b2", "b3"},
+            {"a1", "a2", "a3"},
+            id="soft-spread-beats-zone-weights",
+        ),
+        pytest.param(
+            {"zones": {"weights": {"a": 100, "b": 0}}, "caps": [{"topologyKey": HOSTNAME_KEY, "max": 3}]},
+            [at("a1", "t", 0), at("a2", "t", 1), at("a3", "t", 2)],
+            {"a1", "a2", "a3"},
+            {"b1", "b2", "b3"},
+            id="zone-weights-beat-balance",
+        ),
+    ],
+)
+def test_preferences_are_weighed_in_order(policy, placements, better, worse):
+    d = run(policy, nodes=AB, placements=placements)
+    s = scores(d)
+    assert set(d.passed()) == set(AB_NAMES)
+    assert min(s[n] for n in better) > max(s[n] for n in worse), s
+
+
+@given(
+    st.lists(st.sampled_from(AB_NAMES), max_size=8),
+    st.lists(st.sampled_from(AB_NAMES), max_size=3),
+    st.dictionaries(st.sampled_from("ab"), st.integers(0, 100), max_size=2),
+)
+def test_a_free_split_is_never_outscored_by_a_lesser_preference(others, siblings, weights):
+    """Invariant: with preferred anti-affinity on the zone, a node in a zone holding fewer of the
+    shard's pods never scores below a node in a zone holding more, whatever the balance, the
+    soft spread and the zone weights say."""
+    policy = {
+        **anti(ZONE_KEY, "Preferred"),
+        "spread": [spread(ZONE_KEY, 1, "ScheduleAnyway")],
+        "zones": {"weights": weights} if weights else None,
+    }
+    placements = [at(n, "t", i) for i, n in enumerate(others)] + [at(n, "s", 10 + i) for i, n in enumerate(siblings)]
+    d = run({k: v for k, v in policy.items() if v is not None}, nodes=AB, placements=placements)
+    s = scores(d)
+    siblings_in = {z: sum(1 for n in siblings if n[0] == z) for z in "ab"}
+    for x in AB_NAMES:
+        for y in AB_NAMES:
+            if (siblings_in[x[0]] > 0) < (siblings_in[y[0]] > 0):  # x's zone free of siblings, y's not
+                assert s[x] >= s[y], (x, y, s)
+
+
+# -- native parity in spreads (issue 22; tests/unit/test_native_spread_conformance.py has upstream's cases)
+
+
+def test_two_hard_spreads_leave_out_nodes_lacking_either_key():
+    """Native: with hard spreads on zone and rack, a node without a rack label counts neither as a
+    zone's domain nor for its pods. Here zone b's only racked node is empty, so zone b counts 0
+    pods (its unracked node's 2 pods do not count), and zone a's node would make skew 2."""
+    nodes = [node("a1", "a", rack="r1"), node("b1", "b", rack="r2"), node("b2", "b")]
+    policy = {"spread": [spread(ZONE_KEY, 1), spread("rack", 2)]}
+    d = run(policy, nodes=nodes, placements=[at("a1", "t", 0), at("b2", "t", 1), at("b2", "t", 2)])
+    assert outcomes(d) == {"a1": "F:spread", "b1": "P", "b2": "U:spread"}
+    one_key = run({"spread": [spread(ZONE_KEY, 1)]}, nodes=nodes, placements=[at("a1"), at("b2"), at("b2")])
+    assert outcomes(one_key)["a1"] == "P"  # with one key every zoned node counts (b holds 2)
+
+
+def test_soft_spread_scores_only_pods_on_nodes_the_pod_could_use():
+    """Native, nodeAffinityPolicy Honor (the default): pods on nodes the pod's nodeSelector
+    excludes do not count. b2 (hdd, excluded) holds 3 pods, a1 holds 1: zone b counts 0, so b1 is
+    the better node (counting every node, zone b would hold 3 and a would look better)."""
+    nodes = [node("a1", "a", disk="ssd"), node("a2", "a", disk="ssd"), node("b1", "b", disk="ssd"), node("b2", "b")]
+    pod = PodRequest("db/x", constraints=NodeConstraints(selector=(("disk", "ssd"),)))
+    placements = [at("a1"), *many("b2", 3)]
+    honor = run({"spread": [spread(ZONE_KEY, 1, "ScheduleAnyway")]}, nodes=nodes, placements=placements, pod=pod)
+    s = scores(honor)
+    assert s["b1"] > max(s["a1"], s["a2"]), s
+    ignore = {"spread": [{**spread(ZONE_KEY, 1, "ScheduleAnyway"), "nodeAffinityPolicy": "Ignore"}]}
+    s = scores(run(ignore, nodes=nodes, placements=placements, pod=pod))
+    assert s["b1"] < min(s["a1"], s["a2"]), s

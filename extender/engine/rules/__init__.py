@@ -17,7 +17,9 @@ RULES: tuple[Rule, ...] = (zones.RULE, ordinal_zones.RULE, caps.RULE, spread.RUL
 # Translation keeps the native fragment's order: constraints from caps and spreads first, then
 # what zones add to them (minDomains), then ordinal zones' own constraint.
 TRANSLATION_ORDER: tuple[Rule, ...] = (caps.RULE, spread.RULE, zones.RULE, ordinal_zones.RULE, anti_affinity.RULE)
-SCORED: tuple[Rule, ...] = (anti_affinity.RULE, zones.RULE)  # the score's parts after balance, in order
+# The preferences, strongest first: a node better on an earlier one always scores at least as
+# high as one better only on later ones (engine/scoring.py; README "How preferences are weighed").
+SCORED: tuple[Rule, ...] = (anti_affinity.RULE, spread.RULE, zones.RULE)
 NARROWING: tuple[Rule, ...] = tuple(r for r in RULES if r.narrow is not None)
 
 

@@ -11,7 +11,6 @@ from ..model import NodeInfo, Outcome
 from .base import DeadEndTerms, Failure, NativeFragment, Rule, missing_label
 
 NAME = "shardAntiAffinity"
-WEIGHT = 3.0  # of the score's parts (see scoring.py)
 
 
 def check(ctx: Context, node: NodeInfo) -> Failure | None:
@@ -34,8 +33,9 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
     return None
 
 
-def score(ctx: Context, nodes: Sequence[NodeInfo]) -> tuple[float, list[float]] | None:
-    """Preferred rules: 1 where no sibling shares a domain, less per rule a sibling shares."""
+def score(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
+    """Preferred rules: 1 where no sibling shares a domain, less per rule a sibling shares. The
+    strongest preference (rules.SCORED): a free split of a shard is never traded for balance."""
     rules = [r for r in ctx.spec.shardAntiAffinity if r.mode is AntiAffinityMode.PREFERRED]
     if not rules or ctx.pod.shard is None:
         return None
@@ -50,7 +50,7 @@ def score(ctx: Context, nodes: Sequence[NodeInfo]) -> tuple[float, list[float]] 
         penalties.append(clash / len(rules))
     if max(penalties) <= 0:
         return None
-    return WEIGHT, [1.0 - p for p in penalties]
+    return [1.0 - p for p in penalties]
 
 
 def dead_end(ctx: Context, terms: DeadEndTerms) -> None:

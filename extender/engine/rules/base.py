@@ -3,7 +3,8 @@
 A rule module (caps.py, spread.py, ...) holds everything its rule means, and exports one `RULE`:
 
 * `check(ctx, node)`: the filter. A Failure with a reason for `kubectl describe pod`, or None.
-* `score(ctx, nodes)`: its part of the 0..10 score, as (weight, 0..1 per node), or None.
+* `score(ctx, nodes)`: its preference, 0..1 per node (1 best), or None when it tells the nodes
+  no apart; rules.SCORED orders the preferences (engine/scoring.py).
 * `dead_end(ctx, terms)`: what it asks of the dead-end analysis (engine/lookahead.py), in that
   analysis's terms: caps, spreads, anti-affinity keys, whether zones matter.
 * `translate(spec, out)`: its closest native constraints, and what retiring to them gives up.
@@ -104,7 +105,7 @@ class NativeFragment:
 
 
 Check = Callable[[Context, NodeInfo], Failure | None]
-Score = Callable[[Context, Sequence[NodeInfo]], tuple[float, list[float]] | None]
+Score = Callable[[Context, Sequence[NodeInfo]], list[float] | None]
 DeadEnd = Callable[[Context, DeadEndTerms], None]
 Translate = Callable[[PlacementPolicySpec, NativeFragment], None]
 Narrow = Callable[[Context, list[CandidateClass]], list[CandidateClass]]

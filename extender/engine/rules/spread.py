@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ...policy import NodeInclusionPolicy, PlacementPolicySpec, WhenUnsatisfiable
 from ..context import Context
 from ..model import NodeInfo, Outcome
@@ -70,12 +72,48 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
 
 
 def soft_keys(spec: PlacementPolicySpec) -> set[str]:
-    """Keys of ScheduleAnyway spreads: the score's balance part weighs them double."""
+    """Keys of ScheduleAnyway spreads (scored by `score`, not by the balance heuristic)."""
     return {
         spec.canonical_key(s.topologyKey)
         for s in spec.spread
         if s.whenUnsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY
     }
+
+
+def score(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
+    """ScheduleAnyway spreads, as native PodTopologySpread scores them: fewer of the group's pods
+    in the node's domains is better, counting only the pods on nodes each spread's
+    nodeAffinityPolicy / nodeTaintsPolicy admit (Honor, the default, leaves out nodes the pod's
+    nodeSelector or required affinity excludes); a node lacking one of their keys scores lowest
+    (native ignores it, which normalizes to 0)."""
+    soft = [(i, ctx.spec.canonical_key(s.topologyKey)) for i, s in enumerate(ctx.spec.spread)]
+    soft = [(i, key) for i, key in soft if ctx.spec.spread[i].whenUnsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY]
+    if not soft:
+        return None
+    loads: list[int | None] = []
+    for node in nodes:
+        load: int | None = 0
+        for index, key in soft:
+            value = ctx.domain(node, key)
+            if value is None:
+                load = None
+                break
+            load += ctx.spread_counts(index).get(value, 0)  # type: ignore[operator]
+        loads.append(load)
+    return scaled_lowest_best(loads)
+
+
+def scaled_lowest_best(loads: Sequence[float | None]) -> list[float] | None:
+    """Loads to 0..1, the lowest 1 and the highest 0; None (no domain) below every load. None
+    when every node is alike."""
+    known = [x for x in loads if x is not None]
+    if not known:
+        return None
+    low, high = min(known), max(known)
+    if high == low and len(known) == len(loads):
+        return None
+    span = (high - low) or 1.0
+    return [-1.0 if x is None else (high - x) / span for x in loads]
 
 
 def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
@@ -105,4 +143,4 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
         out.constraint(spec.canonical_key(s.topologyKey), s.maxSkew, s.whenUnsatisfiable, **refinements)
 
 
-RULE = Rule(NAME, check, dead_end, translate)
+RULE = Rule(NAME, check, dead_end, translate, score=score)

@@ -11,7 +11,6 @@ from .base import DeadEndTerms, Failure, NativeFragment, Rule
 
 NAME = "zones"
 FALLBACK = "fallbackGroups"
-WEIGHT = 2.0  # of the score's parts (see scoring.py)
 
 
 def check(ctx: Context, node: NodeInfo) -> Failure | None:
@@ -58,14 +57,14 @@ def narrow(ctx: Context, passing: list[CandidateClass]) -> list[CandidateClass]:
     return passing
 
 
-def score(ctx: Context, nodes: Sequence[NodeInfo]) -> tuple[float, list[float]] | None:
+def score(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
     """Zone weights (0-100, unlisted zones 0), scaled to 0..1 by the largest."""
     weights = ctx.spec.zones.weights if ctx.spec.zones else None
     if not weights:
         return None
     top = max(weights.values()) or 1
     values = [weights.get(ctx.domain(n, ctx.zone_key) or "", 0) / top for n in nodes]
-    return (WEIGHT, values) if max(values) > min(values) else None
+    return values if max(values) > min(values) else None
 
 
 def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
