@@ -20,6 +20,7 @@ from extender.devcluster.api import Api, ApiError
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE
 from extender.kube_versions import SUPPORTED_MINORS
 from extender.policy import PolicyError, parse_spec
+from extender.state.watcher import RESOURCES
 
 pytestmark = pytest.mark.e2e
 
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.e2e
 SCHEDULER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-scheduler"
 # deploy/overlays/tls: the extender in its own pods, under its own identity
 EXTENDER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-extender"
+AUDITOR = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-auditor"
 POLICIES = f"/apis/placement.extender.dev/v1alpha1/namespaces/{SYSTEM_NAMESPACE}/placementpolicies"
 
 
@@ -262,6 +264,35 @@ def test_extender_may_bind_and_record_events_and_rotations(
     cluster, tls_overlay_identity, user, verb, resource, group, subresource
 ) -> None:
     assert access(cluster, user, verb, resource, group=group, subresource=subresource, namespace="any-namespace")
+
+
+@pytest.fixture(scope="module")
+def auditor_identity(cluster):
+    """The audit CronJob's ServiceAccount and read-only role, created from its file (not the
+    CronJob itself: nothing should run on a schedule in the test cluster)."""
+    for doc in yaml.safe_load_all((REPO / "deploy/optional/audit-cronjob.yaml").read_text()):
+        if doc["kind"] == "ServiceAccount":
+            cluster.admin.create(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/serviceaccounts", doc)
+        elif doc["kind"] == "ClusterRole":
+            cluster.admin.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", doc)
+        elif doc["kind"] == "ClusterRoleBinding":
+            cluster.admin.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", doc)
+    return AUDITOR
+
+
+def _group_resource(path: str) -> tuple[str, str]:
+    """/api/v1/nodes -> ("", "nodes"); /apis/apps/v1/statefulsets -> ("apps", "statefulsets")."""
+    parts = path.strip("/").split("/")
+    return ("", parts[2]) if parts[0] == "api" else (parts[1], parts[3])
+
+
+@pytest.mark.parametrize("path", [r.path for r in RESOURCES], ids=[r.kind for r in RESOURCES])
+def test_auditor_may_list_every_kind_audit_reads(cluster, auditor_identity, path) -> None:
+    """audit lists exactly what the extender caches (state/watcher.RESOURCES): a kind added there
+    without its rule in the auditor's role would make every scheduled audit fail with a 403."""
+    group, resource = _group_resource(path)
+    assert access(cluster, auditor_identity, "list", resource, group=group)
+    assert not access(cluster, auditor_identity, "create", resource, group=group, namespace="any-namespace")
 
 
 @pytest.mark.parametrize("verb,resource,group,subresource", DANGEROUS + IMPERSONATION, ids=lambda v: str(v))
