@@ -234,6 +234,7 @@ class ClusterStore:
         if deleted:
             self.statefulsets.pop(key, None)
             self._sts_by_namespace[sts.namespace].discard(sts.name)
+            self.decided_rotations.pop(key, None)  # a set created again under the name decides anew
         else:
             self.statefulsets[key] = sts
             self._sts_by_namespace[sts.namespace].add(sts.name)

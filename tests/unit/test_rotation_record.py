@@ -161,6 +161,16 @@ def test_deleting_the_record_has_it_decided_again() -> None:
     assert [r.order for r, _ in writer.records] == [("a", "b")]
 
 
+def test_a_decision_never_recorded_goes_with_its_statefulset() -> None:
+    """No record written (the API refused it): the process keeps its decision for the set, but
+    not for a new StatefulSet created under the same name after a delete."""
+    store, writer, _, verbs = make(zones(a=1, b=1), 2)
+    passed(verbs, store, 0)
+    assert store.rotation("db", "r") is not None and store.rotations == {}  # decided, not recorded
+    store.apply("statefulsets", "DELETED", statefulset("r", 2))
+    assert store.rotation("db", "r") is None
+
+
 def test_the_record_in_the_cluster_wins_over_this_process_decision() -> None:
     store, writer, _, verbs = make(zones(a=1, b=1, c=1), 3)
     passed(verbs, store, 0)
