@@ -139,24 +139,29 @@ def _structural(node: Any, defs: dict[str, Any], name: str | None = None) -> Any
     return out
 
 
-def crd() -> dict[str, Any]:
-    """The PlacementPolicy CustomResourceDefinition (deploy/base/crd.yaml is this, generated)."""
-    schema = policy_json_schema()
-    defs = schema.get("$defs", {})
-    spec_schema = _structural(schema, defs, "PlacementPolicySpec")
+def _crd_document(
+    kind: str,
+    plural: str,
+    short_names: list[str],
+    description: str,
+    spec_schema: dict[str, Any],
+    columns: list[dict[str, str]],
+) -> dict[str, Any]:
+    """A namespaced CustomResourceDefinition of one served, stored version whose `spec` is
+    `spec_schema` (structural, made from a pydantic model)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
+        "metadata": {"name": f"{plural}.{API_GROUP}"},
         "spec": {
             "group": API_GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": KIND,
-                "plural": PLURAL,
-                "singular": KIND.lower(),
-                "shortNames": ["pp", "placement"],
-                "listKind": f"{KIND}List",
+                "kind": kind,
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
+                "listKind": f"{kind}List",
             },
             "versions": [
                 {
@@ -166,8 +171,7 @@ def crd() -> dict[str, Any]:
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
-                            "description": "Placement rules for a group of pods scheduled through the "
-                            "placement extender.",
+                            "description": description,
                             "required": ["spec"],
                             "properties": {
                                 "apiVersion": {"type": "string"},
@@ -178,60 +182,42 @@ def crd() -> dict[str, Any]:
                         }
                     },
                     "additionalPrinterColumns": [
-                        {"name": "Group-Size", "type": "integer", "jsonPath": ".spec.group.size"},
+                        *columns,
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                 }
             ],
         },
     }
+
+
+def crd() -> dict[str, Any]:
+    """The PlacementPolicy CustomResourceDefinition (deploy/base/crd.yaml is this, generated)."""
+    schema = policy_json_schema()
+    return _crd_document(
+        KIND,
+        PLURAL,
+        ["pp", "placement"],
+        "Placement rules for a group of pods scheduled through the placement extender.",
+        _structural(schema, schema.get("$defs", {}), "PlacementPolicySpec"),
+        [{"name": "Group-Size", "type": "integer", "jsonPath": ".spec.group.size"}],
+    )
 
 
 def rotation_crd() -> dict[str, Any]:
     """The ZoneRotation CustomResourceDefinition (deploy/base/crd-zonerotation.yaml is this,
     generated from extender/rotation.py)."""
     schema = rotation.ZoneRotationSpec.model_json_schema()
-    spec_schema = _structural(schema, schema.get("$defs", {}), "ZoneRotationSpec")
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{rotation.PLURAL}.{API_GROUP}"},
-        "spec": {
-            "group": API_GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": rotation.KIND,
-                "plural": rotation.PLURAL,
-                "singular": rotation.KIND.lower(),
-                "shortNames": ["zr"],
-                "listKind": f"{rotation.KIND}List",
-            },
-            "versions": [
-                {
-                    "name": API_VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "A StatefulSet's ordinal -> zone rotation under ordinalZones, decided "
-                            "once by the placement extender and kept here. Edit spec.order to let a new zone join; "
-                            "delete to have it decided again from the current state.",
-                            "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                            },
-                        }
-                    },
-                    "additionalPrinterColumns": [
-                        {"name": "StatefulSet", "type": "string", "jsonPath": ".spec.statefulSet"},
-                        {"name": "Order", "type": "string", "jsonPath": ".spec.order"},
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                }
-            ],
-        },
-    }
+    return _crd_document(
+        rotation.KIND,
+        rotation.PLURAL,
+        ["zr"],
+        "A StatefulSet's ordinal -> zone rotation under ordinalZones, decided once by the placement extender "
+        "and kept here. Edit spec.order to let a new zone join; delete to have it decided again from the "
+        "current state.",
+        _structural(schema, schema.get("$defs", {}), "ZoneRotationSpec"),
+        [
+            {"name": "StatefulSet", "type": "string", "jsonPath": ".spec.statefulSet"},
+            {"name": "Order", "type": "string", "jsonPath": ".spec.order"},
+        ],
+    )

@@ -14,11 +14,8 @@ filters and binds it refused before that, and when its first decision came.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
@@ -27,6 +24,7 @@ from extender.devcluster.cluster import zoned_nodes
 from workloads import (
     Sampler,
     capped_violations,
+    cli,
     count_pods,
     create_statefulset,
     node_zones,
@@ -37,7 +35,6 @@ from workloads import (
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 ZONES = ["zone-a", "zone-b", "zone-c"]
 NODES_PER_ZONE = 20
 SETS, REPLICAS = 4, 50
@@ -121,13 +118,7 @@ def _restart_once(cluster, rep: int, scenario) -> str:  # noqa: ANN001
     ]
     first_decision = next((t for t in decisions if synced and t >= synced[0]), None)
     found = capped_violations(placed, zone_of, ZONES)
-    audit = subprocess.run(
-        [sys.executable, "-m", "extender", "audit", "-n", ns, f"--kubeconfig={cluster.kubeconfig}"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    audit = cli(cluster, "audit", "-n", ns)
     tracebacks = sum(1 for ln in lines if "Traceback" in ln)
     scenario.repetitions += 1
     scenario.pods_placed += len(placed)

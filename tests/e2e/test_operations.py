@@ -15,7 +15,7 @@ import requests
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, zoned_nodes
 
-from workloads import create_statefulset, node_zones, ordinal, pods, statefulset, wait_settled
+from workloads import cli, create_statefulset, node_zones, ordinal, pods, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -43,16 +43,6 @@ def ops(cluster):
     create_statefulset(cluster.admin, ns, statefulset("web", 3, labels={"cluster": "c1"}, policy_name="c1"))
     wait_settled(cluster.admin, ns, "app=web", 3)
     return cluster, ns
-
-
-def cli(cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "extender", *args, f"--kubeconfig={cluster.kubeconfig}"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
 
 
 def test_metrics_show_the_scenarios_decisions(ops) -> None:

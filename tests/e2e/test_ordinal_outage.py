@@ -20,10 +20,7 @@ condition, the ZoneRotation object, and `audit`'s exit code.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -32,6 +29,7 @@ from extender.devcluster.cluster import SCHEDULER_NAME, zoned_nodes
 
 from workloads import (
     POLICY_ANNOTATION,
+    cli,
     create_statefulset,
     node_zones,
     ordinal,
@@ -44,19 +42,8 @@ from workloads import (
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 ROTATIONS = "/apis/placement.extender.dev/v1alpha1/namespaces/{ns}/zonerotations"
 RETURN_WITHIN = 60.0
-
-
-def cli(cluster, *args: str) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
-    return subprocess.run(
-        [sys.executable, "-m", "extender", *args, f"--kubeconfig={cluster.kubeconfig}"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
 
 
 def where(api, ns: str, selector: str) -> dict[int, tuple[str, str]]:  # noqa: ANN001

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from typing import Any
 
 from extender.devcluster.api import Api, wait_for
-from extender.devcluster.cluster import SCHEDULER_NAME, STORAGE_CLASS
+from extender.devcluster.cluster import REPO, SCHEDULER_NAME, STORAGE_CLASS
 
 ZONE = "topology.kubernetes.io/zone"
 POLICY_ANNOTATION = "placement.extender.dev/policy"
@@ -288,3 +290,14 @@ def capped_violations(placed: list[dict[str, Any]], zone_of: dict[str, str | Non
         for name, members in sorted(by_set.items())
         for problem in cap_and_spread_violations(members, zone_of, zones, cap=1)
     ]
+
+
+def cli(cluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
+    """`python -m extender ARGS` against the cluster (audit, explain, ...), as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "extender", *args, f"--kubeconfig={cluster.kubeconfig}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+    )
