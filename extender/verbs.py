@@ -396,6 +396,7 @@ class _Inputs:
             and a.group_size == b.group_size
             and a.shard_replicas == b.shard_replicas
             and a.volume_zones == b.volume_zones
+            and a.zone_rotations == b.zone_rotations
         )
 
 

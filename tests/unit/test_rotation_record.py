@@ -218,3 +218,16 @@ def test_the_object_written_round_trips_through_the_parser() -> None:
     record = parse_rotation(obj)
     assert (record.statefulset, record.order, record.adopted) == ("r", ("b", "a"), {3: "c"})
     assert ZoneRotationSpec.model_validate(obj["spec"]).adopted == {"3": "c"}
+
+
+def test_prioritize_does_not_reuse_a_filter_decision_made_before_a_record_arrived() -> None:
+    """filter decided ordinal 1 -> zone b from the derived order; the record in the cluster
+    (another replica's) says zone a before prioritize comes: prioritize decides again and holds
+    nothing on b1."""
+    store, _, _, verbs = make(zones(a=1, b=1, c=1), 3)
+    assert passed(verbs, store, 1) == ["b1"]
+    assert store.reservations.get("uid-db-r-1") is not None
+    recorded(store, "cab")
+    p = pod("r-1", sts="r", policy=ORDINAL)
+    verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, ["b1"])))
+    assert store.reservations.get("uid-db-r-1") is None
