@@ -231,3 +231,13 @@ def test_prioritize_does_not_reuse_a_filter_decision_made_before_a_record_arrive
     p = pod("r-1", sts="r", policy=ORDINAL)
     verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, ["b1"])))
     assert store.reservations.get("uid-db-r-1") is None
+
+
+def test_without_the_crd_each_decision_derives_the_order_and_nothing_is_written() -> None:
+    """README: without the ZoneRotation CRD the extender decides each rotation anew, as crl does."""
+    store, writer, _, verbs = make(zones(a=1, b=1, c=1), 3)
+    store.rotations_enabled = False
+    assert passed(verbs, store, 1) == ["b1"]
+    store.apply("nodes", "ADDED", node("c2", "c"))  # c now has the most nodes: crl's order changes
+    assert passed(verbs, store, 1) == ["a1"]  # order [c, a, b]: ordinal 1 -> a
+    assert writer.records == [] and store.rotation("db", "r") is None
