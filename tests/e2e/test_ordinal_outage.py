@@ -129,6 +129,11 @@ def outage(cluster, scenario, *, label: str, per_zone: int, replicas: int, volum
     assert all(zone_of[now[o][1]] == zones[2] for o in lost_ordinals)
     audit = cli(cluster, "audit", "-n", ns)
     assert audit.returncode == 0, audit.stdout + audit.stderr
+    # README: deleting the StatefulSet deletes its record (owner reference, garbage collector)
+    api.delete(f"/apis/apps/v1/namespaces/{ns}/statefulsets/{label}")
+    wait_for(
+        "the ZoneRotation garbage-collected with its StatefulSet", lambda: not api.list(ROTATIONS.format(ns=ns)), 60
+    )
     scenario.repetitions += 1
     scenario.pods_placed += len(placed)
     named = "volume conflict; explain names the zone" if volumes else "condition names the zone"
@@ -190,6 +195,12 @@ def test_adopting_a_set_with_two_ordinals_in_one_zone_spreads_the_new_ones(clust
     assert order == zones and record["spec"]["adopted"] == {"1": zones[0]}, record["spec"]
     audit = cli(cluster, "audit", "-n", ns)
     assert audit.returncode == 0, audit.stdout + audit.stderr
+    # README: an orphaning delete (to change an immutable field) keeps the pods and the record
+    api.delete(f"/apis/apps/v1/namespaces/{ns}/statefulsets/{label}", propagationPolicy="Orphan")
+    wait_for("the StatefulSet gone", lambda: not api.list(f"/apis/apps/v1/namespaces/{ns}/statefulsets"), 60)
+    time.sleep(3)  # the garbage collector has had its chance to (wrongly) delete the record
+    assert [r["spec"]["order"] for r in api.list(ROTATIONS.format(ns=ns))] == [order]
+    assert where(api, ns, selector) == now
     scenario.repetitions += 1
     scenario.pods_placed += len(placed)
     scenario.note = (
