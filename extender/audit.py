@@ -161,7 +161,7 @@ def _report(
             if m.node in nodes
         },
     )
-    found = violations(spec, members, nodes, snap.group_size, snap.volume_zones)
+    found = violations(spec, members, nodes, snap.group_size, snap.volume_zones, snap.zone_rotations)
     report.violations = [f"{v.rule}: {v.message}" for v in found]
     report.notes = [
         f"{p.key} has no StatefulSet owner; counted in StatefulSet {p.shard}, whose pod template's labels "

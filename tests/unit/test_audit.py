@@ -273,3 +273,22 @@ def test_a_statefulset_split_by_controller_revision_hash_reports_each_revision()
         "StatefulSet crdb (controller-revision-hash=crdb-2)": ["db/crdb-2"],
     }
     assert all(r.violations == [] for r in audit(store))
+
+
+def test_audit_reads_the_zone_rotation_record() -> None:
+    """Issue 22: audit judges ordinal zones by the StatefulSet's ZoneRotation, as filter does.
+    crdb-0..2 sit in zones a, a, b (n0, n1, n2). Without a record they read as placed before
+    adoption (nothing to report); with the record [a, b, c], crdb-1 (zone a, its zone b) and
+    crdb-2 (zone b, its zone c) are out of place, unless the record lists them as adopted."""
+    from extender.rotation import rotation_object
+
+    store = cluster(policy={"ordinalZones": {}})
+    (report,) = audit(store)
+    assert report.violations == []
+    store.apply("rotations", "ADDED", rotation_object("db", "crdb", None, ("a", "b", "c"), {}))
+    (report,) = audit(store)
+    assert sorted(v.split(" ")[1] for v in report.violations) == ["db/crdb-1", "db/crdb-2"], report.violations
+    assert all("recorded in ZoneRotation db/crdb" in v for v in report.violations)
+    store.apply("rotations", "MODIFIED", rotation_object("db", "crdb", None, ("a", "b", "c"), {1: "a", 2: "b"}))
+    (report,) = audit(store)
+    assert report.violations == []
