@@ -193,10 +193,3 @@ class KubeRecordWriter:
                 except Exception as err:  # network faults: try again shortly
                     log.warning("recording the zone rotation of %s/%s failed: %s", record.namespace, record.name, err)
                 time.sleep(min(2**attempt, 10))
-
-
-class DiscardRecords:
-    """No cluster writes of records (tests, and `explain`/`audit`, which never write)."""
-
-    def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
-        return None
