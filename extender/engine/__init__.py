@@ -9,7 +9,7 @@ its modules. The HTTP server, the watch cache and the CLI are thin layers around
 
 from .context import spread_eligibility
 from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, Requirement, Toleration
-from .evaluate import broken_rules, candidate_names, evaluate, shared_domains, zone_of, zone_order
+from .evaluate import broken_rules, candidate_names, evaluate, ordinal_pod_zones, shared_domains, zone_of, zone_order
 from .model import (
     Decision,
     GroupCounts,
@@ -24,7 +24,7 @@ from .model import (
     Verdict,
 )
 from .preemption import zone_left_empty
-from .rules import Failure, Gap, NativeFragment, translate_rules
+from .rules import Exactness, Failure, Gap, ImpliedFragment, Mirror, NativeFragment, imply_rules, translate_rules
 from .scoring import MAX_SCORE, break_tie
 from .topology import Topology
 from .zone_order import ZoneOrder, first_rotation, zone_order_for
@@ -38,9 +38,12 @@ __all__ = [
     "Taint",
     "Toleration",
     "Decision",
+    "Exactness",
     "Failure",
     "Gap",
     "GroupCounts",
+    "ImpliedFragment",
+    "Mirror",
     "NativeFragment",
     "NodeInfo",
     "Outcome",
@@ -56,6 +59,8 @@ __all__ = [
     "broken_rules",
     "candidate_names",
     "evaluate",
+    "imply_rules",
+    "ordinal_pod_zones",
     "shared_domains",
     "spread_eligibility",
     "first_rotation",

@@ -9,7 +9,7 @@ from ..policy import PlacementPolicySpec
 from .context import Context
 from .lookahead import Analysis, Certainty, dead_ends
 from .model import CandidateClass, Decision, NodeInfo, Outcome, PodRequest, Snapshot
-from .rules import NARROWING, Failure, all_failures, first_failure
+from .rules import NARROWING, Failure, all_failures, first_failure, ordinal_zones
 from .scoring import score_classes
 from .zone_order import ZoneOrder
 
@@ -259,3 +259,12 @@ def shared_domains(decision: Decision, names: list[str]) -> dict[str, str]:
         if not wanted.issubset(table.by_node_domain.get(node_domain, ())):
             del shared[ctx.node_key]
     return shared
+
+
+def ordinal_pod_zones(spec: PlacementPolicySpec, pod: PodRequest, snap: Snapshot) -> frozenset[str] | None:
+    """The zones ordinal zones accept for this pod (its ordinal's zone under the set's recorded or
+    derived order, and its volumes' zones): what the scheduling gate narrows its node affinity to.
+    None when the rule accepts no zone for it yet, or does not apply."""
+    if spec.ordinalZones is None:
+        return None
+    return ordinal_zones.zones_for(Context.build(spec, pod, snap))

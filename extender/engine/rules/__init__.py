@@ -11,7 +11,7 @@ from ...policy import PlacementPolicySpec
 from ..context import Context
 from ..model import NodeInfo
 from . import anti_affinity, caps, ordinal_zones, spread, zones
-from .base import DeadEndTerms, Failure, Gap, NativeFragment, Rule
+from .base import DeadEndTerms, Exactness, Failure, Gap, ImpliedFragment, Mirror, NativeFragment, Rule
 
 RULES: tuple[Rule, ...] = (zones.RULE, ordinal_zones.RULE, caps.RULE, spread.RULE, anti_affinity.RULE)
 # Translation keeps the native fragment's order: constraints from caps and spreads first, then
@@ -20,6 +20,8 @@ TRANSLATION_ORDER: tuple[Rule, ...] = (caps.RULE, spread.RULE, zones.RULE, ordin
 # The preferences, strongest first: a node better on an earlier one always scores at least as
 # high as one better only on later ones (engine/scoring.py; README "How preferences are weighed").
 SCORED: tuple[Rule, ...] = (anti_affinity.RULE, spread.RULE, zones.RULE)
+# Implication: spreads first, so a policy's own DoNotSchedule spread on a key takes it before a cap.
+IMPLICATION_ORDER: tuple[Rule, ...] = (spread.RULE, caps.RULE, zones.RULE, ordinal_zones.RULE, anti_affinity.RULE)
 NARROWING: tuple[Rule, ...] = tuple(r for r in RULES if r.narrow is not None)
 
 
@@ -44,6 +46,12 @@ def dead_end_terms(ctx: Context) -> DeadEndTerms:
     return terms
 
 
+def imply_rules(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
+    """Each rule's implied native constraints (never stricter than the rule), added to `out`."""
+    for rule in IMPLICATION_ORDER:
+        rule.imply(spec, out)
+
+
 def translate_rules(spec: PlacementPolicySpec, out: NativeFragment) -> None:
     """Each rule's closest native constraints, added to `out` in the fragment's order."""
     for rule in TRANSLATION_ORDER:
@@ -56,12 +64,16 @@ __all__ = [
     "SCORED",
     "TRANSLATION_ORDER",
     "DeadEndTerms",
+    "Exactness",
     "Failure",
     "Gap",
+    "ImpliedFragment",
+    "Mirror",
     "NativeFragment",
     "Rule",
     "all_failures",
     "dead_end_terms",
     "first_failure",
+    "imply_rules",
     "translate_rules",
 ]

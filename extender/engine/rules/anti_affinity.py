@@ -8,7 +8,7 @@ from typing import Any
 from ...policy import AntiAffinityMode, PlacementPolicySpec
 from ..context import Context
 from ..model import NodeInfo, Outcome
-from .base import DeadEndTerms, Failure, NativeFragment, Rule, missing_label
+from .base import DeadEndTerms, Exactness, Failure, ImpliedFragment, NativeFragment, Rule, missing_label
 
 NAME = "shardAntiAffinity"
 
@@ -80,4 +80,20 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
         )
 
 
-RULE = Rule(NAME, check, dead_end, translate, score=score)
+def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
+    """Required: pod anti-affinity on the key over the pod's StatefulSet within the group (the
+    StatefulSet's selector, which its controller keeps to its own pods, and the group's), which
+    refuses a node iff its domain holds a sibling: the check. Preferred is a preference: not
+    mirrored."""
+    for rule in spec.shardAntiAffinity:
+        if rule.mode is not AntiAffinityMode.REQUIRED:
+            continue
+        key = spec.canonical_key(rule.topologyKey)
+        if out.shard_selector is None:
+            out.mirror(NAME, Exactness.NONE, f"on {key}: needs the StatefulSet's selector, which only adopt knows")
+            continue
+        out.anti(out.shard_selector, key)
+        out.mirror(NAME, Exactness.EXACT, f"required pod anti-affinity on {key} over the pod's StatefulSet")
+
+
+RULE = Rule(NAME, check, dead_end, translate, imply, score=score)

@@ -10,6 +10,9 @@ A rule module (caps.py, spread.py, ...) holds everything its rule means, and exp
 * `translate(spec, out)`: its closest native constraints, and what retiring to them gives up.
 * `narrow(ctx, passing)`: a last word on the classes of nodes that passed (fallback zone
   groups): refuses some (CandidateClass.refuse) and returns the rest.
+* `imply(spec, out)`: the native constraints the rule implies, never stricter than the rule, so
+  that autoscalers (which simulate the in-tree plugins only) see what the extender needs, and
+  whether they say it exactly, as a relaxation, or not at all (extender/implied.py).
 
 The engine iterates over `rules.RULES`; no other module knows a rule's semantics.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, NamedTuple
 
 from ...policy import PlacementPolicySpec, WhenUnsatisfiable
@@ -104,11 +108,76 @@ class NativeFragment:
         self.gaps.append(Gap(rule, limitation, cost))
 
 
+class Exactness(StrEnum):
+    """How a rule's implied native constraint compares with the rule, node by node."""
+
+    EXACT = "exact"  # refuses exactly the nodes the rule refuses
+    RELAXED = "relaxed"  # refuses only nodes the rule refuses, but not all of them
+    NONE = "none"  # no native constraint says it (an autoscaler cannot see the rule)
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """One rule's native mirror, as `kubectl placement adopt` and the README report it."""
+
+    rule: str
+    exactness: Exactness
+    native: str  # what it becomes, or why nothing
+
+
+# A minDomains no cluster reaches: the spread's global minimum then counts as 0, so maxSkew k
+# bounds a domain's count itself (count + 1 - 0 <= k), which is a cap (int32, the API's type).
+UNREACHABLE_MIN_DOMAINS = 2**31 - 1
+
+
+@dataclass
+class ImpliedFragment:
+    """The native constraints a policy implies, built rule by rule (extender/implied.py).
+
+    Only hard constraints (a preference changes native scores, which would change placements) and
+    only ones that refuse no node the rule accepts: the extender sees only the nodes the in-tree
+    filters passed, so adding them changes none of its decisions.
+    """
+
+    spec: PlacementPolicySpec
+    selector: dict[str, Any]  # the group's pods, as the extender counts them
+    shard_selector: dict[str, Any] | None  # the pod's StatefulSet's pods within the group, when known
+    spreads: dict[str, dict[str, Any]] = field(default_factory=dict)  # topologyKey -> DoNotSchedule constraint
+    node_requirements: list[dict[str, Any]] = field(default_factory=list)  # ANDed into every nodeSelectorTerm
+    pod_anti: list[dict[str, Any]] = field(default_factory=list)  # required pod anti-affinity terms
+    per_pod_zone: bool = False  # ordinal zones: each pod's zone, set on the pod while it is gated
+    mirrors: list[Mirror] = field(default_factory=list)
+
+    def spread(self, key: str, skew: int, **refinements: Any) -> dict[str, Any]:
+        constraint = {
+            "maxSkew": skew,
+            "topologyKey": key,
+            "whenUnsatisfiable": str(WhenUnsatisfiable.DO_NOT_SCHEDULE),
+            "labelSelector": self.selector,
+            **refinements,
+        }
+        if self.spec.group.matchLabelKeys:
+            constraint["matchLabelKeys"] = list(self.spec.group.matchLabelKeys)
+        self.spreads[key] = constraint
+        return constraint
+
+    def anti(self, selector: dict[str, Any], key: str) -> None:
+        term: dict[str, Any] = {"labelSelector": selector, "topologyKey": key}
+        if self.spec.group.matchLabelKeys:
+            term["matchLabelKeys"] = list(self.spec.group.matchLabelKeys)
+        if term not in self.pod_anti:
+            self.pod_anti.append(term)
+
+    def mirror(self, rule: str, exactness: Exactness, native: str) -> None:
+        self.mirrors.append(Mirror(rule, exactness, native))
+
+
 Check = Callable[[Context, NodeInfo], Failure | None]
 Score = Callable[[Context, Sequence[NodeInfo]], list[float] | None]
 DeadEnd = Callable[[Context, DeadEndTerms], None]
 Translate = Callable[[PlacementPolicySpec, NativeFragment], None]
 Narrow = Callable[[Context, list[CandidateClass]], list[CandidateClass]]
+Imply = Callable[[PlacementPolicySpec, ImpliedFragment], None]
 
 
 @dataclass(frozen=True)
@@ -117,5 +186,6 @@ class Rule:
     check: Check
     dead_end: DeadEnd
     translate: Translate
+    imply: Imply
     score: Score | None = None
     narrow: Narrow | None = None

@@ -9,7 +9,16 @@ from __future__ import annotations
 from ...policy import PlacementPolicySpec
 from ..context import Context
 from ..model import NodeInfo, Outcome
-from .base import DeadEndTerms, Failure, NativeFragment, Rule, missing_label
+from .base import (
+    UNREACHABLE_MIN_DOMAINS,
+    DeadEndTerms,
+    Exactness,
+    Failure,
+    ImpliedFragment,
+    NativeFragment,
+    Rule,
+    missing_label,
+)
 
 NAME = "caps"
 
@@ -82,4 +91,52 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
         )
 
 
-RULE = Rule(NAME, check, dead_end, translate)
+def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
+    """Exact mirrors of a cap with a fixed limit L on key K (the check's `have + 1 <= L`):
+
+    * L = 1: required pod anti-affinity on K over the group. A node is refused iff its K domain
+      holds a pod of the group: have + 1 <= 1.
+    * L >= 2: a DoNotSchedule spread on K with maxSkew L and a minDomains no cluster reaches.
+      Native skew = matching pods in K(node) + 1 (the pod is in the group) - global minimum, and
+      with fewer eligible domains than minDomains the global minimum is 0 (PodTopologySpread,
+      KEP-3022), so the spread refuses iff have + 1 > L: the cap. nodeAffinityPolicy Ignore counts
+      every node's pods, as the cap does. Native skips terminating pods, the cap counts them: the
+      spread is then only looser, never stricter.
+
+    A fraction of a group size that changes has no fixed native form (the limit moves with the
+    size, and a stale one would be stricter than the rule): mirrored only with group.size set.
+    """
+    for cap in spec.caps:
+        key = spec.canonical_key(cap.topologyKey)
+        limit = cap.limit(spec.group.size)
+        text = cap.describe(spec.group.size)
+        if limit is None:
+            out.mirror(
+                NAME,
+                Exactness.NONE,
+                f"'{cap.describe(None)}' depends on the group size, which changes: no fixed native form "
+                "(set group.size to get one)",
+            )
+        elif limit <= 0:
+            out.mirror(NAME, Exactness.NONE, f"'{text}' allows no pod: no native constraint refuses every node")
+        elif limit == 1:
+            out.anti(out.selector, key)
+            out.mirror(NAME, Exactness.EXACT, f"'{text}': required pod anti-affinity on {key} over the group")
+        elif key in out.spreads:
+            out.mirror(
+                NAME,
+                Exactness.NONE,
+                f"'{text}': a pod carries one DoNotSchedule spread per key, and the policy's own spread on {key} "
+                "takes it",
+            )
+        else:
+            out.spread(key, limit, minDomains=UNREACHABLE_MIN_DOMAINS, nodeAffinityPolicy="Ignore")
+            out.mirror(
+                NAME,
+                Exactness.EXACT,
+                f"'{text}': DoNotSchedule spread on {key}, maxSkew {limit}, minDomains {UNREACHABLE_MIN_DOMAINS} "
+                "(the global minimum is then 0, so maxSkew bounds the count itself)",
+            )
+
+
+RULE = Rule(NAME, check, dead_end, translate, imply)

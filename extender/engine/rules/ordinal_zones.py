@@ -7,10 +7,10 @@ ZoneRotation record); the dead-end analysis gives each pod still to come its ord
 
 from __future__ import annotations
 
-from ...policy import PlacementPolicySpec
+from ...policy import NodeInclusionPolicy, PlacementPolicySpec, WhenUnsatisfiable
 from ..context import Context
 from ..model import NodeInfo, Outcome
-from .base import DeadEndTerms, Failure, NativeFragment, Rule
+from .base import DeadEndTerms, Exactness, Failure, ImpliedFragment, NativeFragment, Rule
 
 NAME = "ordinalZones"
 
@@ -63,6 +63,17 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
     )
 
 
+def zones_for(ctx: Context) -> frozenset[str] | None:
+    """The zones the check accepts for the context's pod (its ordinal's zone and its volumes'), or
+    None when it accepts none yet (no zone order: no schedulable zone was ever seen) or the pod is
+    not one the rule places (no StatefulSet or ordinal: the check refuses it everywhere)."""
+    if ctx.spec.ordinalZones is None or ctx.pod.shard is None or ctx.pod.ordinal is None:
+        return None
+    if ctx.ideal_zone is None:
+        return None
+    return frozenset({ctx.ideal_zone, *ctx.pod.volume_zones})
+
+
 def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
     """Each pod still to come may use only its ordinal's zone (and its volume's)."""
     if ctx.spec.ordinalZones is not None:
@@ -82,4 +93,36 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
     )
 
 
-RULE = Rule(NAME, check, dead_end, translate)
+def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
+    """Per pod, not per template: `zone In [its ordinal's zone, its volumes' zones]`, which is the
+    check itself. A template cannot carry it, so the template carries a scheduling gate and the
+    extender narrows each gated pod's node affinity before lifting it (extender/gate.py)."""
+    if spec.ordinalZones is None:
+        return
+    honoring = [
+        s.topologyKey
+        for s in spec.spread
+        if s.whenUnsatisfiable == WhenUnsatisfiable.DO_NOT_SCHEDULE
+        and s.nodeAffinityPolicy is NodeInclusionPolicy.HONOR
+    ]
+    if honoring:
+        # A spread that honors the pod's node affinity would count only the narrowed zone's
+        # nodes natively, while the rule counts the template's: stricter on some nodes.
+        out.mirror(
+            NAME,
+            Exactness.NONE,
+            f"not mirrored: narrowing each pod to its zone would change what the DoNotSchedule spread on "
+            f"{', '.join(honoring)} counts natively (nodeAffinityPolicy Honor); set it to Ignore to get the mirror",
+        )
+        return
+    out.per_pod_zone = True
+    out.mirror(
+        NAME,
+        Exactness.EXACT,
+        f"per pod: required node affinity {spec.topology.zone} In [its ordinal's zone, its volumes' zones], "
+        "set by the extender while the pod is held by the scheduling gate (once the set has a zone order: "
+        "before any zone has a node, the gate is lifted without it)",
+    )
+
+
+RULE = Rule(NAME, check, dead_end, translate, imply)

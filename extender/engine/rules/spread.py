@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...policy import NodeInclusionPolicy, PlacementPolicySpec, WhenUnsatisfiable
+from ...policy import NodeInclusionPolicy, PlacementPolicySpec, Spread, WhenUnsatisfiable
 from ..context import Context
 from ..model import NodeInfo, Outcome
-from .base import DeadEndTerms, Failure, NativeFragment, Rule, SpreadTerm, missing_label
+from .base import DeadEndTerms, Exactness, Failure, ImpliedFragment, NativeFragment, Rule, SpreadTerm, missing_label
 
 NAME = "spread"
 
@@ -125,22 +125,45 @@ def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
         terms.spreads.append(SpreadTerm(key, s.maxSkew, index, missing))
 
 
+def _refinements(s: Spread) -> dict[str, object]:
+    """minDomains and the node inclusion policies, written when given or when they differ from the
+    native defaults (which are ours)."""
+    refinements: dict[str, object] = {}
+    if s.minDomains is not None:
+        refinements["minDomains"] = s.minDomains
+    for name, native_default in (
+        ("nodeAffinityPolicy", NodeInclusionPolicy.HONOR),
+        ("nodeTaintsPolicy", NodeInclusionPolicy.IGNORE),
+    ):
+        value = getattr(s, name)
+        if name in s.model_fields_set or value is not native_default:
+            refinements[name] = str(value)
+    return refinements
+
+
+def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
+    """A DoNotSchedule spread is its native self: the engine applies native's skew formula to the
+    same pods and domains (tests/unit/test_native_spread_conformance.py). Where the engine departs,
+    it is the stricter one (it counts terminating pods; a node without a hostname label is its own
+    domain), so the native constraint never refuses a node the rule accepts on nodes that carry
+    the hostname label, as every kubelet sets it. ScheduleAnyway is a preference: not mirrored."""
+    for s in spec.spread:
+        key = spec.canonical_key(s.topologyKey)
+        if s.whenUnsatisfiable != WhenUnsatisfiable.DO_NOT_SCHEDULE:
+            continue
+        current = out.spreads.get(key)
+        if current is not None and current["maxSkew"] <= s.maxSkew:
+            continue  # two spreads on one key: native takes one per key, the tighter is the policy's own
+        out.spread(key, s.maxSkew, **_refinements(s))
+        out.mirror(NAME, Exactness.EXACT, f"DoNotSchedule spread on {key}, maxSkew {s.maxSkew}: the same constraint")
+
+
 def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
     """One to one: a spread is a native topology spread constraint, with its minDomains and node
     inclusion policies (written when given or when they differ from the native defaults, which
     are ours) and the group's matchLabelKeys (NativeFragment.constraint)."""
     for s in spec.spread:
-        refinements: dict[str, object] = {}
-        if s.minDomains is not None:
-            refinements["minDomains"] = s.minDomains
-        for name, native_default in (
-            ("nodeAffinityPolicy", NodeInclusionPolicy.HONOR),
-            ("nodeTaintsPolicy", NodeInclusionPolicy.IGNORE),
-        ):
-            value = getattr(s, name)
-            if name in s.model_fields_set or value is not native_default:
-                refinements[name] = str(value)
-        out.constraint(spec.canonical_key(s.topologyKey), s.maxSkew, s.whenUnsatisfiable, **refinements)
+        out.constraint(spec.canonical_key(s.topologyKey), s.maxSkew, s.whenUnsatisfiable, **_refinements(s))
 
 
-RULE = Rule(NAME, check, dead_end, translate, score=score)
+RULE = Rule(NAME, check, dead_end, translate, imply, score=score)

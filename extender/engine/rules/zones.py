@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from ...policy import PlacementPolicySpec
 from ..context import Context
 from ..model import CandidateClass, NodeInfo, Outcome
-from .base import DeadEndTerms, Failure, NativeFragment, Rule
+from .base import DeadEndTerms, Exactness, Failure, ImpliedFragment, NativeFragment, Rule
 
 NAME = "zones"
 FALLBACK = "fallbackGroups"
@@ -107,4 +107,25 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
             )
 
 
-RULE = Rule(NAME, check, dead_end, translate, score=score, narrow=narrow)
+def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
+    """Permitted zones: required node affinity `zone In permitted`, which refuses exactly what the
+    check refuses (a node outside them, or without the zone label; the engine's fallback to the
+    legacy zone label aside, which no kubelet since 1.17 needs). Fallback groups are a relaxation:
+    the union is mirrored, their order is not (native affinity cannot say "the next group only
+    when the first is full"). Weights are preferences: not mirrored."""
+    permitted = spec.zones.permitted() if spec.zones else None
+    if permitted is None:
+        return
+    zone = spec.topology.zone
+    out.node_requirements.append({"key": zone, "operator": "In", "values": sorted(permitted)})
+    if spec.zones is not None and spec.zones.fallbackGroups:
+        out.mirror(
+            FALLBACK,
+            Exactness.RELAXED,
+            f"required node affinity {zone} In [{', '.join(sorted(permitted))}]: the groups' union, not their order",
+        )
+    else:
+        out.mirror(NAME, Exactness.EXACT, f"required node affinity {zone} In [{', '.join(sorted(permitted))}]")
+
+
+RULE = Rule(NAME, check, dead_end, translate, imply, score=score, narrow=narrow)
