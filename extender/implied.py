@@ -28,16 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Exactness, ImpliedFragment, Mirror, imply_rules
-from .policy import API_GROUP, PlacementPolicySpec
+from .policy import IMPLIED_ANNOTATION, NARROWED_ZONES_ANNOTATION, PlacementPolicySpec
+from .policy import ORDINAL_ZONE_GATE as GATE
 
-# The scheduling gate an adopted template carries when the policy places pods by ordinal zone.
-GATE = f"{API_GROUP}/ordinal-zone"
-# On a template: the constraints adopt added (JSON), so retire removes those and nothing else.
-IMPLIED_ANNOTATION = f"{API_GROUP}/implied"
-# On a pod: the zone requirement the extender ANDed into its node affinity when it lifted the gate
-# (JSON {"key", "values"}). The engine reads the pod's constraints without it: it is the rule's
-# own answer shown to autoscalers, not a constraint of the workload's (state/objects.py).
-NARROWED_ANNOTATION = f"{API_GROUP}/narrowed-zones"
+__all__ = ["GATE", "IMPLIED_ANNOTATION", "NARROWED_ZONES_ANNOTATION", "Exactness"]
 
 _SPREAD_DEFAULTS = {"nodeAffinityPolicy": "Honor", "nodeTaintsPolicy": "Ignore"}
 

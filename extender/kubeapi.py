@@ -81,14 +81,19 @@ class KubeHttp:
         query: list[tuple[str, str]] | None = None,
         timeout: float | tuple[float, float] = 30,
         stream: bool = False,
+        content_type: str | None = None,
     ) -> Any:
-        """One call; `stream=True` returns the open requests.Response (for watches)."""
+        """One call; `stream=True` returns the open requests.Response (for watches);
+        `content_type` for PATCH (application/json-patch+json, ...)."""
+        headers = self._headers()
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         response = self.session.request(
             method,
             self.cfg.host.rstrip("/") + path,
             params=query,
             json=body,
-            headers=self._headers(),
+            headers=headers,
             timeout=timeout,
             stream=stream,
         )

@@ -36,6 +36,14 @@ PLURAL = "placementpolicies"
 # Pod (template) annotations through which a workload opts in.
 INLINE_POLICY_ANNOTATION = f"{API_GROUP}/policy"
 POLICY_REF_ANNOTATION = f"{API_GROUP}/policy-name"
+# The scheduling gate an adopted template carries when its policy places pods by ordinal zone: the
+# extender narrows each gated pod's node affinity to its ordinal's zone, then lifts it (gate.py).
+ORDINAL_ZONE_GATE = f"{API_GROUP}/ordinal-zone"
+# On a pod: the zone requirement the extender ANDed into its node affinity when it lifted the
+# gate (JSON {"key", "values"}); the engine reads the pod's constraints without it.
+NARROWED_ZONES_ANNOTATION = f"{API_GROUP}/narrowed-zones"
+# On a template: the constraints `adopt` added (JSON), so `retire` removes those and nothing else.
+IMPLIED_ANNOTATION = f"{API_GROUP}/implied"
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 LEGACY_ZONE_KEY = "failure-domain.beta.kubernetes.io/zone"

@@ -19,13 +19,16 @@ from .engine import (
     NodeInfo,
     PodRequest,
     Snapshot,
+    ZoneOrder,
     break_tie,
     candidate_names,
     evaluate,
+    ordinal_pod_zones,
     shared_domains,
     zone_left_empty,
     zone_order,
 )
+from .implied import implied
 from .limits import DEFAULT_DECISION_DEADLINE
 from .metrics import Metrics
 from .policy import PlacementPolicySpec, PolicyError
@@ -63,6 +66,16 @@ class EventSink(Protocol):
 class RecordWriter(Protocol):
     def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
         """Create the StatefulSet's ZoneRotation object (asynchronously; an existing one wins)."""
+
+
+@dataclass(frozen=True)
+class GateAnswer:
+    """For a pod held by the ordinal-zone gate: the node requirement to AND into its affinity
+    before lifting the gate (None: lift it as it is), and why, for the log."""
+
+    pod: PodRecord
+    requirement: dict[str, object] | None
+    why: str
 
 
 class BadRequest(ValueError):
@@ -103,7 +116,7 @@ class Verbs:
                 self.store.reservations.hold(pod, decision.passed(), lambda names: shared_domains(decision, names))
                 self._last = (pod.uid, inputs, decision)
                 if spec is not None and spec.ordinalZones is not None:
-                    self._record_rotation(pod, decision)
+                    self._record_rotation(pod, zone_order(decision))
         passed = decision.passed()
         failed, unresolvable = decision.failures()
         for klass in decision.classes:
@@ -115,11 +128,10 @@ class Verbs:
             self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
         return _filter_result(args, passed, failed, unresolvable)
 
-    def _record_rotation(self, pod: PodRecord, decision: Decision) -> None:
+    def _record_rotation(self, pod: PodRecord, order: ZoneOrder | None) -> None:
         """The first decision for a StatefulSet under ordinal zones decides its rotation: kept
         in the store at once (the next decision reads it) and recorded in the cluster, so no
         restart, zone outage or adoption decides it again (extender/rotation.py)."""
-        order = zone_order(decision)
         if order is None or not order.derived or not order.order or pod.shard is None:
             return
         sts = self.store.statefulsets.get((pod.namespace, pod.shard))
@@ -130,6 +142,42 @@ class Verbs:
             log.info("decided the zone rotation of StatefulSet %s/%s: %s", pod.namespace, sts.name, order.how)
             if self.records is not None:
                 self.records.zone_rotation(record, sts.uid)
+
+    # ---------------------------------------------------------------- the ordinal-zone gate
+    def gate_answer(self, uid: str) -> GateAnswer | None:
+        """What to do with a pod held by the ordinal-zone gate (extender/gate.py): AND its
+        ordinal's zone (and its volumes') into its node affinity and lift the gate, or lift it as
+        it is when there is nothing to narrow; None: not now (cache unsynced, or pod gone).
+
+        The zones come from the same zone order the filter uses, recorded here when this is the
+        set's first decision, so the narrowing and every later filter agree. Lifting never lets
+        a pod past a rule: the filter still judges every node."""
+        with self.store.lock.held("gate"):
+            if self.store.not_synced() is not None:
+                return None
+            pod = self.store.pods.get(uid)
+            if pod is None or not pod.gated:
+                return None
+            try:
+                spec = self.store.resolve_policy(pod)
+            except PolicyError as err:
+                return GateAnswer(pod, None, f"its policy is invalid, which the filter reports: {err}")
+            if spec is None or spec.ordinalZones is None:
+                return GateAnswer(pod, None, "its policy does not place pods by ordinal zone")
+            sts = self.store.statefulsets.get((pod.namespace, pod.shard)) if pod.shard else None
+            try:
+                mirrored = implied(spec, group_labels=(sts.selector_labels if sts else None) or pod.labels).gate
+            except ValueError:
+                mirrored = False
+            if not mirrored:
+                return GateAnswer(pod, None, "its policy's ordinal zones have no exact native mirror (README)")
+            request, snap = self.store.decision_inputs(pod, spec)
+            zones, order = ordinal_pod_zones(spec, request, snap)
+            if zones is None:
+                return GateAnswer(pod, None, "no zone order yet (no zone has a schedulable node): the filter judges")
+            self._record_rotation(pod, order)
+            requirement = {"key": spec.topology.zone, "operator": "In", "values": sorted(zones)}
+            return GateAnswer(pod, requirement, f"ordinal {pod.ordinal} belongs in {', '.join(sorted(zones))}")
 
     def _not_synced(self, pod: PodRecord, why: str) -> ExtenderFilterResult:
         """No decision from a partial cache: the filter answers an Error, which kube-scheduler

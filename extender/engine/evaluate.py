@@ -261,10 +261,14 @@ def shared_domains(decision: Decision, names: list[str]) -> dict[str, str]:
     return shared
 
 
-def ordinal_pod_zones(spec: PlacementPolicySpec, pod: PodRequest, snap: Snapshot) -> frozenset[str] | None:
+def ordinal_pod_zones(
+    spec: PlacementPolicySpec, pod: PodRequest, snap: Snapshot
+) -> tuple[frozenset[str] | None, ZoneOrder | None]:
     """The zones ordinal zones accept for this pod (its ordinal's zone under the set's recorded or
-    derived order, and its volumes' zones): what the scheduling gate narrows its node affinity to.
-    None when the rule accepts no zone for it yet, or does not apply."""
+    derived order, and its volumes' zones), what the scheduling gate narrows its node affinity
+    to, with the order they come from; None when the rule accepts no zone for it yet, or does
+    not apply."""
     if spec.ordinalZones is None:
-        return None
-    return ordinal_zones.zones_for(Context.build(spec, pod, snap))
+        return None, None
+    ctx = Context.build(spec, pod, snap)
+    return ordinal_zones.zones_for(ctx), ctx.zone_order

@@ -7,6 +7,10 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
 - zonerotations create: a StatefulSet's ordinal -> zone rotation, decided once and kept in the
   cluster, so no restart, zone outage or adoption re-derives it (issue 22; extender/rotation.py).
   Create only: the extender never updates or deletes a record; the operator edits or deletes it.
+- pods get, patch: a pod held by the ordinal-zone scheduling gate gets its ordinal's zone ANDed
+  into its node affinity and the gate removed, in one JSON patch guarded by its resourceVersion,
+  so autoscalers see the zone it needs (extender/gate.py, issue 23). Only pods carrying the gate
+  are read or patched; the patch only narrows, and the filter still judges every node.
 
 The verbs see these through the `Binder` and `EventSink` protocols (extender/verbs.py), so the
 verbs are tested with plain fakes and served with these; they sit with the server, above the
@@ -22,12 +26,13 @@ import time
 from collections import OrderedDict
 from datetime import UTC, datetime
 
+from ..gate import carries_gate, lift_patch
 from ..kubeapi import KubeApiError, KubeHttp
 from ..policy import API_GROUP, API_VERSION
 from ..rotation import PLURAL as ROTATION_PLURAL
 from ..rotation import rotation_object
 from ..state.objects import PodRecord, RotationRecord
-from ..verbs import BindError
+from ..verbs import BindError, GateAnswer
 
 log = logging.getLogger(__name__)
 
@@ -193,3 +198,35 @@ class KubeRecordWriter:
                 except Exception as err:  # network faults: try again shortly
                     log.warning("recording the zone rotation of %s/%s failed: %s", record.namespace, record.name, err)
                 time.sleep(min(2**attempt, 10))
+
+
+class KubeGateWriter:
+    """Narrows a gated pod's node affinity and lifts the ordinal-zone gate (extender/gate.py)."""
+
+    def __init__(self, api: KubeHttp, timeout: float = 10.0) -> None:
+        self.api = api
+        self.timeout = timeout
+        self.lifted = 0
+
+    def lift(self, answer: GateAnswer) -> None:
+        """One GET and one guarded PATCH. A pod that changed in between (the patch's test fails:
+        409/422) or lost the gate is left to the next pass; other errors raise KubeApiError."""
+        pod = answer.pod
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        obj = self.api.call("GET", path, timeout=self.timeout)
+        if not isinstance(obj, dict) or (obj.get("metadata") or {}).get("uid") != pod.uid or not carries_gate(obj):
+            return
+        try:
+            self.api.call(
+                "PATCH",
+                path,
+                body=lift_patch(obj, answer.requirement),
+                timeout=self.timeout,
+                content_type="application/json-patch+json",
+            )
+        except KubeApiError as err:
+            if err.status == 409 or (err.status == 422 and "test" in str(err).lower()):
+                return  # it changed since the GET (the patch's resourceVersion test): the next pass reads it again
+            raise
+        self.lifted += 1
+        log.info("lifted the ordinal-zone gate of %s: %s", pod.key, answer.why)

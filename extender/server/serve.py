@@ -75,7 +75,8 @@ def build(options: ServeOptions):
     from ..kube_versions import log_api_server_version
     from ..kubeapi import connect
     from ..state.watcher import Watcher
-    from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeRecordWriter
+    from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeGateWriter, KubeRecordWriter
+    from .gates import GateLifter
 
     tune_collector()
     api = connect(options.kubeconfig)
@@ -88,6 +89,7 @@ def build(options: ServeOptions):
     store_gauges(verbs.metrics, store, time.time)
     watcher = Watcher(api, store, watch_timeout=options.watch_timeout)
     watcher.start()
+    GateLifter(verbs, KubeGateWriter(api)).start()
     app = create_app(verbs, max_body=options.max_body)
     app.extensions["watcher"] = watcher
     return app

@@ -6,12 +6,20 @@ same parser reads a pod from the watch and from a filter request.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import NO_CONSTRAINTS, NodeConstraints, NodeInfo, Requirement, Taint, Toleration
-from ..policy import INLINE_POLICY_ANNOTATION, LEGACY_ZONE_KEY, POLICY_REF_ANNOTATION, ZONE_KEY
+from ..policy import (
+    INLINE_POLICY_ANNOTATION,
+    LEGACY_ZONE_KEY,
+    NARROWED_ZONES_ANNOTATION,
+    ORDINAL_ZONE_GATE,
+    POLICY_REF_ANNOTATION,
+    ZONE_KEY,
+)
 from ..rotation import parse_rotation_spec
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -82,6 +90,10 @@ class PodRecord:
     unschedulable: str | None = None  # the PodScheduled=False message, while Pending
     # nodeSelector, required node affinity, tolerations: the nodes it could use at all (engine/eligibility.py)
     constraints: NodeConstraints = NO_CONSTRAINTS
+    gated: bool = False  # held by the ordinal-zone scheduling gate (extender/gate.py)
+    # Its DoNotSchedule spreads and required pod anti-affinity, as written (None: it has none):
+    # compared with what its policy implies (extender/implied.py disagreements).
+    hard_native: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -129,7 +141,11 @@ def parse_pod(obj: Any) -> PodRecord:
         claims=claims,
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
-        constraints=parse_node_constraints(spec),
+        constraints=parse_node_constraints(spec, _narrowed(annotations.get(NARROWED_ZONES_ANNOTATION))),
+        gated=any(
+            isinstance(g, dict) and g.get("name") == ORDINAL_ZONE_GATE for g in _items(spec.get("schedulingGates"))
+        ),
+        hard_native=_hard_native(spec),
         nominated_node=status.get("nominatedNodeName") if isinstance(status.get("nominatedNodeName"), str) else None,
         unschedulable=next(
             (
@@ -161,9 +177,42 @@ def _requirements(value: Any, field: bool) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
-def parse_node_constraints(spec: dict[str, Any]) -> NodeConstraints:
+def _narrowed(text: str | None) -> Requirement | None:
+    """The zone requirement the extender added when it lifted the pod's gate (NARROWED_ZONES_ANNOTATION)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+        return Requirement(str(value["key"]), "In", tuple(str(v) for v in value["values"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _hard_native(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod's DoNotSchedule spreads and required pod anti-affinity terms, if any."""
+    spreads = [
+        c
+        for c in _items(spec.get("topologySpreadConstraints"))
+        if isinstance(c, dict) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+    ]
+    anti = _items(
+        _dict(_dict(spec.get("affinity")).get("podAntiAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    if not spreads and not anti:
+        return None
+    out: dict[str, Any] = {}
+    if spreads:
+        out["topologySpreadConstraints"] = spreads
+    if anti:
+        out["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": list(anti)}}
+    return out
+
+
+def parse_node_constraints(spec: dict[str, Any], narrowed: Requirement | None = None) -> NodeConstraints:
     """The pod's nodeSelector, required node affinity terms and tolerations (a malformed part
-    reads as absent: kube-scheduler's own validation refused such pods long before)."""
+    reads as absent: kube-scheduler's own validation refused such pods long before). `narrowed`,
+    the extender's own zone requirement (added when it lifted the ordinal-zone gate), is left
+    out: the rules judge the workload's constraints, not the answer they gave."""
     selector = tuple(sorted(_str_map(spec.get("nodeSelector")).items()))
     required = _dict(
         _dict(_dict(spec.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -175,6 +224,10 @@ def parse_node_constraints(spec: dict[str, Any]) -> NodeConstraints:
             for t in _items(required.get("nodeSelectorTerms"))
             if isinstance(t, dict)
         )
+        if narrowed is not None:
+            terms = tuple(tuple(r for r in term if r != narrowed) for term in terms)
+            if all(not term for term in terms):
+                terms = None  # the extender's requirement was the whole affinity
     tolerations = tuple(
         Toleration(
             str(t.get("key") or ""),
@@ -225,6 +278,7 @@ class StatefulSetRecord:
     policy_annotation: str | None = None
     policy_ref: str | None = None
     uid: str | None = None
+    selector_labels: dict[str, str] = field(default_factory=dict)  # spec.selector.matchLabels
 
 
 def parse_statefulset(obj: Any) -> StatefulSetRecord:
@@ -246,6 +300,7 @@ def parse_statefulset(obj: Any) -> StatefulSetRecord:
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
         uid=str(meta["uid"]) if meta.get("uid") else None,
+        selector_labels=_str_map(_dict(spec.get("selector")).get("matchLabels")),
     )
 
 

@@ -61,6 +61,7 @@ class ClusterStore:
         self._by_label: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         self._by_namespace: dict[str, set[str]] = defaultdict(set)
         self._bound: dict[str, Placement] = {}  # uid -> the placement of a pod on a node, made once per event
+        self.gated: set[str] = set()  # uids of pods held by the ordinal-zone gate (extender/gate.py)
         self.groups = GroupIndexes()  # per-group counts for decisions, kept current below
         self.statefulsets: dict[tuple[str, str], StatefulSetRecord] = {}
         self._sts_by_namespace: dict[str, set[str]] = defaultdict(set)
@@ -205,6 +206,8 @@ class ClusterStore:
             self.reservations.release(record.uid)
             return
         self.pods[record.uid] = record
+        if record.gated:
+            self.gated.add(record.uid)
         self._pod_uid[(record.namespace, record.name)] = record.uid
         self._by_namespace[record.namespace].add(record.uid)
         if record.shard is not None:
@@ -220,6 +223,7 @@ class ClusterStore:
 
     def _remove_pod(self, record: PodRecord) -> None:
         self.pods.pop(record.uid, None)
+        self.gated.discard(record.uid)
         self.groups.pod_removed(record, self._bound.pop(record.uid, None))
         if self._pod_uid.get((record.namespace, record.name)) == record.uid:
             del self._pod_uid[(record.namespace, record.name)]

@@ -82,7 +82,7 @@ def compare(policy: dict, cluster: Cluster, shard: str | None, ordinal: int | No
     names = [n.name for n in cluster.nodes]
     decision = evaluate(spec, request, snap, names)
     pod_spec = template
-    zones = ordinal_pod_zones(spec, request, snap) if imp.gate else None
+    zones = ordinal_pod_zones(spec, request, snap)[0] if imp.gate else None
     if zones is not None:  # what the extender writes on the gated pod before lifting the gate
         pod_spec = add_to_spec(
             template, type(imp)(node_requirements=[{"key": ZONE_KEY, "operator": "In", "values": sorted(zones)}])

@@ -1,0 +1,74 @@
+"""The loop that lifts the ordinal-zone scheduling gate (extender/gate.py says why it exists).
+
+A background thread of the serving process: every `interval` it asks the verbs what to do with
+each pod the cache shows held by the gate (Verbs.gate_answer: the same zone order the filter
+uses) and has the writer narrow and lift it. A pod whose write failed waits `retry_after` before
+the next try. Nothing is done while the cache is unsynced (a restart, a lost watch): a gated pod
+then simply waits, as it would for a scheduler that is down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Protocol
+
+from ..verbs import GateAnswer, Verbs
+
+log = logging.getLogger(__name__)
+
+
+class GateWriter(Protocol):
+    def lift(self, answer: GateAnswer) -> None:
+        """Narrow the pod's node affinity by answer.requirement and remove the gate, in one write."""
+
+
+class GateLifter:
+    def __init__(self, verbs: Verbs, writer: GateWriter, interval: float = 0.5, retry_after: float = 5.0) -> None:
+        self.verbs = verbs
+        self.writer = writer
+        self.interval = interval
+        self.retry_after = retry_after
+        self._retry_at: dict[str, float] = {}
+        self._thread = threading.Thread(target=self._run, name="gate-lifter", daemon=True)
+
+    def start(self) -> GateLifter:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.pass_once()
+            except Exception:  # noqa: BLE001 - the loop must outlive any one pod
+                log.exception("gate lifter pass failed")
+            time.sleep(self.interval)
+
+    def pass_once(self, now: float | None = None) -> int:
+        """One pass over the gated pods; returns how many were lifted."""
+        now = time.monotonic() if now is None else now
+        store = self.verbs.store
+        with store.lock.held("gates"):
+            uids = list(store.gated)
+        for uid in list(self._retry_at):
+            if uid not in store.gated:
+                del self._retry_at[uid]
+        lifted = 0
+        for uid in uids:
+            if self._retry_at.get(uid, 0.0) > now:
+                continue
+            answer = self.verbs.gate_answer(uid)
+            if answer is None:
+                continue
+            try:
+                self.writer.lift(answer)
+                lifted += 1
+            except Exception as err:  # noqa: BLE001 - a failed write waits for the next try
+                self._retry_at[uid] = now + self.retry_after
+                log.warning(
+                    "could not lift the ordinal-zone gate of %s: %s (the extender needs get and patch on pods)",
+                    answer.pod.key,
+                    err,
+                )
+        return lifted
