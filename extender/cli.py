@@ -20,7 +20,15 @@ from .limits import (
     DEFAULT_WATCH_TIMEOUT,
 )
 from .logs import setup_logging
-from .policy import KIND, PolicyError, parse_annotation, parse_spec
+from .policy import (
+    INLINE_POLICY_ANNOTATION,
+    KIND,
+    POLICY_REF_ANNOTATION,
+    PlacementPolicySpec,
+    PolicyError,
+    parse_annotation,
+    parse_spec,
+)
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -234,6 +242,97 @@ def _audit(args: argparse.Namespace) -> int:
     return 1 if any(r.violations or r.error for r in reports) else 0
 
 
+def _workload_path(ref: str, namespace: str) -> tuple[str, str]:
+    from .adopt import KINDS
+
+    alias, _, name = ref.partition("/")
+    kind = KINDS.get({"sts": "statefulset", "deploy": "deployment"}.get(alias.lower(), alias.lower().removesuffix("s")))
+    if not kind or not name:
+        raise ValueError(f"{ref!r}: name the workload as statefulset/NAME or deployment/NAME")
+    plural = kind.lower() + "s"
+    return kind, f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}"
+
+
+def _named_policy(api, namespace: str, name: str) -> PlacementPolicySpec:
+    from .policy import API_GROUP, API_VERSION, PLURAL
+
+    obj = api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}")
+    return parse_spec((obj or {}).get("spec") or {}, f"{KIND} {namespace}/{name}")
+
+
+def _policy_file(path: str) -> PlacementPolicySpec:
+    text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ValueError(f"{path}: expected one PlacementPolicy or one bare policy spec")
+    doc = docs[0]
+    return parse_spec(doc.get("spec") or {}, f"{KIND} in {path}") if doc.get("kind") == KIND else parse_spec(doc, path)
+
+
+def _show_change(args: argparse.Namespace, verb: str, kind: str, change) -> None:
+    from .engine import Exactness
+
+    name = change.workload["metadata"]["name"]
+    print(f"{verb} {kind} {args.namespace}/{name}{' (dry run: nothing written)' if args.dry_run else ''}")
+    for m in change.mirrors:
+        mark = {Exactness.EXACT: "exact", Exactness.RELAXED: "relaxed", Exactness.NONE: "NOT MIRRORED"}[m.exactness]
+        print(f"  {m.rule:<20} {mark:<13} {m.native}")
+    for note in change.notes:
+        print(f"  note: {note}")
+    if args.dry_run:
+        sys.stdout.write(yaml.safe_dump(change.workload["spec"]["template"], sort_keys=False))
+
+
+def _adopt(args: argparse.Namespace) -> int:
+    from .adopt import adopt
+    from .kubeapi import KubeApiError, connect
+    from .server.effects import update_workload
+
+    try:
+        kind, path = _workload_path(args.workload, args.namespace)
+        api = connect(args.kubeconfig, args.context)
+        workload = {"kind": kind, **api.call("GET", path)}
+        if args.policy_name:
+            spec = _named_policy(api, args.namespace, args.policy_name)
+            change = adopt(workload, spec, scheduler_name=args.scheduler_name, policy_name=args.policy_name)
+        else:
+            spec = _policy_file(args.policy_file)
+            inline = spec.model_dump_json(exclude_defaults=True)
+            change = adopt(workload, spec, scheduler_name=args.scheduler_name, inline_policy=inline)
+        if not args.dry_run:
+            update_workload(api, path, change.workload)
+    except (PolicyError, ValueError, OSError, KubeApiError) as err:
+        print(f"adopt: {err}", file=sys.stderr)
+        return 2
+    _show_change(args, "adopted", kind, change)
+    return 0
+
+
+def _retire(args: argparse.Namespace) -> int:
+    from .adopt import retire
+    from .kubeapi import KubeApiError, connect
+    from .server.effects import update_workload
+
+    try:
+        kind, path = _workload_path(args.workload, args.namespace)
+        api = connect(args.kubeconfig, args.context)
+        workload = {"kind": kind, **api.call("GET", path)}
+        annotations = ((workload["spec"].get("template") or {}).get("metadata") or {}).get("annotations") or {}
+        spec = None
+        if INLINE_POLICY_ANNOTATION in annotations:
+            spec = parse_annotation(annotations[INLINE_POLICY_ANNOTATION], f"{kind} {workload['metadata']['name']}")
+        elif POLICY_REF_ANNOTATION in annotations:
+            spec = _named_policy(api, args.namespace, annotations[POLICY_REF_ANNOTATION])
+        change = retire(workload, spec, translated=not args.no_translate)
+        if not args.dry_run:
+            update_workload(api, path, change.workload)
+    except (PolicyError, ValueError, OSError, KubeApiError) as err:
+        print(f"retire: {err}", file=sys.stderr)
+        return 2
+    _show_change(args, "retired", kind, change)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     top.add_argument(
@@ -355,6 +454,29 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     au.add_argument("--json", action="store_true")
     au.set_defaults(func=_audit)
+
+    for verb, func, text in (
+        ("adopt", _adopt, "move a workload to the extender: schedulerName, policy, implied native constraints, gate"),
+        ("retire", _retire, "move a workload back to the native scheduler: adopt's additions out, translate's in"),
+    ):
+        cmd = sub.add_parser(verb, help=text)
+        cmd.add_argument("workload", help="statefulset/NAME or deployment/NAME")
+        cmd.add_argument("-n", "--namespace", default="default")
+        cmd.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+        cmd.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+        cmd.add_argument("--dry-run", action="store_true", help="print the new pod template; write nothing")
+        cmd.set_defaults(func=func)
+        if verb == "adopt":
+            source = cmd.add_mutually_exclusive_group(required=True)
+            source.add_argument("--policy-name", help="a PlacementPolicy in the workload's namespace")
+            source.add_argument("--policy-file", help="a policy file to inline in the template ('-' for stdin)")
+            cmd.add_argument(
+                "--scheduler-name",
+                default="placement-scheduler",
+                help="the schedulerName of the kube-scheduler that calls the extender (default placement-scheduler)",
+            )
+        else:
+            cmd.add_argument("--no-translate", action="store_true", help="do not write translate's constraints")
 
     check = sub.add_parser("check", help="validate a policy file (PlacementPolicy, bare spec, or '-' for stdin)")
     check.add_argument("file")

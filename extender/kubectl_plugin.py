@@ -1,4 +1,4 @@
-"""`kubectl placement …`: the operator commands as a kubectl plugin.
+r"""`kubectl placement …`: the operator commands as a kubectl plugin.
 
 kubectl runs an executable named `kubectl-placement` found on PATH (installed with the package
 as a console script) with the arguments that follow `kubectl placement`. This module speaks
@@ -11,6 +11,9 @@ commands (extender/cli.py) with them: one implementation, two spellings.
     kubectl placement audit -n db --context prod  python -m extender audit -n db --context prod
     kubectl placement translate statefulset/crdb  python -m extender translate statefulset/crdb -n <ns>
     kubectl placement check policy.yaml           python -m extender check policy.yaml
+    kubectl placement adopt sts/crdb -n db \      python -m extender adopt statefulset/crdb -n db ...
+        --policy-name crdb
+    kubectl placement retire sts/crdb -n db       python -m extender retire statefulset/crdb -n db
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Sequence
 
 from . import cli
 
-COMMANDS = ("explain", "audit", "translate", "check")
+COMMANDS = ("explain", "audit", "translate", "check", "adopt", "retire")
 
 
 def _kubectl_flags() -> argparse.ArgumentParser:
@@ -53,6 +56,12 @@ def parser() -> argparse.ArgumentParser:
         help="the closest native constraints for a policy; other options as `python -m extender translate`",
     )
     tr.add_argument("source", help="a file, '-', or statefulset/NAME or placementpolicy/NAME in the cluster")
+    for verb, text in (
+        ("adopt", "move a workload to the extender; other options as `python -m extender adopt`"),
+        ("retire", "move a workload back to the native scheduler; as `python -m extender retire`"),
+    ):
+        cmd = sub.add_parser(verb, parents=[flags], help=text)
+        cmd.add_argument("workload", help="statefulset/NAME or deployment/NAME")
     ch = sub.add_parser("check", help="validate a policy file ('-' for stdin)")
     ch.add_argument("file")
     return top
@@ -85,12 +94,14 @@ def cli_arguments(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
     if args.command == "audit":
         scope = [] if args.all_namespaces else ["-n", namespace]
         return ["audit", *scope, *connection, *(["--json"] if args.output == "json" else []), *rest]
+    if args.command in ("adopt", "retire"):
+        return [args.command, args.workload, "-n", namespace, *connection, *rest]
     return ["translate", args.source, "-n", namespace, *connection, *rest]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser().parse_known_args(argv)
-    if rest and args.command != "translate":
+    if rest and args.command not in ("translate", "adopt", "retire"):
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     return cli.main(cli_arguments(args, rest))
 

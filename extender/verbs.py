@@ -190,12 +190,17 @@ class Verbs:
         return ExtenderFilterResult(Error=f"{why}; no placement until it is, kube-scheduler will retry")
 
     def _invalid(self, args: ExtenderArgs, pod: PodRecord, err: PolicyError) -> ExtenderFilterResult:
-        """An invalid policy never places the pod: every node unresolvable, with the message."""
+        """An invalid (or missing) policy never places the pod, and no node could change that:
+        the filter answers an Error carrying the message. kube-scheduler then marks the pod
+        PodScheduled=False with reason SchedulerError, not Unschedulable, and both autoscalers
+        consider only Unschedulable pods (Karpenter's IsProvisionable, cluster-autoscaler's
+        unschedulable pod lister): a broken policy never buys a node. It is retried from the
+        backoff queue, so fixing the policy is picked up within seconds."""
         names = args.candidate_names()
         self.events.pod_event(pod, "InvalidPlacementPolicy", str(err))
         self.metrics.pod_decisions.inc(result="invalid_policy")
         self.metrics.node_verdicts.inc(len(names), outcome="unresolvable", rule="policy")
-        return _filter_result(args, [], {}, {name: str(err) for name in names})
+        return ExtenderFilterResult(Error=str(err))
 
     # ---------------------------------------------------------------- prioritize
     def prioritize(self, args: ExtenderArgs) -> Priorities:

@@ -7,6 +7,9 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
 - zonerotations create: a StatefulSet's ordinal -> zone rotation, decided once and kept in the
   cluster, so no restart, zone outage or adoption re-derives it (issue 22; extender/rotation.py).
   Create only: the extender never updates or deletes a record; the operator edits or deletes it.
+- statefulsets/deployments update, by `adopt` and `retire` only, with the operator's own
+  credentials (never the extender's): the workload's pod template, guarded by its
+  resourceVersion (extender/adopt.py).
 - pods get, patch: a pod held by the ordinal-zone scheduling gate gets its ordinal's zone ANDed
   into its node affinity and the gate removed, in one JSON patch guarded by its resourceVersion,
   so autoscalers see the zone it needs (extender/gate.py, issue 23). Only pods carrying the gate
@@ -230,3 +233,11 @@ class KubeGateWriter:
             raise
         self.lifted += 1
         log.info("lifted the ordinal-zone gate of %s: %s", pod.key, answer.why)
+
+
+def update_workload(api: KubeHttp, path: str, workload: dict) -> None:
+    """adopt/retire's one write: PUT the workload as read and changed. Its resourceVersion makes a
+    concurrent change fail the write (409) instead of being overwritten."""
+    body = {k: v for k, v in workload.items() if k != "status"}
+    body.setdefault("apiVersion", "apps/v1")
+    api.call("PUT", path, body=body, timeout=30)

@@ -100,6 +100,10 @@ def test_invalid_policy_keeps_the_pod_pending_with_the_message(cluster, ns, scen
 
     pod = wait_for("PodScheduled condition with the validation message", pending_with_message, 60)
     assert not pod["spec"].get("nodeName")
+    # SchedulerError, not Unschedulable: autoscalers consider only Unschedulable pods, so a broken
+    # policy never makes them add a node (README "Autoscaling clusters").
+    conditions = {c["type"]: c for c in pod["status"]["conditions"]}
+    assert conditions["PodScheduled"]["reason"] == "SchedulerError", conditions["PodScheduled"]
     warning = wait_for(
         "the extender's InvalidPlacementPolicy event",
         lambda: [e for e in events_for(api, ns, pod_name) if e.get("reason") == "InvalidPlacementPolicy"],

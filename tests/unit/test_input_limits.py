@@ -168,15 +168,14 @@ def test_bad_annotations_are_policy_errors_naming_the_limit(text: str, expected:
 
 @pytest.mark.parametrize("text,expected", [(t, e) for _, t, e in BAD_ANNOTATIONS], ids=[n for n, *_ in BAD_ANNOTATIONS])
 def test_a_pod_with_a_bad_annotation_gets_every_node_refused_with_the_message(client, text: str, expected: str) -> None:
-    """The invalid-policy path: 200, every node unresolvable with the validation message (which
-    kube-scheduler shows on the Pending pod), never a 500."""
+    """The invalid-policy path: 200, an Error with the validation message (which kube-scheduler
+    shows on the Pending pod, reason SchedulerError), never a 500."""
     status, answer = post(client, "/filter", filter_args(pod("w-0", sts="w", policy=text), NAMES))
     assert status == 200
-    assert answer["NodeNames"] == []
-    assert set(answer["FailedAndUnresolvableNodes"]) == set(NAMES)
-    for message in answer["FailedAndUnresolvableNodes"].values():
-        assert message.startswith("invalid placement policy in annotation on pod db/w-0: ")
-        assert expected.replace("\ud800", "\ufffd") in message
+    assert not answer.get("NodeNames") and not answer.get("FailedAndUnresolvableNodes")
+    message = answer["Error"]
+    assert message.startswith("invalid placement policy in annotation on pod db/w-0: ")
+    assert expected.replace("\ud800", "\ufffd") in message
     for verb in ("/prioritize", "/preempt"):
         assert (
             post(client, verb, {**filter_args(pod("w-0", sts="w", policy=text), NAMES), "NodeNameToMetaVictims": {}})[0]
@@ -238,7 +237,7 @@ def test_a_lone_surrogate_in_a_pod_name_with_an_invalid_policy_is_answered(clien
     status, answer = post(client, "/filter", body.encode())
     assert status == 200
     # Read as Go reads it: the surrogate is U+FFFD.
-    assert all("on pod db/w-\ufffd:" in m for m in answer["FailedAndUnresolvableNodes"].values())
+    assert "on pod db/w-\ufffd:" in answer["Error"]
 
 
 def test_a_surrogate_encoded_as_bytes_reads_as_replacement_characters(client) -> None:

@@ -171,20 +171,20 @@ def test_pod_without_policy_passes_everywhere_with_neutral_scores(client) -> Non
         ("[1, 2]", "expected a mapping"),
     ],
 )
-def test_invalid_policy_refuses_every_node_unresolvably_and_records_an_event(
-    client, events, annotation, fragment
-) -> None:
+def test_invalid_policy_is_an_error_no_node_can_fix_and_records_an_event(client, events, annotation, fragment) -> None:
+    """An Error, not "every node unresolvable": the pod is then SchedulerError, which autoscalers ignore."""
     bad = pod("web-0", sts="web", policy=annotation)
     result = client.post("/filter", json=filter_args(bad, NAMES)).get_json()
-    assert result["NodeNames"] == []
-    assert set(result["FailedAndUnresolvableNodes"]) == set(NAMES)
-    assert all(fragment in reason for reason in result["FailedAndUnresolvableNodes"].values())
+    assert (
+        not result.get("NodeNames") and not result.get("FailedNodes") and not result.get("FailedAndUnresolvableNodes")
+    )
+    assert fragment in result["Error"]
     assert events.events and events.events[-1][1] == "InvalidPlacementPolicy" and fragment in events.events[-1][2]
 
 
 def test_named_policy_missing_is_unresolvable(client) -> None:
     result = client.post("/filter", json=filter_args(pod("web-0", sts="web", policy_name="nope"), NAMES)).get_json()
-    assert all("PlacementPolicy db/nope not found" in r for r in result["FailedAndUnresolvableNodes"].values())
+    assert "PlacementPolicy db/nope not found" in result["Error"]
 
 
 def test_readyz_waits_for_the_first_sync() -> None:

@@ -237,8 +237,8 @@ def test_a_group_whose_statefulsets_add_up_past_the_limit_gets_the_validation_me
         policy={"caps": [{"topologyKey": HOST, "max": 1}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]},
     )
     result = do_filter(verbs, p, ["n1", "n2"])
-    assert result.NodeNames == []
-    message = result.FailedAndUnresolvableNodes["n1"]
+    assert not result.NodeNames
+    message = result.Error
     assert message.startswith("invalid placement policy for pod db/huge-0: group.size")
     assert "100,000,000" in message and "1,000,000" in message
     assert verbs.metrics.pod_decisions.value(result="invalid_policy") == 1

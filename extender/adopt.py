@@ -1,0 +1,177 @@
+"""`adopt` and `retire`: a workload moves to the extender, or back, in one step.
+
+adopt writes into the workload's pod template, in one update: `schedulerName`, the policy (a
+named PlacementPolicy or the inline annotation), the native constraints the policy implies
+(extender/implied.py: never stricter than the rules, so autoscalers and the native scheduler see
+what the extender needs) and, when the policy places pods by ordinal zone, the scheduling gate
+the extender lifts pod by pod (extender/gate.py). The template's IMPLIED_ANNOTATION records what
+was added. Adopting again (a changed policy) first takes the old additions out.
+
+retire takes out exactly what adopt added, sets `schedulerName` back (default-scheduler), and
+writes translate's closest native constraints instead (extender/translate.py), unless asked not
+to; the policy annotation stays, so adopting again is one command.
+
+Both are pure functions of the workload object; the CLI reads and writes it (update with its
+resourceVersion: a concurrent change fails the write instead of being lost).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine import Exactness, Mirror
+from .implied import add_to_spec, implied, remove_from_spec
+from .policy import (
+    IMPLIED_ANNOTATION,
+    INLINE_POLICY_ANNOTATION,
+    POLICY_REF_ANNOTATION,
+    PlacementPolicySpec,
+)
+from .translate import translate
+
+KINDS = {"statefulset": "StatefulSet", "deployment": "Deployment"}
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass
+class Change:
+    """A workload after adopt or retire, and what the operator should know about it."""
+
+    workload: dict[str, Any]
+    mirrors: list[Mirror] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _template(workload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    template = workload.setdefault("spec", {}).setdefault("template", {})
+    return template.setdefault("metadata", {}), template.setdefault("spec", {})
+
+
+def _selector_labels(workload: dict[str, Any]) -> dict[str, str]:
+    return dict(((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+
+
+def _take_out_previous(meta: dict[str, Any], pod_spec: dict[str, Any]) -> dict[str, Any]:
+    annotations = meta.get("annotations") or {}
+    previous = annotations.pop(IMPLIED_ANNOTATION, None)
+    if previous is None:
+        return pod_spec
+    try:
+        return remove_from_spec(pod_spec, json.loads(previous))
+    except (ValueError, TypeError, AttributeError):
+        return pod_spec
+
+
+def adopt(
+    workload: dict[str, Any],
+    spec: PlacementPolicySpec,
+    *,
+    scheduler_name: str,
+    policy_name: str | None = None,
+    inline_policy: str | None = None,
+) -> Change:
+    """The workload with the extender as its scheduler, its policy and the implied constraints."""
+    kind = workload.get("kind", "")
+    if kind not in KINDS.values():
+        raise ValueError(f"adopt takes a StatefulSet or a Deployment, not {kind or 'an object without a kind'}")
+    if (policy_name is None) == (inline_policy is None):
+        raise ValueError("give the policy once: a PlacementPolicy name, or a policy file to inline")
+    if spec.ordinalZones is not None and kind != "StatefulSet":
+        raise ValueError("the policy sets ordinalZones, which places StatefulSet pods by ordinal: adopt a StatefulSet")
+    out = copy.deepcopy(workload)
+    meta, pod_spec = _template(out)
+    pod_spec = _take_out_previous(meta, pod_spec)
+    labels = _selector_labels(out)
+    imp = implied(
+        spec,
+        group_labels=labels or None,
+        shard_labels=labels if kind == "StatefulSet" and labels else None,
+    )
+    new_spec, added, conflicts = add_to_spec(pod_spec, imp)
+    new_spec["schedulerName"] = scheduler_name
+    out["spec"]["template"]["spec"] = new_spec
+    annotations = meta.setdefault("annotations", {})
+    annotations.pop(INLINE_POLICY_ANNOTATION, None)
+    annotations.pop(POLICY_REF_ANNOTATION, None)
+    if policy_name is not None:
+        annotations[POLICY_REF_ANNOTATION] = policy_name
+    else:
+        annotations[INLINE_POLICY_ANNOTATION] = inline_policy  # type: ignore[assignment]
+    annotations[IMPLIED_ANNOTATION] = json.dumps(added, sort_keys=True, separators=(",", ":"))
+    notes = list(conflicts)
+    missing = [m for m in imp.mirrors if m.exactness is Exactness.NONE]
+    if missing:
+        notes.append(
+            f"{len(missing)} rule(s) have no native mirror: an autoscaler cannot see them, and a pod they alone "
+            "refuse waits for a node it will not add (README 'Autoscaling clusters')"
+        )
+    return Change(out, imp.mirrors, notes)
+
+
+def retire(workload: dict[str, Any], spec: PlacementPolicySpec | None, *, translated: bool = True) -> Change:
+    """The workload back on the native scheduler: adopt's additions and the gate out, the policy's
+    closest native constraints in (unless `translated` is False, or there is no policy)."""
+    out = copy.deepcopy(workload)
+    meta, pod_spec = _template(out)
+    pod_spec = _take_out_previous(meta, pod_spec)
+    pod_spec = remove_from_spec(pod_spec, {})  # the gate, whoever put it there
+    pod_spec["schedulerName"] = DEFAULT_SCHEDULER
+    notes: list[str] = []
+    if translated and spec is not None:
+        labels = _selector_labels(out)
+        replicas = (out.get("spec") or {}).get("replicas")
+        result = translate(spec, match_labels=labels, group_size=replicas if isinstance(replicas, int) else None)
+        pod_spec, merge_notes = merge_fragment(pod_spec, result.fragment)
+        notes += merge_notes
+        notes += [f"{g.rule}: {g.limitation} ({g.cost})" for g in result.gaps]
+    out["spec"]["template"]["spec"] = pod_spec
+    return Change(out, [], notes)
+
+
+def merge_fragment(pod_spec: dict[str, Any], fragment: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """translate's fragment merged into a pod spec: spreads appended unless the spec already has
+    one on that key and mode (reported), required node terms ANDed in, the rest appended."""
+    new = copy.deepcopy(pod_spec)
+    notes = []
+    spreads = new.setdefault("topologySpreadConstraints", [])
+    for c in fragment.get("topologySpreadConstraints", []):
+        clash = [
+            s
+            for s in spreads
+            if s.get("topologyKey") == c["topologyKey"] and s.get("whenUnsatisfiable") == c["whenUnsatisfiable"]
+        ]
+        if clash:
+            notes.append(f"kept the template's own {c['whenUnsatisfiable']} spread on {c['topologyKey']}")
+            continue
+        spreads.append(c)
+    if not spreads:
+        del new["topologySpreadConstraints"]
+    affinity = fragment.get("affinity") or {}
+    node = affinity.get("nodeAffinity") or {}
+    required = (node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    target = new.setdefault("affinity", {})
+    if required:
+        requirements = [r for term in required for r in term.get("matchExpressions", [])]
+        terms = (
+            target.setdefault("nodeAffinity", {})
+            .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+            .setdefault("nodeSelectorTerms", [])
+        )
+        for term in terms or [terms.append({}) or terms[-1]]:
+            expressions = term.setdefault("matchExpressions", [])
+            expressions += [r for r in requirements if r not in expressions]
+    for kind, field_name in (
+        ("nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+        ("podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+        ("podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+    ):
+        items = (affinity.get(kind) or {}).get(field_name) or []
+        if items:
+            existing = target.setdefault(kind, {}).setdefault(field_name, [])
+            existing += [i for i in items if i not in existing]
+    if not target:
+        del new["affinity"]
+    return new, notes

@@ -1,0 +1,126 @@
+"""adopt and retire as pure functions of the workload object (extender/adopt.py): what each writes
+into the pod template, that adopting twice changes nothing more, and that retire takes out exactly
+what adopt put in."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from extender.adopt import adopt, retire
+from extender.cli import _workload_path
+from extender.engine import Exactness
+from extender.policy import (
+    IMPLIED_ANNOTATION,
+    INLINE_POLICY_ANNOTATION,
+    ORDINAL_ZONE_GATE,
+    POLICY_REF_ANNOTATION,
+    parse_spec,
+)
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def workload(kind: str = "StatefulSet", pod_spec: dict | None = None) -> dict:
+    return {
+        "kind": kind,
+        "metadata": {"name": "db", "namespace": "data", "resourceVersion": "3"},
+        "spec": {
+            "replicas": 6,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": pod_spec or {"containers": [{"name": "db", "image": "db:1"}]},
+            },
+        },
+    }
+
+
+CAP1_ORDINAL = parse_spec({"ordinalZones": {}, "caps": [{"topologyKey": HOST, "max": 1}]}, "test")
+
+
+def template(obj: dict) -> tuple[dict, dict]:
+    return obj["spec"]["template"]["metadata"], obj["spec"]["template"]["spec"]
+
+
+def test_adopt_writes_scheduler_policy_implied_constraints_and_the_gate() -> None:
+    change = adopt(workload(), CAP1_ORDINAL, scheduler_name="placement-scheduler", policy_name="db")
+    meta, spec = template(change.workload)
+    assert spec["schedulerName"] == "placement-scheduler"
+    assert meta["annotations"][POLICY_REF_ANNOTATION] == "db"
+    assert spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOST}
+    ]
+    assert spec["schedulingGates"] == [{"name": ORDINAL_ZONE_GATE}]
+    assert json.loads(meta["annotations"][IMPLIED_ANNOTATION])["schedulingGate"] is True
+    assert {m.exactness for m in change.mirrors} <= {Exactness.EXACT, Exactness.NONE}
+    assert change.workload["metadata"]["resourceVersion"] == "3", "the update is guarded by what was read"
+
+
+def test_adopting_again_changes_nothing_and_a_new_policy_replaces_the_old_constraints() -> None:
+    once = adopt(workload(), CAP1_ORDINAL, scheduler_name="placement-scheduler", policy_name="db").workload
+    twice = adopt(once, CAP1_ORDINAL, scheduler_name="placement-scheduler", policy_name="db").workload
+    assert twice == once
+    cap2 = parse_spec({"caps": [{"topologyKey": HOST, "max": 2}]}, "test")
+    changed = adopt(once, cap2, scheduler_name="placement-scheduler", inline_policy=cap2.model_dump_json()).workload
+    meta, spec = template(changed)
+    assert "affinity" not in spec and "schedulingGates" not in spec, "the old policy's additions are gone"
+    assert [c["maxSkew"] for c in spec["topologySpreadConstraints"]] == [2]
+    assert POLICY_REF_ANNOTATION not in meta["annotations"] and INLINE_POLICY_ANNOTATION in meta["annotations"]
+
+
+def test_retire_takes_out_what_adopt_put_in_and_writes_translates_constraints() -> None:
+    own = {
+        "containers": [{"name": "db", "image": "db:1"}],
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+    }
+    adopted = adopt(workload(pod_spec=own), CAP1_ORDINAL, scheduler_name="placement-scheduler", policy_name="db")
+    bare = retire(adopted.workload, CAP1_ORDINAL, translated=False).workload
+    _, spec = template(bare)
+    assert spec == {**own, "schedulerName": "default-scheduler"}
+    _, translated = template(retire(adopted.workload, CAP1_ORDINAL).workload)
+    assert "schedulingGates" not in translated
+    assert any(c["whenUnsatisfiable"] == "DoNotSchedule" for c in translated["topologySpreadConstraints"])
+
+
+def test_a_templates_own_spread_on_a_key_is_kept_and_reported() -> None:
+    own = {
+        "containers": [],
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}],
+    }
+    spec = parse_spec({"caps": [{"topologyKey": ZONE, "max": 2}]}, "test")
+    change = adopt(workload(pod_spec=own), spec, scheduler_name="s", policy_name="db")
+    assert template(change.workload)[1]["topologySpreadConstraints"] == own["topologySpreadConstraints"]
+    assert any("already has a DoNotSchedule spread" in n for n in change.notes)
+
+
+@pytest.mark.parametrize(
+    ("kind", "policy", "needle"),
+    [
+        ("Deployment", {"ordinalZones": {}}, "adopt a StatefulSet"),
+        ("DaemonSet", {}, "StatefulSet or a Deployment"),
+    ],
+)
+def test_adopt_refuses_what_it_cannot_do_saying_why(kind, policy, needle) -> None:
+    with pytest.raises(ValueError, match=needle):
+        adopt(workload(kind), parse_spec(policy, "test"), scheduler_name="s", policy_name="db")
+
+
+@pytest.mark.parametrize(
+    ("ref", "kind"),
+    [
+        ("statefulset/db", "StatefulSet"),
+        ("sts/db", "StatefulSet"),
+        ("deploy/web", "Deployment"),
+        ("deployments/web", "Deployment"),
+    ],
+)
+def test_workload_names_as_kubectl_spells_them(ref, kind) -> None:
+    assert _workload_path(ref, "ns")[0] == kind
+
+
+def test_an_unknown_workload_kind_says_how_to_name_one() -> None:
+    with pytest.raises(ValueError, match="statefulset/NAME or deployment/NAME"):
+        _workload_path("pod/db-0", "ns")
