@@ -14,6 +14,7 @@ from typing import Any
 
 from .checker import Member, violations, zones_of
 from .engine import Topology
+from .implied import pod_disagreements
 from .placement_table import zone_table
 from .policy import PlacementPolicySpec, PolicyError, parse_annotation
 from .state.objects import PodRecord, StatefulSetRecord
@@ -33,6 +34,8 @@ class GroupReport:
     pending: dict[str, str] = field(default_factory=dict)  # pod -> why
     error: str | None = None
     notes: list[str] = field(default_factory=list)  # how pods without an owner were counted
+    # pod -> its hard native constraints its policy does not imply (autoscalers act on those)
+    native_disagreements: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _group_key(pod: PodRecord, spec: PlacementPolicySpec) -> tuple[str, str, str]:
@@ -169,6 +172,11 @@ def _report(
         for p in sorted(counted.values(), key=lambda p: p.key)
     ]
     report.pending = {r.key: r.unschedulable or "not scheduled yet" for r in records if not r.node}
+    for r in records:
+        sts = store.statefulsets.get((r.namespace, r.shard)) if r.shard else None
+        found = pod_disagreements(r, spec, sts.selector_labels if sts else None)
+        if found:
+            report.native_disagreements[r.key] = found
     if spec.uses_zones:
         held = zones_of(spec, members, nodes)
         for sts in store.group_statefulsets(pod, spec):
@@ -209,6 +217,9 @@ def render(reports: list[GroupReport]) -> str:
         out.extend(f"   violation: {v}" for v in r.violations)
         out.extend(f"   warning: {w}" for w in r.next_scale_down_empties)
         out.extend(f"   pending: {p}: {why}" for p, why in sorted(r.pending.items()))
+        out.extend(
+            f"   native constraints: {p}: {w}" for p, found in sorted(r.native_disagreements.items()) for w in found
+        )
     broken = sum(1 for r in reports if r.violations or r.error)
     out.append(f"{len(reports)} group(s), {broken} breaking a hard rule")
     return "\n".join(out)

@@ -30,6 +30,7 @@ from typing import Any
 from .engine import Exactness, ImpliedFragment, Mirror, imply_rules
 from .policy import IMPLIED_ANNOTATION, NARROWED_ZONES_ANNOTATION, PlacementPolicySpec
 from .policy import ORDINAL_ZONE_GATE as GATE
+from .state.objects import PodRecord
 
 __all__ = ["GATE", "IMPLIED_ANNOTATION", "NARROWED_ZONES_ANNOTATION", "Exactness"]
 
@@ -291,3 +292,19 @@ def _short(constraint: dict[str, Any]) -> str:
 def _plain(value: Any) -> Any:
     """Deep copies, so YAML output has no &anchors / *aliases for the shared selector."""
     return json.loads(json.dumps(value))
+
+
+def pod_disagreements(
+    pod: PodRecord, spec: PlacementPolicySpec, statefulset_labels: dict[str, str] | None
+) -> list[str]:
+    """`disagreements` for a cached pod: its hard native constraints against what its policy
+    implies (the group read as the extender reads it; `statefulset_labels` are its StatefulSet's
+    selector labels, when it has one). Empty when it carries none, or when the group cannot be
+    named natively (a default group without a StatefulSet)."""
+    if pod.hard_native is None:
+        return []
+    try:
+        imp = implied(spec, group_labels=statefulset_labels or None, shard_labels=statefulset_labels or None)
+    except ValueError:
+        return []
+    return disagreements(hard_pod_constraints(pod.hard_native), pod.labels, imp)

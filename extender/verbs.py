@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -28,7 +28,7 @@ from .engine import (
     zone_left_empty,
     zone_order,
 )
-from .implied import implied
+from .implied import implied, pod_disagreements
 from .limits import DEFAULT_DECISION_DEADLINE
 from .metrics import Metrics
 from .policy import PlacementPolicySpec, PolicyError
@@ -94,6 +94,7 @@ class Verbs:
     # nothing it read changed in between (kube-scheduler calls them back to back):
     # (uid, what the decision read, decision)
     _last: tuple[str, _Inputs, Decision] | None = field(default=None, repr=False)
+    _warned: OrderedDict[str, None] = field(default_factory=OrderedDict, repr=False)  # pods checked for disagreement
 
     def __post_init__(self) -> None:
         self.store.lock.observe = lambda seconds, holder: self.metrics.lock_hold.observe(seconds, holder=holder)
@@ -124,6 +125,8 @@ class Verbs:
                 self.metrics.node_verdicts.inc(len(klass.names), outcome=klass.outcome.value, rule=klass.rule or "-")
         result = "no_policy" if spec is None else ("feasible" if passed else "no_feasible_node")
         self.metrics.pod_decisions.inc(result=result)
+        if spec is not None and pod.hard_native is not None:
+            self._warn_disagreements(pod, spec)
         if result == "no_feasible_node" and decision.order:
             self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
         return _filter_result(args, passed, failed, unresolvable)
@@ -142,6 +145,20 @@ class Verbs:
             log.info("decided the zone rotation of StatefulSet %s/%s: %s", pod.namespace, sts.name, order.how)
             if self.records is not None:
                 self.records.zone_rotation(record, sts.uid)
+
+    def _warn_disagreements(self, pod: PodRecord, spec: PlacementPolicySpec) -> None:
+        """A Warning event when the pod's own hard native constraints are not what its policy
+        implies (stricter, or counting another group): the native scheduler and autoscalers act
+        on those, not on the policy. Once per pod (the sink also rate-limits)."""
+        if pod.uid in self._warned:
+            return
+        self._warned[pod.uid] = None
+        if len(self._warned) > 10_000:
+            self._warned.popitem(last=False)
+        sts = self.store.statefulsets.get((pod.namespace, pod.shard)) if pod.shard else None
+        found = pod_disagreements(pod, spec, sts.selector_labels if sts else None)
+        if found:
+            self.events.pod_event(pod, "NativeConstraintsDisagree", "; ".join(found))
 
     # ---------------------------------------------------------------- the ordinal-zone gate
     def gate_answer(self, uid: str) -> GateAnswer | None:
