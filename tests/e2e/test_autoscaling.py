@@ -177,3 +177,29 @@ def test_a_pod_no_node_can_help_creates_no_node(autoscaler, scenario) -> None:
     )
     assert len(created) == 1
     assert POLICY_NAME_ANNOTATION  # the pods name their policy by this annotation (workloads.statefulset)
+
+
+def test_retire_takes_out_what_adopt_wrote_through_the_api_server(cluster, tmp_path) -> None:  # noqa: ANN001
+    """adopt then retire, as an operator runs them (no pods: only the templates are read)."""
+    api = cluster.admin
+    ns = cluster.namespace("roundtrip")
+    manifest = statefulset("rt", 0, scheduler="default-scheduler")
+    manifest["spec"]["template"]["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    create_statefulset(api, ns, manifest)
+    path = f"/apis/apps/v1/namespaces/{ns}/statefulsets/rt"
+    before = api.get(path)["spec"]["template"]["spec"]
+    adopt(cluster, ns, "rt", {"ordinalZones": {}, "caps": [{"topologyKey": HOST, "max": 1}]}, tmp_path)
+    adopted = api.get(path)["spec"]["template"]
+    assert adopted["spec"]["schedulerName"] == "placement-scheduler"
+    assert adopted["spec"]["schedulingGates"] and adopted["spec"]["affinity"]["podAntiAffinity"]
+    out = cli(cluster, "retire", "statefulset/rt", "-n", ns, "--no-translate")
+    assert out.returncode == 0, out.stderr
+    retired = api.get(path)["spec"]["template"]
+    assert retired["spec"]["schedulerName"] == "default-scheduler"
+    assert {k: v for k, v in retired["spec"].items() if k != "schedulerName"} == {
+        k: v for k, v in before.items() if k != "schedulerName"
+    }
+    assert "placement.extender.dev/implied" not in retired["metadata"]["annotations"]
+    out = cli(cluster, "retire", "statefulset/rt", "-n", ns)  # translate's constraints in their place
+    assert out.returncode == 0, out.stderr
+    assert api.get(path)["spec"]["template"]["spec"]["topologySpreadConstraints"]

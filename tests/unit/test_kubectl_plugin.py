@@ -49,6 +49,11 @@ CASES = [
         ["translate", "statefulset/crdb", "-n", "db", "KC", "--size", "5", "--json"],
     ),
     (["check", "policy.yaml"], ["check", "policy.yaml"]),
+    (
+        ["adopt", "sts/crdb", "--policy-name", "crdb", "--dry-run"],
+        ["adopt", "sts/crdb", "-n", "db", "KC", "--policy-name", "crdb", "--dry-run"],
+    ),
+    (["retire", "statefulset/crdb", "-n", "x"], ["retire", "statefulset/crdb", "-n", "x", "KC"]),
 ]
 
 
