@@ -70,8 +70,8 @@ from extender.devcluster.cluster import (  # noqa: E402
     LocalCluster,
     zoned_nodes,
 )
+from extender.ops.translate import translate  # noqa: E402
 from extender.policy import INLINE_POLICY_ANNOTATION, PlacementPolicySpec  # noqa: E402
-from extender.translate import translate  # noqa: E402
 
 POLICY = {
     "caps": [{"topologyKey": HOSTNAME, "max": 1}],

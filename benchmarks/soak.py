@@ -3,7 +3,7 @@
 Several capped groups (StatefulSets, Parallel, each its own group: at most 1 pod per node and
 at most 3 per zone, zones preferably even) go through random cycles of create, scale up, scale
 down and delete, each cycle waiting until the cluster shows exactly the pods it asked for, all
-bound. Every few cycles the placement is audited (extender/audit.py over a fresh list of the
+bound. Every few cycles the placement is audited (extender/ops/audit.py over a fresh list of the
 cluster: 0 violations expected) and the extender is sampled: the RSS of its gunicorn worker
 (/proc), its reservations (extender_reservations), and how many metric series /metrics serves.
 At the end every group is deleted, the extender is given its reservation TTL to drop what it
@@ -36,10 +36,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, table, vm_status, write_result  # noqa: E402
-from extender.audit import audit  # noqa: E402
 from extender.devcluster.api import Api, ApiError, wait_for  # noqa: E402
 from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes  # noqa: E402
 from extender.kubeapi import connect  # noqa: E402
+from extender.ops.audit import audit  # noqa: E402
 from extender.state.watcher import list_once  # noqa: E402
 
 ZONES = ("zone-a", "zone-b", "zone-c")

@@ -150,7 +150,7 @@ def _labels(text: str | None) -> dict[str, str]:
 
 def _translate_source(args: argparse.Namespace) -> tuple[object, dict[str, str], int | None, str]:
     """The policy, the group's labels and size, and a name, from a file or the live cluster."""
-    from .translate_input import from_cluster, from_documents
+    from .ops.translate_input import from_cluster, from_documents
 
     if args.source.count("/") == 1 and not os.path.exists(args.source):
         return from_cluster(args.source, args.namespace, args.kubeconfig, args.context)
@@ -159,7 +159,7 @@ def _translate_source(args: argparse.Namespace) -> tuple[object, dict[str, str],
 
 
 def _translate(args: argparse.Namespace) -> int:
-    from .translate import translate
+    from .ops.translate import translate
 
     try:
         spec, labels, size, name = _translate_source(args)
@@ -212,14 +212,13 @@ def _ab(args: argparse.Namespace) -> int:
 
 
 def _live_store(args: argparse.Namespace):
-    from .kubeapi import connect
-    from .state.watcher import list_once
+    from .ops.load import live_store
 
-    return list_once(connect(args.kubeconfig, args.context))
+    return live_store(args.kubeconfig, args.context)
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from .explain import explain, render
+    from .ops.explain import explain, render
 
     if args.pod.count("/") != 1:
         print("explain takes NAMESPACE/POD", file=sys.stderr)
@@ -235,7 +234,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from .audit import as_json, audit, render
+    from .ops.audit import as_json, audit, render
 
     reports = audit(_live_store(args), args.namespace)
     print(json.dumps(as_json(reports), indent=2) if args.json else render(reports))
@@ -243,7 +242,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _workload_path(ref: str, namespace: str) -> tuple[str, str]:
-    from .adopt import KINDS
+    from .ops.adopt import KINDS
 
     alias, _, name = ref.partition("/")
     kind = KINDS.get({"sts": "statefulset", "deploy": "deployment"}.get(alias.lower(), alias.lower().removesuffix("s")))
@@ -284,8 +283,8 @@ def _show_change(args: argparse.Namespace, verb: str, kind: str, change) -> None
 
 
 def _adopt(args: argparse.Namespace) -> int:
-    from .adopt import adopt
     from .kubeapi import KubeApiError, connect
+    from .ops.adopt import adopt
     from .server.effects import update_workload
 
     try:
@@ -309,8 +308,8 @@ def _adopt(args: argparse.Namespace) -> int:
 
 
 def _retire(args: argparse.Namespace) -> int:
-    from .adopt import retire
     from .kubeapi import KubeApiError, connect
+    from .ops.adopt import retire
     from .server.effects import update_workload
 
     try:

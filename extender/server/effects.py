@@ -9,7 +9,7 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
   Create only: the extender never updates or deletes a record; the operator edits or deletes it.
 - statefulsets/deployments update, by `adopt` and `retire` only, with the operator's own
   credentials (never the extender's): the workload's pod template, guarded by its
-  resourceVersion (extender/adopt.py).
+  resourceVersion (extender/ops/adopt.py).
 - pods get, patch: a pod held by the ordinal-zone scheduling gate gets its ordinal's zone ANDed
   into its node affinity and the gate removed, in one JSON patch guarded by its resourceVersion,
   so autoscalers see the zone it needs (extender/gate.py, issue 23). Only pods carrying the gate

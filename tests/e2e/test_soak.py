@@ -1,6 +1,6 @@
 """Scenario: the soak's short form (benchmarks/soak.py, 2.5 minutes here; the benchmark's default
 is 30). Four capped groups churned through creates, scale-ups, scale-downs and deletes; every
-third cycle the placement is audited (extender/audit.py) and the extender sampled (worker RSS,
+third cycle the placement is audited (extender/ops/audit.py) and the extender sampled (worker RSS,
 reservations, metric series). Asserted: 0 violations, and sane bounds only: no reservation left
 once the churn settles, and the metric series bounded (their label sets do not grow with pods).
 The slopes per hour go into the summary line; speed is not asserted."""

@@ -11,8 +11,8 @@ import yaml
 
 from extender.cli import main
 from extender.devcluster.cluster import REPO, zoned_nodes
+from extender.ops.translate import translate
 from extender.policy import PlacementPolicySpec
-from extender.translate import translate
 
 from workloads import create_statefulset, statefulset, wait_settled
 

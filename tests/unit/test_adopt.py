@@ -1,4 +1,4 @@
-"""adopt and retire as pure functions of the workload object (extender/adopt.py): what each writes
+"""adopt and retire as pure functions of the workload object (extender/ops/adopt.py): what each writes
 into the pod template, that adopting twice changes nothing more, and that retire takes out exactly
 what adopt put in."""
 
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from extender.adopt import adopt, retire
 from extender.cli import _workload_path
 from extender.engine import Exactness
+from extender.ops.adopt import adopt, retire
 from extender.policy import (
     IMPLIED_ANNOTATION,
     INLINE_POLICY_ANNOTATION,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from extender.audit import audit, group_report, render
-from extender.explain import explain
-from extender.explain import render as render_explanation
+from extender.ops.audit import audit, group_report, render
+from extender.ops.explain import explain
+from extender.ops.explain import render as render_explanation
 from extender.state.store import KINDS, ClusterStore
 
 from builders import HOST, node, pod, policy_object, statefulset

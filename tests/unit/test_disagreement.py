@@ -4,8 +4,8 @@ policy (issue 23). A pod carrying exactly what `adopt` wrote raises nothing."""
 
 from __future__ import annotations
 
-from extender.adopt import adopt
-from extender.audit import audit, render
+from extender.ops.adopt import adopt
+from extender.ops.audit import audit, render
 from extender.policy import parse_spec
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from extender.cli import main
+from extender.ops.translate import translate
 from extender.policy import PlacementPolicySpec
-from extender.translate import translate
 
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .checker import Member, violations, zones_of
-from .engine import Topology
-from .implied import pod_disagreements
-from .placement_table import zone_table
-from .policy import PlacementPolicySpec, PolicyError, parse_annotation
-from .state.objects import PodRecord, StatefulSetRecord
-from .state.store import ClusterStore
+from ..checker import Member, violations, zones_of
+from ..engine import Topology
+from ..implied import pod_disagreements
+from ..placement_table import zone_table
+from ..policy import PlacementPolicySpec, PolicyError, parse_annotation
+from ..state.objects import PodRecord, StatefulSetRecord
+from ..state.store import ClusterStore
 
 
 @dataclass

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..engine import broken_rules, evaluate, zone_of
+from ..policy import PolicyError
+from ..state.store import ClusterStore
 from .audit import group_report
-from .engine import broken_rules, evaluate, zone_of
-from .policy import PolicyError
-from .state.store import ClusterStore
 
 
 @dataclass

@@ -8,7 +8,7 @@ the extender lifts pod by pod (extender/gate.py). The template's IMPLIED_ANNOTAT
 was added. Adopting again (a changed policy) first takes the old additions out.
 
 retire takes out exactly what adopt added, sets `schedulerName` back (default-scheduler), and
-writes translate's closest native constraints instead (extender/translate.py), unless asked not
+writes translate's closest native constraints instead (extender/ops/translate.py), unless asked not
 to; the policy annotation stays, so adopting again is one command.
 
 Both are pure functions of the workload object; the CLI reads and writes it (update with its
@@ -22,9 +22,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import Exactness, Mirror
-from .implied import add_to_spec, implied, remove_from_spec
-from .policy import (
+from ..engine import Exactness, Mirror
+from ..implied import add_to_spec, implied, remove_from_spec
+from ..policy import (
     IMPLIED_ANNOTATION,
     INLINE_POLICY_ANNOTATION,
     POLICY_REF_ANNOTATION,
