@@ -241,6 +241,29 @@ def _audit(args: argparse.Namespace) -> int:
     return 1 if any(r.violations or r.error for r in reports) else 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from .ops.plan import as_json, drain_each, plan_drain, plan_grow, render_drain, render_grow
+
+    try:
+        store = _live_store(args)
+        if args.target[0] == "drain":
+            nodes = [t.removeprefix("node/").removeprefix("nodes/") for t in args.target[1:]]
+            if not nodes and not args.all:
+                raise ValueError("plan drain takes node/NAME ... or --all")
+            plans = drain_each(store) if args.all else [plan_drain(store, nodes)]
+            print(json.dumps(as_json(plans), indent=2) if args.json else render_drain(plans))
+            return 0 if all(p.safe for p in plans) or args.all else 1
+        kind, _, name = args.target[0].partition("/")
+        if kind.lower() not in ("statefulset", "statefulsets", "sts") or not name or args.replicas is None:
+            raise ValueError("plan takes statefulset/NAME --replicas N, or drain node/NAME ...")
+        plan = plan_grow(store, args.namespace, name, args.replicas)
+    except (LookupError, ValueError, PolicyError) as err:
+        print(f"plan: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(as_json(plan), indent=2) if args.json else render_grow(plan))
+    return 0 if plan.feasible else 1
+
+
 def _workload_path(ref: str, namespace: str) -> tuple[str, str]:
     from .ops.adopt import KINDS
 
@@ -476,6 +499,21 @@ def parser() -> argparse.ArgumentParser:
             )
         else:
             cmd.add_argument("--no-translate", action="store_true", help="do not write translate's constraints")
+
+    pl = sub.add_parser(
+        "plan",
+        help="what growing a StatefulSet or draining nodes takes under its policy; exit 1 when not feasible",
+    )
+    pl.add_argument(
+        "target", nargs="+", help="statefulset/NAME (with --replicas), or: drain node/NAME ... | drain --all"
+    )
+    pl.add_argument("--replicas", type=int, help="the replicas to plan for")
+    pl.add_argument("--all", action="store_true", help="drain: every node alone, safe ones first")
+    pl.add_argument("-n", "--namespace", default="default")
+    pl.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    pl.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(func=_plan)
 
     check = sub.add_parser("check", help="validate a policy file (PlacementPolicy, bare spec, or '-' for stdin)")
     check.add_argument("file")

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from . import cli
 
-COMMANDS = ("explain", "audit", "translate", "check", "adopt", "retire")
+COMMANDS = ("explain", "audit", "plan", "translate", "check", "adopt", "retire")
 
 
 def _kubectl_flags() -> argparse.ArgumentParser:
@@ -56,6 +56,9 @@ def parser() -> argparse.ArgumentParser:
         help="the closest native constraints for a policy; other options as `python -m extender translate`",
     )
     tr.add_argument("source", help="a file, '-', or statefulset/NAME or placementpolicy/NAME in the cluster")
+    pl = sub.add_parser("plan", parents=[flags], help="grow a StatefulSet or drain nodes: what it takes")
+    pl.add_argument("target", nargs="+", help="statefulset/NAME --replicas N, or drain node/NAME ... | drain --all")
+    pl.add_argument("-o", "--output", choices=["text", "json"], default="text")
     for verb, text in (
         ("adopt", "move a workload to the extender; other options as `python -m extender adopt`"),
         ("retire", "move a workload back to the native scheduler; as `python -m extender retire`"),
@@ -94,6 +97,16 @@ def cli_arguments(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
     if args.command == "audit":
         scope = [] if args.all_namespaces else ["-n", namespace]
         return ["audit", *scope, *connection, *(["--json"] if args.output == "json" else []), *rest]
+    if args.command == "plan":
+        return [
+            "plan",
+            *args.target,
+            "-n",
+            namespace,
+            *connection,
+            *(["--json"] if args.output == "json" else []),
+            *rest,
+        ]
     if args.command in ("adopt", "retire"):
         return [args.command, args.workload, "-n", namespace, *connection, *rest]
     return ["translate", args.source, "-n", namespace, *connection, *rest]
@@ -101,7 +114,7 @@ def cli_arguments(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser().parse_known_args(argv)
-    if rest and args.command not in ("translate", "adopt", "retire"):
+    if rest and args.command not in ("translate", "adopt", "retire", "plan"):
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     return cli.main(cli_arguments(args, rest))
 

@@ -54,6 +54,11 @@ CASES = [
         ["adopt", "sts/crdb", "-n", "db", "KC", "--policy-name", "crdb", "--dry-run"],
     ),
     (["retire", "statefulset/crdb", "-n", "x"], ["retire", "statefulset/crdb", "-n", "x", "KC"]),
+    (
+        ["plan", "statefulset/crdb", "--replicas", "12", "-o", "json"],
+        ["plan", "statefulset/crdb", "-n", "db", "KC", "--json", "--replicas", "12"],
+    ),
+    (["plan", "drain", "node/a1", "node/b1"], ["plan", "drain", "node/a1", "node/b1", "-n", "db", "KC"]),
 ]
 
 
