@@ -42,6 +42,9 @@ ORDINAL_ZONE_GATE = f"{API_GROUP}/ordinal-zone"
 # On a pod: the zone requirement the extender ANDed into its node affinity when it lifted the
 # gate (JSON {"key", "values"}); the engine reads the pod's constraints without it.
 NARROWED_ZONES_ANNOTATION = f"{API_GROUP}/narrowed-zones"
+# On a pod waiting for a PlacementPolicy: the policy generation it was last nudged for (an update
+# kube-scheduler reacts to by trying the pod again; server/nudge.py).
+POLICY_GENERATION_ANNOTATION = f"{API_GROUP}/policy-generation"
 # On a template: the constraints `adopt` added (JSON), so `retire` removes those and nothing else.
 IMPLIED_ANNOTATION = f"{API_GROUP}/implied"
 

@@ -24,6 +24,7 @@ from .engine import (
     candidate_names,
     evaluate,
     ordinal_pod_zones,
+    remedies,
     shared_domains,
     zone_left_empty,
     zone_order,
@@ -47,6 +48,8 @@ from .wire import (
 )
 
 log = logging.getLogger(__name__)
+
+REMEDY_INTERVAL = 60.0  # seconds between computing what would free one Pending pod
 
 
 class BindError(Exception):
@@ -95,6 +98,7 @@ class Verbs:
     # (uid, what the decision read, decision)
     _last: tuple[str, _Inputs, Decision] | None = field(default=None, repr=False)
     _warned: OrderedDict[str, None] = field(default_factory=OrderedDict, repr=False)  # pods checked for disagreement
+    _remedies: OrderedDict[str, tuple[float, str]] = field(default_factory=OrderedDict, repr=False)
 
     def __post_init__(self) -> None:
         self.store.lock.observe = lambda seconds, holder: self.metrics.lock_hold.observe(seconds, holder=holder)
@@ -128,7 +132,9 @@ class Verbs:
         if spec is not None and pod.hard_native is not None:
             self._warn_disagreements(pod, spec)
         if result == "no_feasible_node" and decision.order:
-            self.events.pod_event(pod, "PlacementRejected", rejection_summary(decision))
+            self.events.pod_event(
+                pod, "PlacementRejected", rejection_summary(decision) + self._remedy(pod, inputs, args)
+            )
         return _filter_result(args, passed, failed, unresolvable)
 
     def _record_rotation(self, pod: PodRecord, order: ZoneOrder | None) -> None:
@@ -145,6 +151,30 @@ class Verbs:
             log.info("decided the zone rotation of StatefulSet %s/%s: %s", pod.namespace, sts.name, order.how)
             if self.records is not None:
                 self.records.zone_rotation(record, sts.uid)
+
+    def _remedy(self, pod: PodRecord, inputs: _Inputs | None, args: ExtenderArgs) -> str:
+        """What would free the pod (engine/remedy.py), for its PlacementRejected event: computed
+        at most once a minute per pod (a few decisions' worth), the last answer reused between."""
+        if inputs is None:
+            return ""
+        now = time.monotonic()
+        last = self._remedies.get(pod.uid)
+        if last is not None and now - last[0] < REMEDY_INTERVAL:
+            return last[1]
+        with self.store.lock.held("remedy"):
+            found = remedies(
+                inputs.spec,
+                inputs.request,
+                pod.labels,
+                inputs.snap,
+                args.candidate_names(),
+                lambda other: self.store.decision_inputs(pod, other)[1],
+            )
+        text = (" — it would be placed with " + "; or ".join(r.text for r in found)) if found else ""
+        self._remedies[pod.uid] = (now, text)
+        if len(self._remedies) > 10_000:
+            self._remedies.popitem(last=False)
+        return text
 
     def _warn_disagreements(self, pod: PodRecord, spec: PlacementPolicySpec) -> None:
         """A Warning event when the pod's own hard native constraints are not what its policy

@@ -23,7 +23,9 @@ from .model import (
     Taint,
     Verdict,
 )
+from .plan import Fit, group_fits, nodes_to_add, ordinal_pods_to_try, without_nodes
 from .preemption import zone_left_empty
+from .remedy import Remedy, remedies
 from .rules import Exactness, Failure, Gap, ImpliedFragment, Mirror, NativeFragment, imply_rules, translate_rules
 from .scoring import MAX_SCORE, break_tie
 from .topology import Topology
@@ -59,6 +61,13 @@ __all__ = [
     "broken_rules",
     "candidate_names",
     "evaluate",
+    "Fit",
+    "Remedy",
+    "group_fits",
+    "nodes_to_add",
+    "ordinal_pods_to_try",
+    "remedies",
+    "without_nodes",
     "imply_rules",
     "ordinal_pod_zones",
     "shared_domains",

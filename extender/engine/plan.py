@@ -131,3 +131,10 @@ def nodes_to_add(
                 if fit.certainty is Certainty.EXACT:
                     return added, fit
     return None
+
+
+def ordinal_pods_to_try(request: PodRequest, missing: Sequence[int], most: int = 12) -> list[PodRequest]:
+    """The new pods of a StatefulSet that may come first: one per missing ordinal (the first
+    `most`), each its own kind under ordinal zones."""
+    stem = request.key.rsplit("-", 1)[0]
+    return [replace(request, key=f"{stem}-{o}", ordinal=o) for o in list(missing)[:most]]

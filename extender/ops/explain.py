@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..engine import broken_rules, evaluate, zone_of
+from ..engine import broken_rules, evaluate, remedies, zone_of
 from ..policy import PolicyError
 from ..state.store import ClusterStore
 from .audit import group_report
@@ -37,6 +37,7 @@ class Explanation:
     nodes: list[NodeExplanation]
     group: str | None = None  # the group the pod counts in, as audit names it
     breaches: list[str] = field(default_factory=list)  # hard rules the group's placement breaks now
+    remedies: list[str] = field(default_factory=list)  # what would free it, when no node takes it
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,10 +84,14 @@ def explain(store: ClusterStore, namespace: str, name: str) -> Explanation:
         notes.insert(0, f"the pod is bound to {pod.node}; verdicts show where it could go if scheduled now")
     if pod.unschedulable:
         notes.append(f"kube-scheduler says: {pod.unschedulable}")
+    fixes = []
+    if not decision.passed():
+        regroup = lambda other: store.decision_inputs(pod, other)[1]  # noqa: E731
+        fixes = [r.text for r in remedies(spec, request, pod.labels, snap, names, regroup)]
     group = group_report(store, pod)
     if group is None:
-        return Explanation(pod.key, pod.node, source, notes, out)
-    return Explanation(pod.key, pod.node, source, notes + group.notes, out, group.group, list(group.violations))
+        return Explanation(pod.key, pod.node, source, notes, out, remedies=fixes)
+    return Explanation(pod.key, pod.node, source, notes + group.notes, out, group.group, list(group.violations), fixes)
 
 
 def render(e: Explanation) -> str:
@@ -95,6 +100,7 @@ def render(e: Explanation) -> str:
         lines.append(f"  the pod's group, {e.group}, breaks a hard rule now ({len(e.breaches)}):")
         lines += [f"    {b}" for b in e.breaches]
     lines += [f"  {n}" for n in e.notes]
+    lines += [f"  would be placed with: {r}" for r in e.remedies]
     if not e.nodes:
         return "\n".join(lines)
     width = max(len(n.node) for n in e.nodes)

@@ -19,8 +19,18 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..engine import NodeInfo, PodRequest, Snapshot
-from ..engine.plan import Fit, group_fits, nodes_to_add, without_nodes
+from ..engine import (
+    Fit,
+    NodeInfo,
+    Placement,
+    PodRequest,
+    Snapshot,
+    group_fits,
+    nodes_to_add,
+    ordinal_pod_zones,
+    ordinal_pods_to_try,
+    without_nodes,
+)
 from ..policy import PlacementPolicySpec, PolicyError
 from ..state.groups import group_key
 from ..state.objects import STS_POD_NAME_LABEL, PodRecord
@@ -136,8 +146,6 @@ def plan_grow(store: ClusterStore, namespace: str, name: str, replicas: int) -> 
     fit = group_fits(spec, firsts, snap, usable)
     _fill(plan, fit)
     if spec.ordinalZones is not None:
-        from ..engine import ordinal_pod_zones
-
         for ordinal in missing:
             zones, _ = ordinal_pod_zones(spec, replace(request, ordinal=ordinal), snap)
             if zones:
@@ -156,16 +164,11 @@ def plan_grow(store: ClusterStore, namespace: str, name: str, replicas: int) -> 
 
 def _firsts(spec: PlacementPolicySpec, request: PodRequest, missing: list[int]) -> list[PodRequest]:
     """The new pods that may come first, one per kind the rules tell apart: every missing ordinal
-    under ordinal zones (at most one per position in the rotation matters, the first few kept),
-    else the lowest one."""
-    if spec.ordinalZones is None:
-        return [request]
-    return [replace(request, key=f"{request.key.rsplit('-', 1)[0]}-{o}", ordinal=o) for o in missing[:12]]
+    under ordinal zones (the first few), else the lowest one."""
+    return ordinal_pods_to_try(request, missing) if spec.ordinalZones is not None else [request]
 
 
-def _placement_of(store: ClusterStore, pod: PodRecord):  # noqa: ANN202
-    from ..engine import Placement
-
+def _placement_of(store: ClusterStore, pod: PodRecord) -> Placement:
     return Placement(pod.key, pod.node, pod.shard, pod.ordinal)
 
 

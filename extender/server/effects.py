@@ -13,7 +13,10 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
 - pods get, patch: a pod held by the ordinal-zone scheduling gate gets its ordinal's zone ANDed
   into its node affinity and the gate removed, in one JSON patch guarded by its resourceVersion,
   so autoscalers see the zone it needs (extender/gate.py, issue 23). Only pods carrying the gate
-  are read or patched; the patch only narrows, and the filter still judges every node.
+  are read or patched; the patch only narrows, and the filter still judges every node. The same
+  verb writes one annotation on pods waiting for a PlacementPolicy that was just created or
+  edited, so kube-scheduler tries them again at once instead of after its 5-minute flush
+  (server/nudge.py).
 
 The verbs see these through the `Binder` and `EventSink` protocols (extender/verbs.py), so the
 verbs are tested with plain fakes and served with these; they sit with the server, above the
@@ -31,7 +34,7 @@ from datetime import UTC, datetime
 
 from ..gate import carries_gate, lift_patch
 from ..kubeapi import KubeApiError, KubeHttp
-from ..policy import API_GROUP, API_VERSION
+from ..policy import API_GROUP, API_VERSION, POLICY_GENERATION_ANNOTATION
 from ..rotation import PLURAL as ROTATION_PLURAL
 from ..rotation import rotation_object
 from ..state.objects import PodRecord, RotationRecord
@@ -241,3 +244,20 @@ def update_workload(api: KubeHttp, path: str, workload: dict) -> None:
     body = {k: v for k, v in workload.items() if k != "status"}
     body.setdefault("apiVersion", "apps/v1")
     api.call("PUT", path, body=body, timeout=30)
+
+
+class KubePodNudger:
+    """Writes the policy generation on a waiting pod: an update kube-scheduler requeues it for."""
+
+    def __init__(self, api: KubeHttp, timeout: float = 10.0) -> None:
+        self.api = api
+        self.timeout = timeout
+
+    def nudge(self, pod: PodRecord, generation: str) -> None:
+        self.api.call(
+            "PATCH",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+            body={"metadata": {"annotations": {POLICY_GENERATION_ANNOTATION: generation or "0"}}},
+            timeout=self.timeout,
+            content_type="application/merge-patch+json",
+        )

@@ -75,8 +75,9 @@ def build(options: ServeOptions):
     from ..kube_versions import log_api_server_version
     from ..kubeapi import connect
     from ..state.watcher import Watcher
-    from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeGateWriter, KubeRecordWriter
+    from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeGateWriter, KubePodNudger, KubeRecordWriter
     from .gates import GateLifter
+    from .nudge import PolicyNudger
 
     tune_collector()
     api = connect(options.kubeconfig)
@@ -90,6 +91,7 @@ def build(options: ServeOptions):
     watcher = Watcher(api, store, watch_timeout=options.watch_timeout)
     watcher.start()
     GateLifter(verbs, KubeGateWriter(api)).start()
+    PolicyNudger(store, KubePodNudger(api)).start()
     app = create_app(verbs, max_body=options.max_body)
     app.extensions["watcher"] = watcher
     return app

@@ -351,12 +351,18 @@ class PolicyRecord:
     namespace: str
     name: str
     spec: dict[str, Any] = field(default_factory=dict)
+    generation: str = ""  # metadata.generation: moves on every spec change
 
 
 def parse_policy(obj: Any) -> PolicyRecord:
     meta = _meta(obj, "PlacementPolicy")
     spec = obj.get("spec")
-    return PolicyRecord(str(meta.get("namespace") or "default"), meta["name"], spec if isinstance(spec, dict) else {})
+    return PolicyRecord(
+        str(meta.get("namespace") or "default"),
+        meta["name"],
+        spec if isinstance(spec, dict) else {},
+        str(meta.get("generation") or ""),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,8 @@ class ClusterStore:
         self._by_namespace: dict[str, set[str]] = defaultdict(set)
         self._bound: dict[str, Placement] = {}  # uid -> the placement of a pod on a node, made once per event
         self.gated: set[str] = set()  # uids of pods held by the ordinal-zone gate (extender/gate.py)
+        # PlacementPolicies created or edited since the first list: (namespace, name) -> generation
+        self.policy_edits: dict[tuple[str, str], str] = {}
         self.groups = GroupIndexes()  # per-group counts for decisions, kept current below
         self.statefulsets: dict[tuple[str, str], StatefulSetRecord] = {}
         self._sts_by_namespace: dict[str, set[str]] = defaultdict(set)
@@ -267,7 +269,10 @@ class ClusterStore:
         if deleted:
             self.policies.pop(key, None)
         else:
+            old = self.policies.get(key)
             self.policies[key] = policy
+            if self.listed.get("policies") and (old is None or old.spec != policy.spec):
+                self.policy_edits[key] = policy.generation  # its waiting pods are nudged (server/nudge.py)
 
     def _put_rotations(self, deleted: bool, record: RotationRecord) -> None:
         key = (record.namespace, record.statefulset)
@@ -523,3 +528,13 @@ def _raise(value: PlacementPolicySpec | PolicyError) -> PlacementPolicySpec:
 
 
 __all__ = ["ClusterStore", "KINDS", "PARSERS"]
+
+
+def waiting_for(store: ClusterStore, namespace: str, policy: str) -> list[PodRecord]:
+    """The pods of `namespace` that name PlacementPolicy `policy` and wait for a node (not gated)."""
+    out = []
+    for uid in store._by_namespace.get(namespace, ()):  # noqa: SLF001 - the store's own index
+        pod = store.pods[uid]
+        if pod.policy_ref == policy and pod.node is None and not pod.gated and not pod.finished:
+            out.append(pod)
+    return out
