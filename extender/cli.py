@@ -242,7 +242,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .ops.plan import as_json, drain_each, plan_drain, plan_grow, render_drain, render_grow
+    from .ops.plan import as_json, drain_each, plan_drain, plan_group, plan_grow, render_drain, render_grow
 
     try:
         store = _live_store(args)
@@ -254,9 +254,14 @@ def _plan(args: argparse.Namespace) -> int:
             print(json.dumps(as_json(plans), indent=2) if args.json else render_drain(plans))
             return 0 if all(p.safe for p in plans) or args.all else 1
         kind, _, name = args.target[0].partition("/")
-        if kind.lower() not in ("statefulset", "statefulsets", "sts") or not name or args.replicas is None:
-            raise ValueError("plan takes statefulset/NAME --replicas N, or drain node/NAME ...")
-        plan = plan_grow(store, args.namespace, name, args.replicas)
+        if kind.lower() in ("placementpolicy", "placementpolicies", "pp") and name and args.size is not None:
+            plan = plan_group(store, args.namespace, name, args.size)
+        elif kind.lower() in ("statefulset", "statefulsets", "sts") and name and args.replicas is not None:
+            plan = plan_grow(store, args.namespace, name, args.replicas)
+        else:
+            raise ValueError(
+                "plan takes statefulset/NAME --replicas N, placementpolicy/NAME --size N, or drain node/NAME ..."
+            )
     except (LookupError, ValueError, PolicyError) as err:
         print(f"plan: {err}", file=sys.stderr)
         return 2
@@ -505,9 +510,12 @@ def parser() -> argparse.ArgumentParser:
         help="what growing a StatefulSet or draining nodes takes under its policy; exit 1 when not feasible",
     )
     pl.add_argument(
-        "target", nargs="+", help="statefulset/NAME (with --replicas), or: drain node/NAME ... | drain --all"
+        "target",
+        nargs="+",
+        help="statefulset/NAME --replicas N, placementpolicy/NAME --size N, or: drain node/NAME ... | drain --all",
     )
-    pl.add_argument("--replicas", type=int, help="the replicas to plan for")
+    pl.add_argument("--replicas", type=int, help="statefulset/NAME: the replicas to plan for")
+    pl.add_argument("--size", type=int, help="placementpolicy/NAME: the group size to plan for")
     pl.add_argument("--all", action="store_true", help="drain: every node alone, safe ones first")
     pl.add_argument("-n", "--namespace", default="default")
     pl.add_argument("--kubeconfig", default=_env("KUBECONFIG"))

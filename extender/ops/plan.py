@@ -168,6 +168,40 @@ def _firsts(spec: PlacementPolicySpec, request: PodRequest, missing: list[int]) 
     return ordinal_pods_to_try(request, missing) if spec.ordinalZones is not None else [request]
 
 
+def plan_group(store: ClusterStore, namespace: str, policy: str, size: int) -> GrowPlan:
+    """A PlacementPolicy's group grown to `size` pods (new pods beyond its StatefulSets' replicas
+    fill the short ones first, as the dead-end analysis assumes; the rest belong to none)."""
+    members = [
+        p
+        for p in sorted(store.pods.values(), key=lambda p: p.key)
+        if p.namespace == namespace and p.policy_ref == policy
+    ]
+    if not members:
+        raise LookupError(f"no pod in {namespace} names PlacementPolicy {policy}")
+    pod = members[0]
+    spec = store.resolve_policy(pod)
+    assert spec is not None
+    request, snap = store.decision_inputs(pod, spec, tentative=False, counted=False)
+    placements = snap.placements + ((_placement_of(store, pod),) if pod.node is not None else ())
+    snap = replace(snap, placements=placements, group_size=size)
+    now = len(placements)
+    plan = GrowPlan(namespace, f"PlacementPolicy {policy}", now, size, True, "exact")
+    if size <= now:
+        return plan
+    firsts = [replace(request, key=f"{namespace}/new-pod", shard=None, ordinal=None, volume_zones=frozenset())]
+    usable = _usable(store, pod, spec)
+    fit = group_fits(spec, firsts, snap, usable)
+    _fill(plan, fit)
+    if not fit.feasible:
+        found = nodes_to_add(spec, firsts, snap, usable, _zone_shapes(store, spec, usable), most=size - now)
+        if found is not None:
+            for node in found[0]:
+                zone = node.labels.get(spec.topology.zone, "?")
+                plan.add[zone] = plan.add.get(zone, 0) + 1
+                plan.shapes[zone] = node.name.removeprefix("new-").rsplit("-", 1)[0]
+    return plan
+
+
 def _placement_of(store: ClusterStore, pod: PodRecord) -> Placement:
     return Placement(pod.key, pod.node, pod.shard, pod.ordinal)
 
@@ -228,7 +262,8 @@ def drain_each(store: ClusterStore) -> list[DrainPlan]:
 
 # -- output ------------------------------------------------------------------------------------------
 def render_grow(plan: GrowPlan) -> str:
-    head = f"StatefulSet {plan.namespace}/{plan.statefulset}: {plan.replicas_now} -> {plan.replicas} replicas"
+    what = plan.statefulset if plan.statefulset.startswith("PlacementPolicy") else f"StatefulSet {plan.statefulset}"
+    head = f"{what} in {plan.namespace}: {plan.replicas_now} -> {plan.replicas} pods"
     lines = [head]
     if plan.feasible:
         lines.append(f"  feasible on today's nodes ({plan.certainty})")

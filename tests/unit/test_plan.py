@@ -139,3 +139,21 @@ def test_draining_an_empty_node_touches_no_group() -> None:
 def test_an_unknown_node_says_so() -> None:
     with pytest.raises(LookupError, match="no such node"):
         plan_drain(store_with({"a": 1}, CAP1, [], 0), ["zz"])
+
+
+def test_a_policys_group_grown_to_a_size() -> None:
+    from extender.ops.plan import plan_group
+
+    policy = {"group": {"selector": {"matchLabels": {"app": "db"}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+    store = ClusterStore(Reservations())
+    for kind in KINDS:
+        store.replace(kind, [])
+    for name, zone in (("a1", "a"), ("b1", "b"), ("b2", "b")):
+        store.apply("nodes", "ADDED", node(name, zone))
+    store.apply("policies", "ADDED", {"metadata": {"name": "p", "namespace": "db"}, "spec": policy})
+    for i, where in enumerate(["a1", "b1"]):
+        store.apply("pods", "ADDED", pod(f"w-{i}", labels={"app": "db"}, policy_name="p", node_name=where))
+    assert plan_group(store, "db", "p", 3).feasible
+    grown = plan_group(store, "db", "p", 5)
+    assert not grown.feasible and sum(grown.add.values()) == 2, render_grow(grown)
+    assert "PlacementPolicy p in db: 2 -> 5 pods" in render_grow(grown)
