@@ -27,6 +27,7 @@ from .plan import Fit, group_fits, nodes_to_add, ordinal_pods_to_try, without_no
 from .preemption import zone_left_empty
 from .remedy import Remedy, remedies
 from .rules import Exactness, Failure, Gap, ImpliedFragment, Mirror, NativeFragment, imply_rules, translate_rules
+from .scale_down import deletion_costs, deletion_order
 from .scoring import MAX_SCORE, break_tie
 from .topology import Topology
 from .zone_order import ZoneOrder, first_rotation, zone_order_for
@@ -67,6 +68,8 @@ __all__ = [
     "nodes_to_add",
     "ordinal_pods_to_try",
     "remedies",
+    "deletion_costs",
+    "deletion_order",
     "without_nodes",
     "imply_rules",
     "ordinal_pod_zones",
