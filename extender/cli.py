@@ -83,6 +83,24 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _deletion_costs(args: argparse.Namespace) -> int:
+    """The opt-in scale-down controller: watch like the extender, keep pod-deletion-cost current."""
+    import time
+
+    from .kubeapi import connect
+    from .server.deletion_costs import DeletionCostController
+    from .server.effects import KubeDeletionCostWriter
+    from .state.store import ClusterStore
+    from .state.watcher import Watcher
+
+    api = connect(args.kubeconfig)
+    store = ClusterStore()
+    Watcher(api, store).start()
+    DeletionCostController(store, KubeDeletionCostWriter(api), interval=args.interval, rate=args.rate).start()
+    while True:
+        time.sleep(3600)
+
+
 def _schema(args: argparse.Namespace) -> int:
     from .schema import policy_json_schema
 
@@ -417,6 +435,15 @@ def parser() -> argparse.ArgumentParser:
         help="require client certificates signed by this CA (mutual TLS with kube-scheduler)",
     )
     serve.set_defaults(func=_serve)
+
+    dc = sub.add_parser(
+        "deletion-costs",
+        help="opt-in scale-down controller: pod-deletion-cost on ReplicaSet pods of policy groups",
+    )
+    dc.add_argument("--kubeconfig", default=_env("EXTENDER_KUBECONFIG", _env("KUBECONFIG")))
+    dc.add_argument("--interval", type=_positive_seconds, default=2.0, help="seconds between passes (default 2)")
+    dc.add_argument("--rate", type=float, default=10.0, help="most patches a second (default 10)")
+    dc.set_defaults(func=_deletion_costs)
 
     schema = sub.add_parser("schema", help="print the JSON schema of a placement policy spec")
     schema.set_defaults(func=_schema)

@@ -34,6 +34,9 @@ class GroupReport:
     pending: dict[str, str] = field(default_factory=dict)  # pod -> why
     error: str | None = None
     notes: list[str] = field(default_factory=list)  # how pods without an owner were counted
+    # what the next scale-down of a ReplicaSet would break (the pod it would remove, or every pod
+    # whose removal breaks a rule when no pod-deletion-cost says which goes first)
+    next_scale_down_breaks: list[str] = field(default_factory=list)
     # pod -> its hard native constraints its policy does not imply (autoscalers act on those)
     native_disagreements: dict[str, list[str]] = field(default_factory=dict)
 
@@ -172,6 +175,7 @@ def _report(
         for p in sorted(counted.values(), key=lambda p: p.key)
     ]
     report.pending = {r.key: r.unschedulable or "not scheduled yet" for r in records if not r.node}
+    report.next_scale_down_breaks = _replicaset_scale_down(spec, records, members, nodes, snap, found)
     for r in records:
         sts = store.statefulsets.get((r.namespace, r.shard)) if r.shard else None
         found = pod_disagreements(r, spec, sts.selector_labels if sts else None)
@@ -190,6 +194,39 @@ def _report(
                     f"the group's last pod in zone {zone}"
                 )
     return report
+
+
+def _replicaset_scale_down(spec, records, members, nodes, snap, now) -> list[str]:  # noqa: ANN001
+    """For pods a ReplicaSet owns: would its next scale-down step break a hard rule? With every
+    pod carrying a pod-deletion-cost, the lowest goes first; without, the ReplicaSet controller
+    may take any running pod, so each one whose removal breaks a rule is listed."""
+    owned = [r for r in records if r.node and r.replicaset and not r.terminating]
+    if not owned:
+        return []
+    before = {f"{v.rule}: {v.message}" for v in now}
+
+    def cost(r: PodRecord) -> int:
+        try:
+            return int(r.deletion_cost or "")
+        except ValueError:
+            return 0
+
+    costed = all(r.deletion_cost is not None for r in owned)
+    candidates = [min(owned, key=cost)] if costed else owned
+    out = []
+    for r in candidates:
+        after = [m for m in members if m.pod != r.key]
+        broken = [
+            f"{v.rule}: {v.message}"
+            for v in violations(spec, after, nodes, snap.group_size, snap.volume_zones, snap.zone_rotations)
+        ]
+        new = [b for b in broken if b not in before]
+        if new:
+            why = "lowest pod-deletion-cost" if costed else "no pod-deletion-cost decides the order"
+            out.append(f"scaling ReplicaSet {r.replicaset} down may remove {r.key} ({why}), which breaks {new[0]}")
+    if out and not costed:
+        out.append("the opt-in scale-down controller (README 'Scale-down') makes the ReplicaSet remove the right pods")
+    return out
 
 
 def _volume_zone(store: ClusterStore, pod: PodRecord) -> str | None:
@@ -216,6 +253,7 @@ def render(reports: list[GroupReport]) -> str:
             out.extend("   " + line for line in zone_table(dict(r.placed), r.zones).splitlines())
         out.extend(f"   violation: {v}" for v in r.violations)
         out.extend(f"   warning: {w}" for w in r.next_scale_down_empties)
+        out.extend(f"   warning: {w}" for w in r.next_scale_down_breaks)
         out.extend(f"   pending: {p}: {why}" for p, why in sorted(r.pending.items()))
         out.extend(
             f"   native constraints: {p}: {w}" for p, found in sorted(r.native_disagreements.items()) for w in found

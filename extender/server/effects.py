@@ -7,6 +7,9 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
 - zonerotations create: a StatefulSet's ordinal -> zone rotation, decided once and kept in the
   cluster, so no restart, zone outage or adoption re-derives it (issue 22; extender/rotation.py).
   Create only: the extender never updates or deletes a record; the operator edits or deletes it.
+- pods patch, by the opt-in scale-down controller only (its own ServiceAccount): the
+  pod-deletion-cost annotation on running pods of policy groups that ReplicaSets own
+  (server/deletion_costs.py, issue 25).
 - statefulsets/deployments update, by `adopt` and `retire` only, with the operator's own
   credentials (never the extender's): the workload's pod template, guarded by its
   resourceVersion (extender/ops/adopt.py).
@@ -37,7 +40,7 @@ from ..kubeapi import KubeApiError, KubeHttp
 from ..policy import API_GROUP, API_VERSION, POLICY_GENERATION_ANNOTATION
 from ..rotation import PLURAL as ROTATION_PLURAL
 from ..rotation import rotation_object
-from ..state.objects import PodRecord, RotationRecord
+from ..state.objects import DELETION_COST_ANNOTATION, PodRecord, RotationRecord
 from ..verbs import BindError, GateAnswer
 
 log = logging.getLogger(__name__)
@@ -258,6 +261,24 @@ class KubePodNudger:
             "PATCH",
             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
             body={"metadata": {"annotations": {POLICY_GENERATION_ANNOTATION: generation or "0"}}},
+            timeout=self.timeout,
+            content_type="application/merge-patch+json",
+        )
+
+
+class KubeDeletionCostWriter:
+    """The scale-down controller's one write (its own ServiceAccount, deploy/optional/scale-down.yaml):
+    the pod-deletion-cost annotation a ReplicaSet's controller reads to pick the pods it deletes."""
+
+    def __init__(self, api: KubeHttp, timeout: float = 10.0) -> None:
+        self.api = api
+        self.timeout = timeout
+
+    def set_cost(self, pod: PodRecord, cost: int) -> None:
+        self.api.call(
+            "PATCH",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+            body={"metadata": {"annotations": {DELETION_COST_ANNOTATION: str(cost)}}},
             timeout=self.timeout,
             content_type="application/merge-patch+json",
         )

@@ -23,6 +23,7 @@ from ..policy import (
 from ..rotation import parse_rotation_spec
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 
 # A StatefulSet ordinal as the controller writes it (fmt "%s-%d"): decimal ASCII digits without
 # a leading zero, below 2**31 (replicas and ordinals.start are int32). Anything else after the
@@ -91,6 +92,8 @@ class PodRecord:
     # nodeSelector, required node affinity, tolerations: the nodes it could use at all (engine/eligibility.py)
     constraints: NodeConstraints = NO_CONSTRAINTS
     gated: bool = False  # held by the ordinal-zone scheduling gate (extender/gate.py)
+    replicaset: str | None = None  # owning ReplicaSet (a Deployment's pods): scale-down order applies
+    deletion_cost: str | None = None  # its controller.kubernetes.io/pod-deletion-cost annotation
     # Its DoNotSchedule spreads and required pod anti-affinity, as written (None: it has none):
     # compared with what its policy implies (extender/implied.py disagreements).
     hard_native: dict[str, Any] | None = None
@@ -112,9 +115,12 @@ def parse_pod(obj: Any) -> PodRecord:
     labels = _str_map(meta.get("labels"))
     annotations = _str_map(meta.get("annotations"))
     shard = None
+    replicaset = None
     for ref in _items(meta.get("ownerReferences")):
         if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "StatefulSet":
             shard = str(ref.get("name"))
+        elif isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "ReplicaSet":
+            replicaset = str(ref.get("name"))
     ordinal = None
     if shard is not None and STS_POD_NAME_LABEL in labels:
         # crl-scheduler: the integer after the last '-' of the pod name.
@@ -142,6 +148,8 @@ def parse_pod(obj: Any) -> PodRecord:
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
         constraints=parse_node_constraints(spec, _narrowed(annotations.get(NARROWED_ZONES_ANNOTATION))),
+        replicaset=replicaset,
+        deletion_cost=annotations.get(DELETION_COST_ANNOTATION),
         gated=any(
             isinstance(g, dict) and g.get("name") == ORDINAL_ZONE_GATE for g in _items(spec.get("schedulingGates"))
         ),

@@ -6,7 +6,8 @@ Renders `deploy/` and `deploy/overlays/tls/` with `kubectl kustomize`, reads
 `deploy/optional/audit-cronjob.yaml`, and writes `deploy/helm/placement-scheduler/templates/`:
 one file per object, objects of the sidecar install only under `not .Values.tls.enabled`, those
 of the TLS install only under `.Values.tls.enabled`, the audit objects under
-`.Values.audit.enabled`. The values a user sets (images, replicas, resources, the audit's
+`.Values.audit.enabled`, the scale-down controller's (deploy/optional/scale-down.yaml) under
+`.Values.scaleDown.enabled`. The values a user sets (images, replicas, resources, the audit's
 schedule, whether to create the namespace) replace the matching fields; with the default values
 `helm template` renders exactly what kustomize does (tests/e2e/test_helm.py holds them equal).
 `--check` exits 1 if the committed templates differ from what would be generated.
@@ -45,7 +46,10 @@ def parameterise(obj: dict[str, Any]) -> dict[str, Any]:
     """Mark the fields values set with sentinels (replaced by template expressions when written)."""
     obj = json.loads(json.dumps(obj))
     kind, _, name = identity(obj)
-    if kind == "Deployment":
+    if kind == "Deployment" and name == "placement-scale-down":
+        for container in obj["spec"]["template"]["spec"]["containers"]:
+            container["image"] = "@@EXTENDER_IMAGE@@"
+    elif kind == "Deployment":
         spec = obj["spec"]["template"]["spec"]
         if name == "placement-scheduler":
             obj["spec"]["replicas"] = "@@REPLICAS@@"
@@ -82,6 +86,7 @@ def templates(kubectl: str) -> dict[str, str]:
     base = {identity(o): o for o in kustomize(kubectl, "deploy")}
     tls = {identity(o): o for o in kustomize(kubectl, "deploy/overlays/tls")}
     audit = [d for d in yaml.safe_load_all((REPO / "deploy/optional/audit-cronjob.yaml").read_text()) if d]
+    scale_down = [d for d in yaml.safe_load_all((REPO / "deploy/optional/scale-down.yaml").read_text()) if d]
     files: dict[str, str] = {}
 
     def add(obj: dict[str, Any], condition: str | None, variant: str = "") -> None:
@@ -99,6 +104,8 @@ def templates(kubectl: str) -> dict[str, str]:
             add(obj, ".Values.tls.enabled", "tls-")
     for obj in audit:
         add(obj, ".Values.audit.enabled", "audit-")
+    for obj in scale_down:
+        add(obj, ".Values.scaleDown.enabled", "scale-down-")
     return files
 
 

@@ -29,6 +29,7 @@ SCHEDULER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-scheduler"
 # deploy/overlays/tls: the extender in its own pods, under its own identity
 EXTENDER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-extender"
 AUDITOR = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-auditor"
+SCALE_DOWN = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-scale-down"
 POLICIES = f"/apis/placement.extender.dev/v1alpha1/namespaces/{SYSTEM_NAMESPACE}/placementpolicies"
 
 
@@ -294,6 +295,43 @@ def test_auditor_may_list_every_kind_audit_reads(cluster, auditor_identity, path
     group, resource = _group_resource(path)
     assert access(cluster, auditor_identity, "list", resource, group=group)
     assert not access(cluster, auditor_identity, "create", resource, group=group, namespace="any-namespace")
+
+
+@pytest.fixture(scope="module")
+def scale_down_identity(cluster):
+    """The scale-down controller's ServiceAccount and role, from its file (not its Deployment)."""
+    for doc in yaml.safe_load_all((REPO / "deploy/optional/scale-down.yaml").read_text()):
+        if doc["kind"] == "ServiceAccount":
+            cluster.admin.create(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/serviceaccounts", doc)
+        elif doc["kind"] == "ClusterRole":
+            cluster.admin.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", doc)
+        elif doc["kind"] == "ClusterRoleBinding":
+            cluster.admin.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", doc)
+    return SCALE_DOWN
+
+
+@pytest.mark.parametrize("path", [r.path for r in RESOURCES], ids=[r.kind for r in RESOURCES])
+def test_scale_down_controller_may_watch_what_the_extender_caches(cluster, scale_down_identity, path) -> None:
+    group, resource = _group_resource(path)
+    assert access(cluster, scale_down_identity, "watch", resource, group=group)
+
+
+def test_scale_down_controllers_one_write_is_pod_patch(cluster, scale_down_identity) -> None:
+    """Its one write, and why: the pod-deletion-cost annotation (README "Scale-down")."""
+    assert access(cluster, scale_down_identity, "patch", "pods", namespace="any-namespace")
+    assert not access(cluster, scale_down_identity, "create", "pods", subresource="binding", namespace="x")
+    assert not access(cluster, scale_down_identity, "create", "zonerotations", group="placement.extender.dev")
+
+
+@pytest.mark.parametrize(
+    "verb,resource,group,subresource", [d for d in DANGEROUS if d[:2] != ("patch", "pods")] + IMPERSONATION
+)
+def test_scale_down_controller_is_denied_dangerous_verbs(
+    cluster, scale_down_identity, verb, resource, group, subresource
+) -> None:
+    assert not access(
+        cluster, scale_down_identity, verb, resource, group=group, subresource=subresource, namespace="any-namespace"
+    )
 
 
 @pytest.mark.parametrize("verb,resource,group,subresource", DANGEROUS + IMPERSONATION, ids=lambda v: str(v))
