@@ -3,7 +3,9 @@
 A pod template cannot say "ordinal i goes to zone z", so `adopt` puts the gate ORDINAL_ZONE_GATE
 in the template of a StatefulSet whose policy places pods by ordinal zone. While a pod is gated,
 kube-scheduler leaves it alone and its node affinity may be narrowed (KEP-3838, GA in 1.30). The
-extender (server/gates.py) ANDs `zone In [its ordinal's zone, its volumes' zones]` into every
+extender (server/gates.py) takes the zone from an order the cluster holds (the policy's own, or the
+set's ZoneRotation once the watch shows it: every replica narrows alike), ANDs
+`zone In [its ordinal's zone, its volumes' zones]` into every
 required nodeSelectorTerm and removes the gate, in one JSON patch that first tests the pod's
 resourceVersion: the narrowing and the lift land together or not at all. From then on an
 autoscaler that finds the pod Pending simulates a node in the right zone.

@@ -59,7 +59,7 @@ def group_selector(spec: PlacementPolicySpec, group_labels: dict[str, str] | Non
         selector: dict[str, Any] = {"matchLabels": dict(spec.group.selector.matchLabels)}
         if spec.group.selector.matchExpressions:
             selector["matchExpressions"] = [e.model_dump() for e in spec.group.selector.matchExpressions]
-        return selector
+        return _clean(selector)  # as the API server stores it: no empty fields
     if group_labels:
         return {"matchLabels": dict(group_labels)}
     return None
@@ -271,14 +271,37 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Equal as the API means them (a spread's defaulted inclusion policies written or not)."""
+    """Equal as the API means them: a spread's default inclusion policies written or not, empty
+    fields dropped, and the `key In [value]` requirements the API server merges into a pod's
+    labelSelector from matchLabelKeys (1.31+) left out."""
 
     def norm(c: dict[str, Any]) -> str:
         c = {k: v for k, v in c.items() if not (k in _SPREAD_DEFAULTS and v == _SPREAD_DEFAULTS[k])}
-        c.setdefault("whenUnsatisfiable", "DoNotSchedule") if "maxSkew" in c else None
-        return json.dumps(c, sort_keys=True)
+        if "maxSkew" in c:
+            c.setdefault("whenUnsatisfiable", "DoNotSchedule")
+        keys = set(c.get("matchLabelKeys") or ())
+        selector = c.get("labelSelector")
+        if keys and isinstance(selector, dict):
+            merged = [
+                e
+                for e in selector.get("matchExpressions") or []
+                if not (isinstance(e, dict) and e.get("key") in keys and e.get("operator") == "In")
+            ]
+            c = {**c, "labelSelector": {**selector, "matchExpressions": merged}}
+        return json.dumps(_clean(c), sort_keys=True)
 
     return norm(a) == norm(b)
+
+
+def _clean(value: Any) -> Any:
+    """Without empty maps, lists and strings (the API server drops them: `matchLabels: {}`,
+    `values: []` for Exists)."""
+    if isinstance(value, dict):
+        cleaned = {k: _clean(v) for k, v in value.items()}
+        return {k: v for k, v in cleaned.items() if v not in ({}, [], "", None)}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
 
 
 def _short(constraint: dict[str, Any]) -> str:

@@ -50,6 +50,7 @@ from .wire import (
 log = logging.getLogger(__name__)
 
 REMEDY_INTERVAL = 60.0  # seconds between computing what would free one Pending pod
+REMEDY_SPACING = 1.0  # seconds between two such computations, whatever the pods: a bound on the lock time
 
 
 class BindError(Exception):
@@ -99,6 +100,7 @@ class Verbs:
     _last: tuple[str, _Inputs, Decision] | None = field(default=None, repr=False)
     _warned: OrderedDict[str, None] = field(default_factory=OrderedDict, repr=False)  # pods checked for disagreement
     _remedies: OrderedDict[str, tuple[float, str]] = field(default_factory=OrderedDict, repr=False)
+    _last_remedy: float = field(default=-1e9, repr=False)
 
     def __post_init__(self) -> None:
         self.store.lock.observe = lambda seconds, holder: self.metrics.lock_hold.observe(seconds, holder=holder)
@@ -161,6 +163,9 @@ class Verbs:
         last = self._remedies.get(pod.uid)
         if last is not None and now - last[0] < REMEDY_INTERVAL:
             return last[1]
+        if now - self._last_remedy < REMEDY_SPACING:  # one computation a second across all pods
+            return last[1] if last is not None else ""
+        self._last_remedy = now
         with self.store.lock.held("remedy"):
             found = remedies(
                 inputs.spec,
@@ -185,7 +190,8 @@ class Verbs:
         self._warned[pod.uid] = None
         if len(self._warned) > 10_000:
             self._warned.popitem(last=False)
-        sts = self.store.statefulsets.get((pod.namespace, pod.shard)) if pod.shard else None
+        with self.store.lock.held("disagreement"):
+            sts = self.store.statefulsets.get((pod.namespace, pod.shard)) if pod.shard else None
         found = pod_disagreements(pod, spec, sts.selector_labels if sts else None)
         if found:
             self.events.pod_event(pod, "NativeConstraintsDisagree", "; ".join(found))
@@ -218,11 +224,22 @@ class Verbs:
                 mirrored = False
             if not mirrored:
                 return GateAnswer(pod, None, "its policy's ordinal zones have no exact native mirror (README)")
-            request, snap = self.store.decision_inputs(pod, spec)
+            try:
+                request, snap = self.store.decision_inputs(pod, spec)
+            except PolicyError as err:
+                return GateAnswer(pod, None, f"its policy is invalid, which the filter reports: {err}")
             zones, order = ordinal_pod_zones(spec, request, snap)
-            if zones is None:
+            if zones is None or order is None:
                 return GateAnswer(pod, None, "no zone order yet (no zone has a schedulable node): the filter judges")
-            self._record_rotation(pod, order)
+            if spec.ordinalZones.order is None and pod.shard is not None:
+                # Narrow only from an order the cluster holds (a ZoneRotation the watch has shown):
+                # two replicas, or this one after a restart, then narrow alike and the filter agrees.
+                if (pod.namespace, pod.shard) not in self.store.rotations:
+                    if not self.store.rotations_enabled:
+                        return GateAnswer(pod, None, "no ZoneRotation CRD, so no recorded order to narrow by")
+                    if order.derived:
+                        self._record_rotation(pod, order)
+                    return None  # the next pass, once the watch shows the record
             requirement = {"key": spec.topology.zone, "operator": "In", "values": sorted(zones)}
             return GateAnswer(pod, requirement, f"ordinal {pod.ordinal} belongs in {', '.join(sorted(zones))}")
 

@@ -10,6 +10,7 @@ its modules. The HTTP server, the watch cache and the CLI are thin layers around
 from .context import spread_eligibility
 from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, Requirement, Toleration
 from .evaluate import broken_rules, candidate_names, evaluate, ordinal_pod_zones, shared_domains, zone_of, zone_order
+from .lookahead import Certainty
 from .model import (
     Decision,
     GroupCounts,
@@ -40,6 +41,7 @@ __all__ = [
     "Requirement",
     "Taint",
     "Toleration",
+    "Certainty",
     "Decision",
     "Exactness",
     "Failure",

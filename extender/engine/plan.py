@@ -116,9 +116,14 @@ def nodes_to_add(
     shapes: Sequence[NodeInfo],
     *,
     most: int = 12,
+    seconds: float = 10.0,
 ) -> tuple[list[NodeInfo], Fit] | None:
     """A smallest multiset of copies of `shapes` (one per domain to grow in) that makes the group
-    fit, with the fit; None if no multiset of at most `most` nodes does."""
+    fit, with the fit (its certainty: a relaxed "yes" is not proven); None if no multiset of at
+    most `most` nodes does within `seconds`."""
+    import time
+
+    stop = time.monotonic() + seconds
     for size in range(1, most + 1):
         for combo in itertools.combinations_with_replacement(range(len(shapes)), size):
             seen: Counter[int] = Counter()
@@ -126,10 +131,11 @@ def nodes_to_add(
             for i in combo:
                 seen[i] += 1
                 added.append(copy_of(shapes[i], f"new-{shapes[i].name}-{seen[i]}"))
-            fit = group_fits(spec, firsts, with_nodes(snap, added), [*usable, *(n.name for n in added)])
+            if time.monotonic() > stop:
+                return None
+            fit = group_fits(spec, firsts, with_nodes(snap, added), [*usable, *(n.name for n in added)], stop)
             if fit.feasible and fit.certainty in (Certainty.EXACT, Certainty.RELAXED):
-                if fit.certainty is Certainty.EXACT:
-                    return added, fit
+                return added, fit
     return None
 
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..engine import (
+    Certainty,
     Fit,
     NodeInfo,
     Placement,
@@ -67,7 +68,7 @@ class DrainPlan:
 
     @property
     def safe(self) -> bool:
-        return all(g.feasible for g in self.groups)
+        return all(g.feasible for g in self.groups)  # _fill: feasible only when proven or relaxed-yes
 
 
 def _usable(
@@ -154,7 +155,8 @@ def plan_grow(store: ClusterStore, namespace: str, name: str, replicas: int) -> 
         shapes = _zone_shapes(store, spec, usable)
         found = nodes_to_add(spec, firsts, snap, usable, shapes, most=max(1, len(missing)))
         if found is not None:
-            added, _ = found
+            added, with_them = found
+            _note_relaxed(plan, with_them)
             for node in added:
                 zone = node.labels.get(spec.topology.zone, "?")
                 plan.add[zone] = plan.add.get(zone, 0) + 1
@@ -195,6 +197,7 @@ def plan_group(store: ClusterStore, namespace: str, policy: str, size: int) -> G
     if not fit.feasible:
         found = nodes_to_add(spec, firsts, snap, usable, _zone_shapes(store, spec, usable), most=size - now)
         if found is not None:
+            _note_relaxed(plan, found[1])
             for node in found[0]:
                 zone = node.labels.get(spec.topology.zone, "?")
                 plan.add[zone] = plan.add.get(zone, 0) + 1
@@ -206,10 +209,18 @@ def _placement_of(store: ClusterStore, pod: PodRecord) -> Placement:
     return Placement(pod.key, pod.node, pod.shard, pod.ordinal)
 
 
+def _note_relaxed(plan: GrowPlan, fit: Fit) -> None:
+    if fit.certainty is not Certainty.EXACT:
+        plan.why = (plan.why + "; " if plan.why else "") + "the nodes to add are a relaxed answer, not proven"
+
+
 def _fill(plan: GrowPlan | DrainGroup, fit: Fit) -> None:
-    plan.feasible = fit.feasible
+    """The fit into the plan. When the analysis cannot tell (rules it does not model, or its
+    deadline), the plan is not called feasible: an operator should not drain on a guess."""
+    decided = fit.certainty in (Certainty.EXACT, Certainty.RELAXED)
+    plan.feasible = fit.feasible and decided
     plan.certainty = str(fit.certainty)
-    plan.why = fit.why
+    plan.why = fit.why if decided or fit.why else "the analysis cannot tell"
 
 
 def plan_drain(store: ClusterStore, nodes: list[str]) -> DrainPlan:
@@ -237,6 +248,8 @@ def plan_drain(store: ClusterStore, nodes: list[str]) -> DrainPlan:
         spec = specs[key]
         first = displaced[0]
         request, snap = store.decision_inputs(first, spec, tentative=False, counted=False)
+        if snap.group_size is None:  # a selector group of no StatefulSet: the displaced pods are to come
+            snap = replace(snap, group_size=len(snap.placements) + 1)
         snap = without_nodes(snap, drained)
         firsts = [request]
         for other in displaced[1:12]:
@@ -265,7 +278,9 @@ def render_grow(plan: GrowPlan) -> str:
     what = plan.statefulset if plan.statefulset.startswith("PlacementPolicy") else f"StatefulSet {plan.statefulset}"
     head = f"{what} in {plan.namespace}: {plan.replicas_now} -> {plan.replicas} pods"
     lines = [head]
-    if plan.feasible:
+    if plan.certainty in ("unknown", "deadline"):
+        lines.append(f"  cannot tell ({plan.certainty}): {plan.why}")
+    elif plan.feasible:
         lines.append(f"  feasible on today's nodes ({plan.certainty})")
     else:
         lines.append(f"  NOT feasible on today's nodes ({plan.certainty}){': ' + plan.why if plan.why else ''}")

@@ -90,7 +90,7 @@ class DeletionCostController:
     def pass_once(self, now: float | None = None) -> int:
         """One pass: the costs that changed, written within the rate limit; returns how many."""
         now = time.monotonic() if now is None else now
-        self._tokens = min(self.rate * self.interval, self._tokens + (now - self._last) * self.rate)
+        self._tokens = min(self.rate, self._tokens + (now - self._last) * self.rate)  # at most `rate` a second
         self._last = now
         with self.store.lock.held("deletion-costs"):
             if self.store.not_synced() is not None:

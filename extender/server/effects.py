@@ -234,7 +234,7 @@ class KubeGateWriter:
                 content_type="application/json-patch+json",
             )
         except KubeApiError as err:
-            if err.status == 409 or (err.status == 422 and "test" in str(err).lower()):
+            if err.status == 409 or (err.status == 422 and "testing value /metadata/resourceVersion" in str(err)):
                 return  # it changed since the GET (the patch's resourceVersion test): the next pass reads it again
             raise
         self.lifted += 1

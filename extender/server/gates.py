@@ -51,24 +51,25 @@ class GateLifter:
         store = self.verbs.store
         with store.lock.held("gates"):
             uids = list(store.gated)
-        for uid in list(self._retry_at):
-            if uid not in store.gated:
-                del self._retry_at[uid]
+            for uid in list(self._retry_at):
+                if uid not in store.gated:
+                    del self._retry_at[uid]
         lifted = 0
         for uid in uids:
             if self._retry_at.get(uid, 0.0) > now:
                 continue
-            answer = self.verbs.gate_answer(uid)
-            if answer is None:
-                continue
+            answer = None
             try:
+                answer = self.verbs.gate_answer(uid)
+                if answer is None:
+                    continue
                 self.writer.lift(answer)
                 lifted += 1
-            except Exception as err:  # noqa: BLE001 - a failed write waits for the next try
+            except Exception as err:  # noqa: BLE001 - one pod's failure never stops the others
                 self._retry_at[uid] = now + self.retry_after
                 log.warning(
                     "could not lift the ordinal-zone gate of %s: %s (the extender needs get and patch on pods)",
-                    answer.pod.key,
+                    answer.pod.key if answer is not None else uid,
                     err,
                 )
         return lifted

@@ -64,6 +64,7 @@ class ClusterStore:
         self.gated: set[str] = set()  # uids of pods held by the ordinal-zone gate (extender/gate.py)
         # PlacementPolicies created or edited since the first list: (namespace, name) -> generation
         self.policy_edits: dict[tuple[str, str], str] = {}
+        self._policies_before: dict[tuple[str, str], PolicyRecord] = {}
         self.groups = GroupIndexes()  # per-group counts for decisions, kept current below
         self.statefulsets: dict[tuple[str, str], StatefulSetRecord] = {}
         self._sts_by_namespace: dict[str, set[str]] = defaultdict(set)
@@ -114,6 +115,7 @@ class ClusterStore:
             put = getattr(self, f"_put_{kind}")
             for record in records:
                 put(False, record)
+            self._policies_before = {}
             self.synced[kind] = True
             self.listed[kind] = True
             self.list_errors.pop(kind, None)
@@ -189,6 +191,7 @@ class ClusterStore:
         elif kind == "volumes":
             self.volumes.clear()
         elif kind == "policies":
+            self._policies_before = dict(self.policies)  # a relist is no edit: compared against these
             self.policies.clear()
             self._policy_specs.clear()
         elif kind == "rotations":
@@ -269,7 +272,7 @@ class ClusterStore:
         if deleted:
             self.policies.pop(key, None)
         else:
-            old = self.policies.get(key)
+            old = self.policies.get(key) or self._policies_before.get(key)
             self.policies[key] = policy
             if self.listed.get("policies") and (old is None or old.spec != policy.spec):
                 self.policy_edits[key] = policy.generation  # its waiting pods are nudged (server/nudge.py)

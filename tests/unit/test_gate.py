@@ -10,6 +10,7 @@ import pytest
 
 from extender.gate import lift_patch
 from extender.policy import NARROWED_ZONES_ANNOTATION, ORDINAL_ZONE_GATE
+from extender.rotation import rotation_object
 from extender.server.gates import GateLifter
 from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
@@ -114,7 +115,7 @@ def test_the_cache_reads_a_narrowed_pod_without_the_extenders_own_requirement() 
 
 
 # -- the verbs' answer -------------------------------------------------------------------------------
-def make_store(zones=("a", "b", "c")) -> tuple[ClusterStore, Verbs]:
+def make_store(zones=("a", "b", "c"), recorded: bool = True) -> tuple[ClusterStore, Verbs]:
     store = ClusterStore(Reservations())
     for kind in KINDS:
         store.replace(kind, [])
@@ -123,16 +124,31 @@ def make_store(zones=("a", "b", "c")) -> tuple[ClusterStore, Verbs]:
     sts = statefulset("db", 6, labels={"app": "db"}, policy=ORDINAL)
     sts["spec"]["selector"] = {"matchLabels": {"app": "db"}}
     store.apply("statefulsets", "ADDED", sts)
+    if recorded and zones:  # the set's ZoneRotation, as the watch shows it
+        store.apply("rotations", "ADDED", rotation_object("db", "db", None, tuple(zones), {}))
     return store, Verbs(store, None, RecordedEvents())  # type: ignore[arg-type]
 
 
-def test_a_gated_pod_is_narrowed_to_its_ordinals_zone_and_the_order_is_recorded() -> None:
-    store, verbs = make_store()
+def test_a_gated_pod_is_narrowed_only_once_its_sets_order_is_recorded() -> None:
+    """The first answer records the order and waits; once the watch shows the ZoneRotation, the
+    pod is narrowed by it: every replica, and the filter, read that same record."""
+    store, verbs = make_store(recorded=False)
     store.apply("pods", "ADDED", gated("db-4"))
     (uid,) = store.gated
+    assert verbs.gate_answer(uid) is None
+    decided = store.rotation("db", "db")
+    assert decided is not None, "decided and queued for recording"
+    store.apply("rotations", "ADDED", rotation_object("db", "db", None, decided.order, {}))
     answer = verbs.gate_answer(uid)
-    assert answer is not None and answer.requirement == {"key": ZONE, "operator": "In", "values": ["b"]}
-    assert store.rotation("db", "db") is not None, "the order the narrowing used is the one the filter will use"
+    assert answer is not None and answer.requirement == {"key": ZONE, "operator": "In", "values": [decided.order[1]]}
+
+
+def test_without_the_rotation_crd_the_gate_is_lifted_without_narrowing() -> None:
+    store, verbs = make_store(recorded=False)
+    store.rotations_enabled = False
+    store.apply("pods", "ADDED", gated("db-4"))
+    answer = verbs.gate_answer(next(iter(store.gated)))
+    assert answer is not None and answer.requirement is None and "ZoneRotation" in answer.why
 
 
 @pytest.mark.parametrize(

@@ -334,3 +334,32 @@ def test_over_random_clusters_implied_is_never_stricter_and_exact_where_claimed(
     assert engine <= native, f"native refuses {sorted(engine - native)}, which the policy accepts"
     if all(m.exactness is Exactness.EXACT for m in mirrors):
         assert engine == native, f"claimed exact, but native accepts {sorted(native - engine)}"
+
+
+def test_a_selector_is_written_as_the_api_server_stores_it_and_compared_by_meaning() -> None:
+    """No `matchLabels: {}` or `values: []` (the API server drops them, and retire would then miss
+    what adopt wrote); the requirements the API server merges from matchLabelKeys are no disagreement."""
+    spec = parse_spec(
+        {
+            "group": {
+                "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+                "matchLabelKeys": ["rev"],
+            },
+            "caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}],
+        },
+        "test",
+    )
+    imp = implied(spec)
+    (term,) = imp.pod_anti
+    assert term["labelSelector"] == {"matchExpressions": [{"key": "app", "operator": "Exists"}]}
+    merged = {
+        **term,
+        "labelSelector": {
+            "matchExpressions": [
+                *term["labelSelector"]["matchExpressions"],
+                {"key": "rev", "operator": "In", "values": ["7"]},
+            ]
+        },
+    }
+    as_stored = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [merged]}}}
+    assert disagreements(hard_pod_constraints(as_stored), {"app": "x", "rev": "7"}, imp) == []

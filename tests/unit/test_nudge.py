@@ -57,3 +57,11 @@ def test_a_status_only_update_is_not_an_edit_and_a_large_group_goes_in_batches()
     store.apply("policies", "MODIFIED", policy(CAP2, 2))
     assert nudger.pass_once() == 1 and nudger.pass_once() == 1 and nudger.pass_once() == 0
     assert sorted(k for k, _ in writer.nudged) == ["db/w-1", "db/w-2"]
+
+
+def test_a_relist_is_not_an_edit() -> None:
+    store, writer, nudger = setup()
+    store.replace("policies", [policy(CAP1, 1)])  # a lost watch relists: same spec
+    assert nudger.pass_once() == 0 and writer.nudged == []
+    store.replace("policies", [policy(CAP2, 2)])  # a relist that brings a change: an edit
+    assert nudger.pass_once() == 1

@@ -157,3 +157,17 @@ def test_a_policys_group_grown_to_a_size() -> None:
     grown = plan_group(store, "db", "p", 5)
     assert not grown.feasible and sum(grown.add.values()) == 2, render_grow(grown)
     assert "PlacementPolicy p in db: 2 -> 5 pods" in render_grow(grown)
+
+
+def test_draining_a_selector_groups_pods_counts_every_displaced_pod() -> None:
+    """A group of no StatefulSet has no group size: the displaced pods are what must fit again."""
+    policy = {"group": {"selector": {"matchLabels": {"app": "web"}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+    store = ClusterStore(Reservations())
+    for kind in KINDS:
+        store.replace(kind, [])
+    for name in ("n1", "n2", "n3"):
+        store.apply("nodes", "ADDED", node(name, "a"))
+    for i, where in enumerate(["n1", "n2"]):
+        store.apply("pods", "ADDED", pod(f"w-{i}", labels={"app": "web"}, policy=policy, node_name=where))
+    assert plan_drain(store, ["n1"]).safe, "one pod, one free node"
+    assert not plan_drain(store, ["n1", "n2"]).safe, "two pods, one free node"
