@@ -18,9 +18,9 @@ from typing import Any
 from ..checker import Member, max_skew, violations, zones_of
 from ..devcluster.api import Api, ApiError, wait_for
 from ..devcluster.cluster import SCHEDULER_NAME, STORAGE_CLASS, LocalCluster
+from ..ops.translate import translate
 from ..policy import API_GROUP, API_VERSION, KIND, PLURAL, POLICY_REF_ANNOTATION, PlacementPolicySpec
 from ..state.objects import parse_node, parse_node_constraints
-from ..translate import translate
 from .scenario import Scenario, Step
 
 SIDES = ("native", "extender")
