@@ -101,6 +101,7 @@ class Verbs:
     _warned: OrderedDict[str, None] = field(default_factory=OrderedDict, repr=False)  # pods checked for disagreement
     _remedies: OrderedDict[str, tuple[float, str]] = field(default_factory=OrderedDict, repr=False)
     _last_remedy: float = field(default=-1e9, repr=False)
+    _owed: OrderedDict[str, tuple] = field(default_factory=OrderedDict, repr=False)  # pods owed a remedy
 
     def __post_init__(self) -> None:
         self.store.lock.observe = lambda seconds, holder: self.metrics.lock_hold.observe(seconds, holder=holder)
@@ -134,9 +135,8 @@ class Verbs:
         if spec is not None and pod.hard_native is not None:
             self._warn_disagreements(pod, spec)
         if result == "no_feasible_node" and decision.order:
-            self.events.pod_event(
-                pod, "PlacementRejected", rejection_summary(decision) + self._remedy(pod, inputs, args)
-            )
+            summary = rejection_summary(decision)
+            self.events.pod_event(pod, "PlacementRejected", summary + self._remedy(pod, inputs, args, summary))
         return _filter_result(args, passed, failed, unresolvable)
 
     def _record_rotation(self, pod: PodRecord, order: ZoneOrder | None) -> None:
@@ -154,17 +154,27 @@ class Verbs:
             if self.records is not None:
                 self.records.zone_rotation(record, sts.uid)
 
-    def _remedy(self, pod: PodRecord, inputs: _Inputs | None, args: ExtenderArgs) -> str:
+    def _remedy(self, pod: PodRecord, inputs: _Inputs | None, args: ExtenderArgs, summary: str) -> str:
         """What would free the pod (engine/remedy.py), for its PlacementRejected event: computed
-        at most once a minute per pod (a few decisions' worth), the last answer reused between."""
+        at most once a minute per pod (a few decisions' worth), the last answer reused between,
+        and at most one computation a second across all pods (a bound on the lock time). A pod
+        that finds the second taken is owed one: `pay_remedies` (a background loop,
+        server/remedies.py) computes it shortly and sends the event with it, since kube-scheduler
+        may not call filter for that pod again for minutes (kubernetes#122019)."""
         if inputs is None:
             return ""
         now = time.monotonic()
         last = self._remedies.get(pod.uid)
         if last is not None and now - last[0] < REMEDY_INTERVAL:
             return last[1]
-        if now - self._last_remedy < REMEDY_SPACING:  # one computation a second across all pods
+        if now - self._last_remedy < REMEDY_SPACING:
+            self._owed[pod.uid] = (pod, inputs, list(args.candidate_names()), summary)
+            if len(self._owed) > 1000:
+                self._owed.popitem(last=False)
             return last[1] if last is not None else ""
+        return self._compute_remedy(pod, inputs, args.candidate_names(), now)
+
+    def _compute_remedy(self, pod: PodRecord, inputs: _Inputs, names: Sequence[str], now: float) -> str:
         self._last_remedy = now
         with self.store.lock.held("remedy"):
             found = remedies(
@@ -172,7 +182,7 @@ class Verbs:
                 inputs.request,
                 pod.labels,
                 inputs.snap,
-                args.candidate_names(),
+                names,
                 lambda other: self.store.decision_inputs(pod, other)[1],
             )
         text = (" — it would be placed with " + "; or ".join(r.text for r in found)) if found else ""
@@ -180,6 +190,21 @@ class Verbs:
         if len(self._remedies) > 10_000:
             self._remedies.popitem(last=False)
         return text
+
+    def pay_remedies(self, now: float | None = None) -> int:
+        """Compute one owed remedy if the second allows, and send its event; returns how many."""
+        now = time.monotonic() if now is None else now
+        if not self._owed or now - self._last_remedy < REMEDY_SPACING:
+            return 0
+        uid, (pod, inputs, names, summary) = self._owed.popitem(last=False)
+        with self.store.lock.held("remedy"):
+            still_waiting = uid in self.store.pods and self.store.pods[uid].node is None
+        if not still_waiting:
+            return 0
+        text = self._compute_remedy(pod, inputs, names, now)
+        if text:
+            self.events.pod_event(pod, "PlacementRejected", summary + text)
+        return 1
 
     def _warn_disagreements(self, pod: PodRecord, spec: PlacementPolicySpec) -> None:
         """A Warning event when the pod's own hard native constraints are not what its policy

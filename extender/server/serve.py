@@ -78,6 +78,7 @@ def build(options: ServeOptions):
     from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeGateWriter, KubePodNudger, KubeRecordWriter
     from .gates import GateLifter
     from .nudge import PolicyNudger
+    from .remedies import RemedyWorker
 
     tune_collector()
     api = connect(options.kubeconfig)
@@ -92,6 +93,7 @@ def build(options: ServeOptions):
     watcher.start()
     GateLifter(verbs, KubeGateWriter(api)).start()
     PolicyNudger(store, KubePodNudger(api)).start()
+    RemedyWorker(verbs).start()
     app = create_app(verbs, max_body=options.max_body)
     app.extensions["watcher"] = watcher
     return app

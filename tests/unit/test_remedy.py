@@ -82,3 +82,24 @@ def test_a_pod_no_change_frees_says_nothing_more() -> None:
     result = verbs.filter(ExtenderArgs.model_validate(filter_args(p, names)))
     assert not result.NodeNames
     assert all("placed with" not in m for _, _, m in events.events)
+
+
+def test_a_pod_that_finds_the_second_taken_is_owed_its_remedy_and_gets_it() -> None:
+    """Two pods rejected within a second: the second's fix is computed by pay_remedies and sent
+    as its event (kube-scheduler may not call filter for it again for minutes)."""
+    store, verbs, events = cache({"a": 1})
+    for sts in ("x", "y"):
+        store.apply("statefulsets", "ADDED", statefulset(sts, 2, labels={"app": sts}, policy=CAP1))
+        store.apply("pods", "ADDED", pod(f"{sts}-0", sts=sts, labels={"app": sts}, policy=CAP1, node_name="a1"))
+    waiting = [pod(f"{sts}-1", sts=sts, labels={"app": sts}, policy=CAP1) for sts in ("x", "y")]
+    for p in waiting:
+        store.apply("pods", "ADDED", p)
+        verbs.filter(ExtenderArgs.model_validate(filter_args(p, ["a1"])))
+    fixed = [k for k, reason, m in events.events if reason == "PlacementRejected" and "placed with" in m]
+    assert fixed == ["db/x-1"], "the second pod found the second taken"
+    assert verbs.pay_remedies() == 0, "not within the same second"
+    import time
+
+    assert verbs.pay_remedies(now=time.monotonic() + 1.0) == 1
+    fixed = [k for k, reason, m in events.events if reason == "PlacementRejected" and "placed with" in m]
+    assert fixed == ["db/x-1", "db/y-1"]
