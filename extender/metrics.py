@@ -98,7 +98,8 @@ class Metrics:
         self.pod_decisions = Counter(
             registry,
             "extender_filter_decisions_total",
-            "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy, not_synced.",
+            "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy, not_synced,"
+            " node_not_cached.",
             ("result",),
         )
         self.binds = Counter(

@@ -26,6 +26,7 @@ from .engine import (
     ordinal_pod_zones,
     remedies,
     shared_domains,
+    uncached_nodes,
     zone_left_empty,
     zone_order,
 )
@@ -51,6 +52,12 @@ log = logging.getLogger(__name__)
 
 REMEDY_INTERVAL = 60.0  # seconds between computing what would free one Pending pod
 REMEDY_SPACING = 1.0  # seconds between two such computations, whatever the pods: a bound on the lock time
+# How long a node kube-scheduler names but the watch has not shown yet makes a pod no known node
+# takes wait (an Error, retried in seconds) instead of being refused; past it the node counts as
+# refused, so a node the watch never shows cannot hold a pod in retries (or hide it from autoscalers).
+UNCACHED_NODE_GRACE = 30.0
+UNCACHED_NODE_FORGET = 300.0  # a node missed this long ago and seen again missing starts a new grace
+UNCACHED_NODES_REMEMBERED = 4096
 
 
 class BindError(Exception):
@@ -102,6 +109,7 @@ class Verbs:
     _remedies: OrderedDict[str, tuple[float, str]] = field(default_factory=OrderedDict, repr=False)
     _last_remedy: float = field(default=-1e9, repr=False)
     _owed: OrderedDict[str, tuple] = field(default_factory=OrderedDict, repr=False)  # pods owed a remedy
+    _uncached: OrderedDict[str, float] = field(default_factory=OrderedDict, repr=False)  # node -> first seen missing
 
     def __post_init__(self) -> None:
         self.store.lock.observe = lambda seconds, holder: self.metrics.lock_hold.observe(seconds, holder=holder)
@@ -126,6 +134,10 @@ class Verbs:
                 if spec is not None and spec.ordinalZones is not None:
                     self._record_rotation(pod, zone_order(decision))
         passed = decision.passed()
+        if not passed and spec is not None:
+            waiting = self._new_nodes(decision)
+            if waiting:
+                return self._not_synced(pod, f"node {waiting} is not in the extender's cache yet", "node_not_cached")
         failed, unresolvable = decision.failures()
         for klass in decision.classes:
             if klass.names:
@@ -138,6 +150,29 @@ class Verbs:
             summary = rejection_summary(decision)
             self.events.pod_event(pod, "PlacementRejected", summary + self._remedy(pod, inputs, args, summary))
         return _filter_result(args, passed, failed, unresolvable)
+
+    def _new_nodes(self, decision: Decision) -> str | None:
+        """A node kube-scheduler offers that the watch has not shown yet, first missed less than
+        UNCACHED_NODE_GRACE ago, when no node the extender knows takes the pod: the pod waits for
+        the watch (an Error, retried from kube-scheduler's backoff queue) instead of being
+        refused. A refusal would park it until kube-scheduler's next cluster event or its
+        one-minute flush, and kube-scheduler's informer often shows a new node first: the very
+        node that would free the pod (the e2e remedy scenario waited 60 s this way)."""
+        names = uncached_nodes(decision)
+        if not names:
+            return None
+        now = time.monotonic()
+        young = None
+        for name in names:
+            since = self._uncached.get(name)
+            if since is None or now - since > UNCACHED_NODE_FORGET:
+                since = self._uncached[name] = now
+                self._uncached.move_to_end(name)
+                while len(self._uncached) > UNCACHED_NODES_REMEMBERED:
+                    self._uncached.popitem(last=False)
+            if now - since < UNCACHED_NODE_GRACE:
+                young = young or name
+        return young
 
     def _record_rotation(self, pod: PodRecord, order: ZoneOrder | None) -> None:
         """The first decision for a StatefulSet under ordinal zones decides its rotation: kept
@@ -268,13 +303,13 @@ class Verbs:
             requirement = {"key": spec.topology.zone, "operator": "In", "values": sorted(zones)}
             return GateAnswer(pod, requirement, f"ordinal {pod.ordinal} belongs in {', '.join(sorted(zones))}")
 
-    def _not_synced(self, pod: PodRecord, why: str) -> ExtenderFilterResult:
+    def _not_synced(self, pod: PodRecord, why: str, result: str = "not_synced") -> ExtenderFilterResult:
         """No decision from a partial cache: the filter answers an Error, which kube-scheduler
         turns into a FailedScheduling event carrying `why` and a retry from its backoff queue
         (1 s doubling to 10 s). Not "every node unresolvable": kube-scheduler parks a pod an
         extender rejected until some cluster event moves it (kubernetes#122019, schedule_one.go),
         up to 5 minutes in a quiet cluster, while an Error is retried whatever happens."""
-        self.metrics.pod_decisions.inc(result="not_synced")
+        self.metrics.pod_decisions.inc(result=result)
         log.info("filter %s refused: %s", pod.key, why)
         return ExtenderFilterResult(Error=f"{why}; no placement until it is, kube-scheduler will retry")
 

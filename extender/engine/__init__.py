@@ -9,7 +9,16 @@ its modules. The HTTP server, the watch cache and the CLI are thin layers around
 
 from .context import spread_eligibility
 from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, Requirement, Toleration
-from .evaluate import broken_rules, candidate_names, evaluate, ordinal_pod_zones, shared_domains, zone_of, zone_order
+from .evaluate import (
+    broken_rules,
+    candidate_names,
+    evaluate,
+    ordinal_pod_zones,
+    shared_domains,
+    uncached_nodes,
+    zone_of,
+    zone_order,
+)
 from .lookahead import Certainty
 from .model import (
     Decision,
@@ -76,6 +85,7 @@ __all__ = [
     "imply_rules",
     "ordinal_pod_zones",
     "shared_domains",
+    "uncached_nodes",
     "spread_eligibility",
     "first_rotation",
     "zone_order_for",

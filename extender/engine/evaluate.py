@@ -241,6 +241,11 @@ def zone_order(decision: Decision) -> ZoneOrder | None:
     return ctx.zone_order if ctx is not None else None
 
 
+def uncached_nodes(decision: Decision) -> list[str]:
+    """The candidates refused only because the snapshot does not hold them yet."""
+    return [name for klass in decision.classes if klass.rule == CACHE for name in klass.names]
+
+
 def shared_domains(decision: Decision, names: list[str]) -> dict[str, str]:
     """The domains every node of `names` shares: what a reservation records while the pod's node
     is not known yet (kube-scheduler binds asynchronously). Read from the classes' representatives

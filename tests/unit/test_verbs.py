@@ -435,3 +435,52 @@ def test_match_label_keys_count_each_revision_apart() -> None:
         assert sorted(do_filter(verbs, second, names(store)).NodeNames) == ["n1", "n2"]
         old = _revision_pod("web-old-3", "old", policy)  # an old pod still counts its own revision only
         assert sorted(do_filter(verbs, old, names(store)).NodeNames) == ["n0"]
+
+
+def test_a_node_not_in_the_cache_yet_makes_the_pod_wait_not_park(monkeypatch) -> None:
+    """kube-scheduler's informer can show a new node before the extender's watch does. When no
+    known node takes the pod, filter answers an Error (retried from the backoff queue in seconds)
+    instead of refusing (parked up to a minute); past UNCACHED_NODE_GRACE the node is refused
+    like any other, and a known node that takes the pod is answered without waiting."""
+    import extender.verbs as verbs_module
+
+    now = [1000.0]
+    monkeypatch.setattr(verbs_module.time, "monotonic", lambda: now[0])
+    store, binder, verbs = make([node("n1", "a")])
+    store.apply("pods", "ADDED", pod("r-0", sts="r", node_name="n1", policy=CAP1))
+    waiting = pod("r-1", sts="r", policy=CAP1)
+
+    # (seconds since the node was first offered, candidates, Error expected, nodes passed)
+    cases = [
+        (0.0, ["n1", "new"], True, None),
+        (verbs_module.UNCACHED_NODE_GRACE - 1, ["n1", "new"], True, None),
+        (verbs_module.UNCACHED_NODE_GRACE + 1, ["n1", "new"], False, []),
+    ]
+    start = now[0]
+    for elapsed, candidates, error, passed in cases:
+        now[0] = start + elapsed
+        result = do_filter(verbs, waiting, candidates)
+        if error:
+            assert "node new is not in the extender's cache yet" in result.Error, (elapsed, result)
+            assert "kube-scheduler will retry" in result.Error and result.NodeNames is None
+        else:
+            assert result.Error == "" and result.NodeNames == passed, (elapsed, result)
+            assert "cache" in result.FailedNodes["new"]
+    assert verbs.metrics.pod_decisions.value(result="node_not_cached") == 2
+
+    # a node missed long ago and offered again (deleted and re-created) gets a new grace
+    now[0] = start + verbs_module.UNCACHED_NODE_FORGET + 10
+    assert "not in the extender's cache yet" in do_filter(verbs, waiting, ["n1", "new"]).Error
+
+    # once the watch shows it, it is judged like any node
+    store.apply("nodes", "ADDED", node("new", "a"))
+    result = do_filter(verbs, waiting, ["n1", "new"])
+    assert result.Error == "" and result.NodeNames == ["new"]
+
+    # a known node takes the pod: answered at once, the unknown one refused
+    result = do_filter(verbs, waiting, ["new", "newer"])
+    assert result.Error == "" and result.NodeNames == ["new"] and "cache" in result.FailedNodes["newer"]
+
+    # a pod without a policy never waits
+    plain = pod("plain", labels={"app": "x"})
+    assert do_filter(verbs, plain, ["newest"]).Error == ""
