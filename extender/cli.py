@@ -29,6 +29,7 @@ from .policy import (
     parse_annotation,
     parse_spec,
 )
+from .wire import FailedNodeReasons
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -71,6 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
             threads=args.threads,
             max_body=args.max_body,
             decision_deadline=args.decision_deadline,
+            failed_node_reasons=FailedNodeReasons(args.failed_node_reasons),
             tentative_ttl=args.reservation_ttl,
             watch_timeout=args.watch_timeout,
             events=not args.no_events,
@@ -413,6 +415,14 @@ def parser() -> argparse.ArgumentParser:
         default=float(_env("EXTENDER_DECISION_DEADLINE", str(DEFAULT_DECISION_DEADLINE)) or DEFAULT_DECISION_DEADLINE),
         help="seconds of dead-end analysis one decision may take before the hard rules alone decide "
         f"(default {DEFAULT_DECISION_DEADLINE}; kube-scheduler's extender timeout is 5 s)",
+    )
+    serve.add_argument(
+        "--failed-node-reasons",
+        choices=[m.value for m in FailedNodeReasons],
+        default=_env("EXTENDER_FAILED_NODE_REASONS", FailedNodeReasons.WHEN_NONE_PASS.value),
+        help="when filter lists a reason per refused node: only when no node passes (the default: "
+        "kube-scheduler reads them only then), or always (for a kube-scheduler with another extender "
+        "after this one)",
     )
     serve.add_argument(
         "--reservation-ttl", type=float, default=DEFAULT_TENTATIVE_TTL, help="seconds a tentative placement is held"

@@ -43,6 +43,7 @@ from .wire import (
     ExtenderFilterResult,
     ExtenderPreemptionArgs,
     ExtenderPreemptionResult,
+    FailedNodeReasons,
     MetaPod,
     MetaVictims,
     Priorities,
@@ -100,6 +101,7 @@ class Verbs:
     events: EventSink
     records: RecordWriter | None = None  # None: rotations are decided and kept in this process only
     decision_deadline: float = DEFAULT_DECISION_DEADLINE  # seconds of dead-end analysis per decision
+    failed_node_reasons: FailedNodeReasons = FailedNodeReasons.WHEN_NONE_PASS
     metrics: Metrics = field(default_factory=Metrics)
     # filter's decision, reused by the prioritize call that follows it for the same pod when
     # nothing it read changed in between (kube-scheduler calls them back to back):
@@ -138,7 +140,10 @@ class Verbs:
             waiting = self._new_nodes(decision)
             if waiting:
                 return self._not_synced(pod, f"node {waiting} is not in the extender's cache yet", "node_not_cached")
-        failed, unresolvable = decision.failures()
+        if passed and self.failed_node_reasons is FailedNodeReasons.WHEN_NONE_PASS:
+            failed, unresolvable = {}, {}
+        else:
+            failed, unresolvable = decision.failures()
         for klass in decision.classes:
             if klass.names:
                 self.metrics.node_verdicts.inc(len(klass.names), outcome=klass.outcome.value, rule=klass.rule or "-")
@@ -332,7 +337,7 @@ class Verbs:
         candidates = self._candidates(args)
         with self.store.lock.held("prioritize"):
             if self.store.not_synced() is not None:  # filter refused already; prefer nothing, hold nothing
-                return Priorities(Decision.all_pass(candidate_names(candidates)).scores())
+                return Priorities([])
             try:
                 spec = self.store.resolve_policy(pod)
                 decision, _ = self._decide(pod, spec, candidates, reuse=True)
@@ -342,7 +347,7 @@ class Verbs:
             if spec is not None:
                 top = break_tie(pod.uid, decision)
                 self.store.reservations.hold(pod, [top] if top else [], lambda names: shared_domains(decision, names))
-        return Priorities(decision.scores())
+        return Priorities(only_what_ranks(decision.scores()))
 
     def _reuse(
         self, pod: PodRecord, inputs: _Inputs, candidates: Sequence[str] | Sequence[NodeInfo]
@@ -575,6 +580,25 @@ class _Inputs:
             and a.volume_zones == b.volume_zones
             and a.zone_rotations == b.zone_rotations
         )
+
+
+def only_what_ranks(groups: list[tuple[list[str], int]]) -> list[tuple[list[str], int]]:
+    """Prioritize's answer cut to what changes kube-scheduler's ranking: every score lowered by
+    the lowest one, and the nodes then at 0 left out.
+
+    kube-scheduler adds, to each candidate's total, score × weight × (MaxNodeScore /
+    MaxExtenderPriority) for every entry of our list, and nothing for a node the list leaves
+    out (`prioritizeNodes`, pkg/scheduler/schedule_one.go); then it takes the highest total,
+    choosing among equals at random. Lowering every candidate's score by the same amount lowers
+    every total by the same amount: the highest, and the set of equals, stay the same whatever
+    the other plugins and extenders add (tests/unit/test_wire_answers.py holds it over that
+    arithmetic). Scores stay within 0..MaxExtenderPriority. Most candidates share the lowest
+    score, so most of a 5,000-node answer is not sent."""
+    present = [(hosts, score) for hosts, score in groups if hosts]
+    if not present:
+        return []
+    lowest = min(score for _, score in present)
+    return [(hosts, score - lowest) for hosts, score in present if score != lowest]
 
 
 def rejection_summary(decision: Decision) -> str:

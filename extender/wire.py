@@ -14,6 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -99,6 +100,23 @@ class HostPriority(_Wire):
 
 class HostPriorityList(RootModel[list[HostPriority]]):
     root: list[HostPriority] = Field(fail_fast=True)
+
+
+class FailedNodeReasons(StrEnum):
+    """Which filter answers list a reason per refused node.
+
+    kube-scheduler reads FailedNodes / FailedAndUnresolvableNodes only to explain a pod no node
+    passes (its FitError, the FailedScheduling event, preemption's candidates): when some node
+    passes, the reasons go into a diagnosis it discards (`findNodesThatPassExtenders` and
+    `schedulePod` in pkg/scheduler/schedule_one.go, v1.33-v1.36; the one trace left is the
+    `evaluatedNodes` count in a V(2) log line). WHEN_NONE_PASS leaves them out then: most of a
+    5,000-node answer's bytes, encoded by us and decoded by kube-scheduler for nothing.
+    ALWAYS is for a kube-scheduler with another extender configured after this one: if that one
+    refuses every node we passed, our reasons are part of the pod's FitError, and without them
+    preemption treats the nodes we refused as unresolvable (never preempts there)."""
+
+    WHEN_NONE_PASS = "when-none-pass"
+    ALWAYS = "always"
 
 
 @dataclass(frozen=True, slots=True)

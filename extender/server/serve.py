@@ -31,6 +31,7 @@ from ..metrics import store_gauges
 from ..state.reservations import Reservations
 from ..state.store import ClusterStore
 from ..verbs import Verbs
+from ..wire import FailedNodeReasons
 from .app import create_app
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class ServeOptions:
     threads: int = DEFAULT_THREADS
     max_body: int = DEFAULT_MAX_BODY
     decision_deadline: float = DEFAULT_DECISION_DEADLINE
+    failed_node_reasons: FailedNodeReasons = FailedNodeReasons.WHEN_NONE_PASS
     tentative_ttl: float = DEFAULT_TENTATIVE_TTL
     committed_ttl: float = DEFAULT_COMMITTED_TTL
     watch_timeout: int = DEFAULT_WATCH_TIMEOUT
@@ -86,7 +88,12 @@ def build(options: ServeOptions):
     store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
     events = KubeEventSink(api) if options.events else DiscardEvents()
     verbs = Verbs(
-        store, KubeBinder(api), events, records=KubeRecordWriter(api), decision_deadline=options.decision_deadline
+        store,
+        KubeBinder(api),
+        events,
+        records=KubeRecordWriter(api),
+        decision_deadline=options.decision_deadline,
+        failed_node_reasons=options.failed_node_reasons,
     )
     store_gauges(verbs.metrics, store, time.time)
     watcher = Watcher(api, store, watch_timeout=options.watch_timeout)

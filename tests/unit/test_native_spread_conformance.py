@@ -34,7 +34,7 @@ from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
-from extender.wire import ExtenderArgs
+from extender.wire import ExtenderArgs, FailedNodeReasons
 
 from builders import filter_args
 from fakes import RecordedEvents
@@ -442,7 +442,8 @@ FILTER_CASES = [
 @pytest.mark.parametrize(("pod_obj", "nodes", "existing", "want"), FILTER_CASES)
 def test_filter_as_native(pod_obj, nodes, existing, want):
     store = store_with(nodes, existing + [pod_obj])
-    verbs = Verbs(store, binder=None, events=RecordedEvents())  # type: ignore[arg-type]  # filter never binds
+    # every node's verdict, passing or not (by default reasons are sent only when no node passes)
+    verbs = Verbs(store, binder=None, events=RecordedEvents(), failed_node_reasons=FailedNodeReasons.ALWAYS)  # type: ignore[arg-type]
     names = [n["metadata"]["name"] for n in nodes]
     result = verbs.filter(ExtenderArgs.model_validate(filter_args(pod_obj, names)))
     assert not result.Error, result.Error

@@ -158,7 +158,7 @@ def test_pod_without_policy_passes_everywhere_with_neutral_scores(client) -> Non
         "Error": "",
     }
     scores = client.post("/prioritize", json=filter_args(GOOD_POD, NAMES)).get_json()
-    assert scores == [{"Host": "n1", "Score": 0}, {"Host": "n2", "Score": 0}]
+    assert scores == []  # every node the same: nothing that changes the ranking
 
 
 @pytest.mark.parametrize(
@@ -206,6 +206,10 @@ def test_node_list_mode_uses_the_labels_sent(client, store) -> None:
     }
     result = client.post("/filter", json=args).get_json()
     assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["x1"]
+    assert result["FailedAndUnresolvableNodes"] == {}  # a node passed: kube-scheduler reads no reason
+    args["Nodes"]["items"] = [node("x2", "b")]
+    result = client.post("/filter", json=args).get_json()
+    assert result["Nodes"]["items"] == []
     assert "zone b is not among the allowed zones" in result["FailedAndUnresolvableNodes"]["x2"]
 
 
@@ -215,4 +219,5 @@ def test_statefulset_group_size_comes_from_replicas(client, store) -> None:
     store.apply("pods", "ADDED", pod("web-1", sts="web", node_name="n1", policy=policy))
     result = client.post("/filter", json=filter_args(pod("web-0", sts="web", policy=policy), NAMES)).get_json()
     assert result["NodeNames"] == ["n2"]
+    result = client.post("/filter", json=filter_args(pod("web-0", sts="web", policy=policy), ["n1"])).get_json()
     assert "cap (fewer than 1/3 of 6 per kubernetes.io/hostname) allows 1" in result["FailedNodes"]["n1"]

@@ -20,6 +20,7 @@ from extender import wire
 from extender.server.app import create_app
 from extender.state.store import KINDS, ClusterStore
 from extender.verbs import Verbs
+from extender.wire import FailedNodeReasons
 
 from builders import statefulset
 from fakes import RecordedEvents
@@ -67,13 +68,18 @@ def test_go_escapes_html_characters() -> None:
 @pytest.fixture
 def client():
     """The fixtures' cluster: 6 nodes over zone-a/b/c, StatefulSet db/crdb of 3 replicas."""
+    return fixture_client(FailedNodeReasons.WHEN_NONE_PASS)
+
+
+def fixture_client(reasons: FailedNodeReasons):
     store = ClusterStore()
     for kind in KINDS:
         store.replace(kind, [])
     for item in json.loads(raw("filter_args_nodelist"))["Nodes"]["items"]:
         store.apply("nodes", "ADDED", item)
     store.apply("statefulsets", "ADDED", statefulset("crdb", 3, claim_templates=("datadir",)))
-    return create_app(Verbs(store, binder=None, events=RecordedEvents())).test_client()  # type: ignore[arg-type]
+    verbs = Verbs(store, binder=None, events=RecordedEvents(), failed_node_reasons=reasons)  # type: ignore[arg-type]
+    return create_app(verbs).test_client()
 
 
 def check_golden(name: str, body: str) -> None:
@@ -90,12 +96,25 @@ def test_node_names_mode(client, verb: str) -> None:
     check_golden(f"{verb}_nodenames", response.get_data(as_text=True))
 
 
+def test_with_every_reason_the_filter_answer_is_the_same_but_for_the_reasons() -> None:
+    """--failed-node-reasons=always: the reasons for the nodes refused although some passed
+    (kube-scheduler discards them then; see FailedNodeReasons)."""
+    response = fixture_client(FailedNodeReasons.ALWAYS).post(
+        "/filter", data=raw("filter_args_nodenames"), content_type="application/json"
+    )
+    check_golden("filter_nodenames_always", response.get_data(as_text=True))
+    compact = json.loads((EXPECTED / "filter_nodenames.json").read_text())
+    full = json.loads((EXPECTED / "filter_nodenames_always.json").read_text())
+    assert compact["FailedAndUnresolvableNodes"] == compact["FailedNodes"] == {}
+    assert {**full, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}} == compact
+    assert set(full["FailedAndUnresolvableNodes"]) == {"node-a1", "node-a2", "node-c1", "node-c2"}
+
+
 def test_filter_node_names_mode_answers_in_names() -> None:
     result = json.loads((EXPECTED / "filter_nodenames.json").read_text())
     assert result["Nodes"] is None
     # crdb-1 is ordinal 1; zones a, b, c tie on node count, so zone-b is its zone (crl order).
     assert result["NodeNames"] == ["node-b1", "node-b2"]
-    assert set(result["FailedAndUnresolvableNodes"]) == {"node-a1", "node-a2", "node-c1", "node-c2"}
 
 
 def test_filter_node_list_mode_returns_the_nodes_as_sent(client) -> None:
