@@ -483,6 +483,43 @@ def variants_table(results: dict[str, dict[str, Any]]) -> str:
     )
 
 
+CEILING_TARGET = 0.9  # issue 26: extender / native over go-floor / native, same run, equal client QPS
+
+
+def over_ceiling(results: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The extender's share of the protocol's ceiling: equal-qps's extender/native ratio over
+    go-floor's, both measured in this run (None unless both variants ran)."""
+    ours = (results.get("equal-qps") or {}).get("summary", {}).get("ratio_extender_over_native")
+    ceiling = (results.get("go-floor") or {}).get("summary", {}).get("ratio_extender_over_native")
+    if not ours or not ceiling:
+        return None
+    value = round(ours / ceiling, 2)
+    return {
+        "equal_qps_ratio": ours,
+        "go_floor_ratio": ceiling,
+        "extender_over_ceiling": value,
+        "target": CEILING_TARGET,
+        "verdict": verdict(value, CEILING_TARGET, higher_is_better=True),
+    }
+
+
+def cpu_per_pod(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    """CPU-ms per pod placed, per component, median over a side's complete rounds."""
+    rows = []
+    for name, v in results.items():
+        for side in ("native", "extender"):
+            mine = [r for r in v.get("rounds", []) if r["side"] == side and r["complete"]]
+            if not mine:
+                continue
+            components = sorted({c for r in mine for c in r["cpu_seconds"]})
+            cells = []
+            for component in components:
+                per_pod = [r["cpu_seconds"].get(component, 0) * 1000 / max(1, r["bound"]) for r in mine]
+                cells.append(f"{component} {statistics.median(per_pod):.1f}")
+            rows.append([name, side, ", ".join(cells)])
+    return rows
+
+
 def add_zoned_nodes(cluster: LocalCluster, layout: dict[str, int], nodes: int) -> dict[str, str | None]:
     """Add the kwok nodes, wait until the extender's cache holds them all; node -> zone."""
     cluster.add_nodes(zoned_nodes(layout))
@@ -582,6 +619,15 @@ def main(argv: list[str] | None = None) -> int:
     print("Variants (median pods/s; ratio = extender / native):")
     print(variants_table(results))
     total = round(time.monotonic() - started, 1)
+    ceiling = over_ceiling(results)
+    if ceiling is not None:
+        print(
+            f"extender / ceiling: {ceiling['extender_over_ceiling']} (equal-qps {ceiling['equal_qps_ratio']} over "
+            f"go-floor {ceiling['go_floor_ratio']}, same run); target >= {CEILING_TARGET}: {ceiling['verdict']}"
+        )
+    print()
+    print("CPU-ms per pod placed, per component (median of a side's rounds; the whole process tree):")
+    print(table(["variant", "side", "CPU-ms per pod"], cpu_per_pod(results)))
     print(f"total {total} s")
     path = write_result(
         "e2e_throughput",
@@ -609,6 +655,8 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 for name, v in results.items()
             },
+            "over_ceiling": ceiling,
+            "cpu_ms_per_pod": cpu_per_pod(results),
             "total_seconds": total,
         },
         args.out,
