@@ -127,6 +127,7 @@ class LocalCluster:
         scheduler_burst: int | None = None,
         leader_election: dict[str, str] | None = None,
         apiserver_args: Iterable[str] = (),
+        extender_config: dict[str, Any] | None = None,
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self._sigterm = SigtermAsInterrupt()  # a SIGTERM to the harness stops the plane, as Ctrl-C does
@@ -142,6 +143,8 @@ class LocalCluster:
         # config/scheduler-config.yaml's leaderElection; None keeps kube-scheduler's (15s/10s/2s).
         self.leader_election = dict(leader_election or {})
         self.apiserver_args = list(apiserver_args)  # appended to kube-apiserver's flags
+        # Merged into config/scheduler-config.yaml's extender stanza, e.g. {"nodeCacheCapable": False}.
+        self.extender_config = dict(extender_config or {})
         self.processes: list[Process] = []
         self.ports: dict[str, int] = {}
         self.admin: Api | None = None
@@ -482,6 +485,7 @@ class LocalCluster:
         config["clientConnection"] = self._client_connection(kubeconfig)
         config["leaderElection"].update(self.leader_election)
         config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{self.ports[extender]}"
+        config["extenders"][0].update(self.extender_config)
         self.adjust_extender_config(config["extenders"][0])
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))

@@ -33,6 +33,7 @@ def fake_run() -> dict:
                 "e2e_exit": 0 if i < 2 else 1,
                 "e2e_seconds": 330.0,
                 "counts": {"passed": 60 if i < 2 else 59, "failed": 0 if i < 2 else 1},
+                "scope": "all" if i == 0 else "version-sensitive",
             }
         )
     return {"measured": "2026-01-01 00:00 UTC", "machine": "2 cores", "seconds": 1500.0, "minors": rows}
@@ -60,3 +61,20 @@ def test_readme_block_is_replaced_in_place(matrix, tmp_path: Path) -> None:
 def test_the_readme_has_the_block(matrix) -> None:
     text = (ROOT / "README.md").read_text()
     assert matrix.BEGIN in text and matrix.END in text
+
+
+def test_the_table_says_which_scenarios_ran_where(matrix) -> None:
+    rows = [line for line in matrix.table(fake_run()).splitlines() if line.startswith("| 1.")]
+    assert "| all |" in rows[0]
+    assert all(f"the {len(matrix.EVERY_MINOR)} version-sensitive modules" in row for row in rows[1:])
+
+
+def test_every_minor_runs_the_version_sensitive_modules_and_the_newest_runs_all(matrix) -> None:
+    """Each listed module exists and says why it is there; the newest minor runs tests/e2e whole."""
+    assert matrix.scenarios_for(SUPPORTED_MINORS[0]) == ["tests/e2e"]
+    for minor in SUPPORTED_MINORS[1:]:
+        assert matrix.scenarios_for(minor) == sorted(matrix.EVERY_MINOR)
+    for module, why in matrix.EVERY_MINOR.items():
+        assert (ROOT / module).is_file(), module
+        assert len(why) > 20, module
+    assert "tests/e2e/test_autoscaling.py" not in matrix.EVERY_MINOR  # Karpenter: newest only
