@@ -26,7 +26,8 @@ venv: $(STAMP)
 test: lint
 	$(PY) -m pytest
 
-## make test-matrix: lint, then the e2e scenarios on every supported Kubernetes minor (newest first);
+## make test-matrix: lint, then e2e scenarios on every supported Kubernetes minor (newest first: all of
+## them there, the version-sensitive ones, hack/matrix.py EVERY_MINOR, on the others);
 ## writes test-logs/matrix/matrix.json and prints the README's support table
 test-matrix: lint
 	$(PY) hack/matrix.py run

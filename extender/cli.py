@@ -36,6 +36,16 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(name, default)
 
 
+def _failed_node_reasons(text: str) -> FailedNodeReasons:
+    """--failed-node-reasons or EXTENDER_FAILED_NODE_REASONS (argparse checks `choices` only on
+    the command line, `type` on both)."""
+    try:
+        return FailedNodeReasons(text)
+    except ValueError:
+        allowed = ", ".join(m.value for m in FailedNodeReasons)
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {allowed}") from None
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -72,7 +82,7 @@ def _serve(args: argparse.Namespace) -> int:
             threads=args.threads,
             max_body=args.max_body,
             decision_deadline=args.decision_deadline,
-            failed_node_reasons=FailedNodeReasons(args.failed_node_reasons),
+            failed_node_reasons=args.failed_node_reasons,
             tentative_ttl=args.reservation_ttl,
             watch_timeout=args.watch_timeout,
             events=not args.no_events,
@@ -418,7 +428,8 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--failed-node-reasons",
-        choices=[m.value for m in FailedNodeReasons],
+        type=_failed_node_reasons,
+        metavar="{" + ",".join(m.value for m in FailedNodeReasons) + "}",
         default=_env("EXTENDER_FAILED_NODE_REASONS", FailedNodeReasons.WHEN_NONE_PASS.value),
         help="when filter lists a reason per refused node: only when no node passes (the default: "
         "kube-scheduler reads them only then), or always (for a kube-scheduler with another extender "

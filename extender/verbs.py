@@ -57,7 +57,7 @@ REMEDY_SPACING = 1.0  # seconds between two such computations, whatever the pods
 # takes wait (an Error, retried in seconds) instead of being refused; past it the node counts as
 # refused, so a node the watch never shows cannot hold a pod in retries (or hide it from autoscalers).
 UNCACHED_NODE_GRACE = 30.0
-UNCACHED_NODE_FORGET = 300.0  # a node missed this long ago and seen again missing starts a new grace
+UNCACHED_NODE_FORGET = 300.0  # a node not offered for this long is forgotten (a later miss starts a new grace)
 UNCACHED_NODES_REMEMBERED = 4096
 
 
@@ -111,7 +111,7 @@ class Verbs:
     _remedies: OrderedDict[str, tuple[float, str]] = field(default_factory=OrderedDict, repr=False)
     _last_remedy: float = field(default=-1e9, repr=False)
     _owed: OrderedDict[str, tuple] = field(default_factory=OrderedDict, repr=False)  # pods owed a remedy
-    _uncached: OrderedDict[str, float] = field(default_factory=OrderedDict, repr=False)  # node -> first seen missing
+    _uncached: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)  # node -> first, last miss
 
     def __post_init__(self) -> None:
         self.store.lock.observe = lambda seconds, holder: self.metrics.lock_hold.observe(seconds, holder=holder)
@@ -135,11 +135,12 @@ class Verbs:
                 self._last = (pod.uid, inputs, decision)
                 if spec is not None and spec.ordinalZones is not None:
                     self._record_rotation(pod, zone_order(decision))
+            if self._uncached:
+                self._forget_uncached()
+            waiting = self._new_nodes(decision) if spec is not None and not decision.passed() else None
+        if waiting:
+            return self._not_synced(pod, f"node {waiting} is not in the extender's cache yet", "node_not_cached")
         passed = decision.passed()
-        if not passed and spec is not None:
-            waiting = self._new_nodes(decision)
-            if waiting:
-                return self._not_synced(pod, f"node {waiting} is not in the extender's cache yet", "node_not_cached")
         if passed and self.failed_node_reasons is FailedNodeReasons.WHEN_NONE_PASS:
             failed, unresolvable = {}, {}
         else:
@@ -162,22 +163,39 @@ class Verbs:
         the watch (an Error, retried from kube-scheduler's backoff queue) instead of being
         refused. A refusal would park it until kube-scheduler's next cluster event or its
         one-minute flush, and kube-scheduler's informer often shows a new node first: the very
-        node that would free the pod (the e2e remedy scenario waited 60 s this way)."""
+        node that would free the pod (the e2e remedy scenario waited 60 s this way).
+
+        A node's grace runs from its first miss. Its entry is dropped once the watch shows the
+        node (a node deleted and created again later gets a new grace) or once kube-scheduler has
+        not offered it for UNCACHED_NODE_FORGET (`_forget_uncached`); a node the watch never shows keeps its entry
+        while it is offered, so past its grace it is refused like any other. With the table full,
+        a node not in it gets no grace: the bound on memory never becomes endless retries.
+        Called under the store lock."""
         names = uncached_nodes(decision)
         if not names:
             return None
         now = time.monotonic()
+        table = self._uncached
         young = None
         for name in names:
-            since = self._uncached.get(name)
-            if since is None or now - since > UNCACHED_NODE_FORGET:
-                since = self._uncached[name] = now
-                self._uncached.move_to_end(name)
-                while len(self._uncached) > UNCACHED_NODES_REMEMBERED:
-                    self._uncached.popitem(last=False)
-            if now - since < UNCACHED_NODE_GRACE:
-                young = young or name
+            first, _ = table.get(name, (None, None))
+            if first is None:
+                if len(table) >= UNCACHED_NODES_REMEMBERED:
+                    continue
+                first = now
+            table[name] = (first, now)
+            if young is None and now - first < UNCACHED_NODE_GRACE:
+                young = name
         return young
+
+    def _forget_uncached(self) -> None:
+        """Drop the entries of nodes the watch now shows, and of nodes not offered for
+        UNCACHED_NODE_FORGET (every filter while the table is not empty; it is almost always)."""
+        now = time.monotonic()
+        known = self.store.topology.nodes
+        table = self._uncached
+        for name in [n for n, (_, last) in table.items() if n in known or now - last > UNCACHED_NODE_FORGET]:
+            del table[name]
 
     def _record_rotation(self, pod: PodRecord, order: ZoneOrder | None) -> None:
         """The first decision for a StatefulSet under ordinal zones decides its rotation: kept
@@ -337,7 +355,7 @@ class Verbs:
         candidates = self._candidates(args)
         with self.store.lock.held("prioritize"):
             if self.store.not_synced() is not None:  # filter refused already; prefer nothing, hold nothing
-                return Priorities([])
+                return Priorities(Decision.all_pass(candidate_names(candidates)).scores())
             try:
                 spec = self.store.resolve_policy(pod)
                 decision, _ = self._decide(pod, spec, candidates, reuse=True)
@@ -347,7 +365,7 @@ class Verbs:
             if spec is not None:
                 top = break_tie(pod.uid, decision)
                 self.store.reservations.hold(pod, [top] if top else [], lambda names: shared_domains(decision, names))
-        return Priorities(only_what_ranks(decision.scores()))
+        return Priorities(decision.scores())
 
     def _reuse(
         self, pod: PodRecord, inputs: _Inputs, candidates: Sequence[str] | Sequence[NodeInfo]
@@ -584,25 +602,6 @@ class _Inputs:
             and a.volume_zones == b.volume_zones
             and a.zone_rotations == b.zone_rotations
         )
-
-
-def only_what_ranks(groups: list[tuple[list[str], int]]) -> list[tuple[list[str], int]]:
-    """Prioritize's answer cut to what changes kube-scheduler's ranking: every score lowered by
-    the lowest one, and the nodes then at 0 left out.
-
-    kube-scheduler adds, to each candidate's total, score × weight × (MaxNodeScore /
-    MaxExtenderPriority) for every entry of our list, and nothing for a node the list leaves
-    out (`prioritizeNodes`, pkg/scheduler/schedule_one.go); then it takes the highest total,
-    choosing among equals at random. Lowering every candidate's score by the same amount lowers
-    every total by the same amount: the highest, and the set of equals, stay the same whatever
-    the other plugins and extenders add (tests/unit/test_wire_answers.py holds it over that
-    arithmetic). Scores stay within 0..MaxExtenderPriority. Most candidates share the lowest
-    score, so most of a 5,000-node answer is not sent."""
-    present = [(hosts, score) for hosts, score in groups if hosts]
-    if not present:
-        return []
-    lowest = min(score for _, score in present)
-    return [(hosts, score - lowest) for hosts, score in present if score != lowest]
 
 
 def rejection_summary(decision: Decision) -> str:

@@ -1,12 +1,13 @@
-"""The version matrix: the e2e scenarios on every supported Kubernetes minor, and the README's
-support table made from the results.
+"""The version matrix: e2e scenarios on every supported Kubernetes minor (all of them on the
+newest, the version-sensitive ones, EVERY_MINOR below, on the others), and the README's support
+table made from the results.
 
     python hack/matrix.py run   [--minors 1.36,1.34] [--out DIR]   # make test-matrix
     python hack/matrix.py table [--out DIR] [--readme README.md]     # make support-table
 
 `run` does, for each minor in extender/kube_versions.py SUPPORTED_MINORS (newest first):
-build or reuse its binaries (hack/kube/build.sh, timed on its own), then the e2e suite on them
-(pytest tests/e2e, timed, E2E_RESULTS=<DIR>/e2e-<minor>.json). It writes <DIR>/matrix.json and
+build or reuse its binaries (hack/kube/build.sh, timed on its own), then its e2e scenarios on
+them (pytest over scenarios_for(minor), timed, E2E_RESULTS=<DIR>/e2e-<minor>.json). It writes <DIR>/matrix.json and
 prints the table; it exits non-zero if any minor's build or suite failed, after running them all.
 `table` turns <DIR>/matrix.json into the markdown table; with --readme it replaces the block
 between the support-table markers in that file.
@@ -39,7 +40,7 @@ END = "<!-- support-table:end -->"
 # newest minor runs the whole suite; the other scenarios test the extender's own logic (rules,
 # dead ends, planning, remedies, operator commands, soak), which no minor changes, through the
 # protocol these prove on every minor. A new scenario is newest-only until it is listed here;
-# tests/unit/test_matrix.py checks that every listed module exists.
+# tests/unit/test_matrix_table.py checks that every listed module exists.
 EVERY_MINOR = {
     "tests/e2e/test_burst.py": "the wire protocol with node names, kube-scheduler's asynchronous binding and the "
     "bind verb under a burst",

@@ -158,7 +158,7 @@ def test_pod_without_policy_passes_everywhere_with_neutral_scores(client) -> Non
         "Error": "",
     }
     scores = client.post("/prioritize", json=filter_args(GOOD_POD, NAMES)).get_json()
-    assert scores == []  # every node the same: nothing that changes the ranking
+    assert scores == [{"Host": "n1", "Score": 0}, {"Host": "n2", "Score": 0}]
 
 
 @pytest.mark.parametrize(

@@ -80,7 +80,7 @@ def test_burst_before_any_binding_is_visible_respects_the_cap() -> None:
         store.apply("pods", "ADDED", p)
         result = do_filter(verbs, p, names(store))
         scores = do_prioritize(verbs, p, result.NodeNames)
-        best = max(result.NodeNames, key=lambda n: (scores.get(n, 0), n))
+        best = max(result.NodeNames, key=lambda n: (scores[n], n))
         chosen.append(best)
     assert len(set(chosen)) == 3  # tentative reservations steered every pod to a free node
 
@@ -244,7 +244,7 @@ def test_a_group_whose_statefulsets_add_up_past_the_limit_gets_the_validation_me
     assert message.startswith("invalid placement policy for pod db/huge-0: group.size")
     assert "100,000,000" in message and "1,000,000" in message
     assert verbs.metrics.pod_decisions.value(result="invalid_policy") == 1
-    assert do_prioritize(verbs, p, ["n1", "n2"]) == {}
+    assert do_prioritize(verbs, p, ["n1", "n2"]) == {"n1": 0, "n2": 0}
     store.apply("pods", "ADDED", p)
     bound = verbs.bind(ExtenderBindingArgs(PodName="huge-0", PodNamespace="db", PodUID="uid-db-huge-0", Node="n1"))
     assert "group.size" in bound.Error
@@ -470,9 +470,9 @@ def test_a_node_not_in_the_cache_yet_makes_the_pod_wait_not_park(monkeypatch) ->
             assert "cache" in result.FailedNodes["new"]
     assert verbs.metrics.pod_decisions.value(result="node_not_cached") == 2
 
-    # a node missed long ago and offered again (deleted and re-created) gets a new grace
+    # a node the watch never shows, still offered, keeps its expired grace: no endless retries
     now[0] = start + verbs_module.UNCACHED_NODE_FORGET + 10
-    assert "not in the extender's cache yet" in do_filter(verbs, waiting, ["n1", "new"]).Error
+    assert do_filter(verbs, waiting, ["n1", "new"]).Error == ""
 
     # once the watch shows it, it is judged like any node
     store.apply("nodes", "ADDED", node("new", "a"))
@@ -482,6 +482,28 @@ def test_a_node_not_in_the_cache_yet_makes_the_pod_wait_not_park(monkeypatch) ->
     # a known node takes the pod: answered at once, the unknown one refused
     result = do_filter(verbs, waiting, ["new", "newer"])
     assert result.Error == "" and result.NodeNames == ["new"]
+
+    # deleted, then created again: the entry went when the watch showed it, so a new grace
+    store.apply("nodes", "DELETED", node("new", "a"))
+    assert "node new is not in the extender's cache yet" in do_filter(verbs, waiting, ["n1", "new"]).Error
+
+    # not offered for UNCACHED_NODE_FORGET: forgotten, a later miss starts a new grace
+    assert "node newer is not in the extender's cache yet" in do_filter(verbs, waiting, ["n1", "newer"]).Error
+    now[0] += verbs_module.UNCACHED_NODE_GRACE + 1
+    assert do_filter(verbs, waiting, ["n1", "newer"]).Error == ""  # its grace is over
+    now[0] += verbs_module.UNCACHED_NODE_FORGET + 1
+    assert "node newer is not in the extender's cache yet" in do_filter(verbs, waiting, ["n1", "newer"]).Error
+
+    # the table full: a node not in it gets no grace, whatever the number of candidates
+    monkeypatch.setattr(verbs_module, "UNCACHED_NODES_REMEMBERED", 3)
+    many = [f"m{i}" for i in range(5)]
+    for _ in range(3):
+        now[0] += 1
+        result = do_filter(verbs, waiting, ["n1", *many])
+        assert result.Error == "" or "node m" in result.Error
+    now[0] += verbs_module.UNCACHED_NODE_GRACE + 1
+    assert do_filter(verbs, waiting, ["n1", *many]).Error == ""  # none of them is retried forever
+    assert len(verbs._uncached) <= 3
 
     # a pod without a policy never waits
     plain = pod("plain", labels={"app": "x"})

@@ -1,88 +1,31 @@
-"""The smaller answers change nothing kube-scheduler decides (issue 26).
+"""The smaller filter answer changes nothing kube-scheduler decides (issue 26).
 
-Two cuts, each held against a model of the kube-scheduler code that reads the answer
-(pkg/scheduler/schedule_one.go, v1.33-v1.36), written here from that code and sharing nothing
-with the extender:
+Filter leaves out the failed nodes' reasons when some node passes (FailedNodeReasons): the
+reasons feed only the FitError of a pod no node passes. Held against a model of the
+kube-scheduler code that reads them (`findNodesThatPassExtenders` and `schedulePod`,
+pkg/scheduler/schedule_one.go, v1.33-v1.36), written from that code and sharing nothing with
+the extender.
 
-- filter leaves out the failed nodes' reasons when some node passes (FailedNodeReasons): the
-  reasons feed only the FitError of a pod no node passes;
-- prioritize lowers every score by the lowest and leaves out the nodes then at 0
-  (`only_what_ranks`): kube-scheduler adds each listed score, scaled, to the node's total and
-  picks the highest total, at random among equals.
+Prioritize's answer is not cut, and a test holds it whole: leaving out nodes at the lowest score
+(after lowering every score by it) keeps the set of highest totals, but from 1.35 kube-scheduler
+gives a random tie-break only to nodes some extender listed (`nodesScores[i].Randomizer`, set in
+`prioritizeNodes` for listed nodes alone): among equal totals a listed node would then always
+beat an unlisted one, and unlisted ones would be taken in heap order, not at random.
 """
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs, only_what_ranks
+from extender.verbs import Verbs
 from extender.wire import ExtenderArgs, FailedNodeReasons
 
 from builders import HOST, filter_args, node, pod
 from fakes import RecordedEvents
-
-MAX_NODE_SCORE = 100  # fwk.MaxNodeScore
-MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
-
-
-def kube_scheduler_pick(
-    plugin_totals: dict[str, int], extenders: list[tuple[list[tuple[str, int]], int]]
-) -> frozenset[str]:
-    """prioritizeNodes then selectHost: each extender's (host, score) list, times its weight and
-    MaxNodeScore / MaxExtenderPriority, added to the host's total (a host not listed gets
-    nothing from that extender); the chosen node is one of the highest totals, at random. The
-    set of highest totals is what can be chosen."""
-    totals = dict(plugin_totals)
-    for listed, weight in extenders:
-        for host, score in listed:
-            totals[host] += score * weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
-    best = max(totals.values())
-    return frozenset(h for h, t in totals.items() if t == best)
-
-
-def flat(groups: list[tuple[list[str], int]]) -> list[tuple[str, int]]:
-    return [(h, s) for hosts, s in groups for h in hosts]
-
-
-@st.composite
-def rankings(draw):
-    """Candidates with other plugins' totals, our score groups over exactly those candidates,
-    and another extender's list."""
-    hosts = [f"n{i}" for i in range(draw(st.integers(1, 12)))]
-    plugin_totals = {h: draw(st.integers(0, 300)) for h in hosts}
-    groups: list[tuple[list[str], int]] = []
-    rest = list(hosts)
-    while rest:
-        take = draw(st.integers(1, len(rest)))
-        groups.append((rest[:take], draw(st.integers(0, MAX_EXTENDER_PRIORITY))))
-        rest = rest[take:]
-    groups += [([], draw(st.integers(0, MAX_EXTENDER_PRIORITY)))] * draw(st.integers(0, 1))  # empty classes
-    other = [(h, draw(st.integers(0, MAX_EXTENDER_PRIORITY))) for h in hosts if draw(st.booleans())]
-    weights = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
-    return plugin_totals, groups, other, weights
-
-
-@settings(max_examples=3000, deadline=None)
-@given(rankings())
-def test_prioritize_cut_to_what_ranks_picks_from_the_same_nodes(case) -> None:
-    plugin_totals, groups, other, (ours_weight, other_weight) = case
-    cut = only_what_ranks(groups)
-    full_pick = kube_scheduler_pick(plugin_totals, [(flat(groups), ours_weight), (other, other_weight)])
-    cut_pick = kube_scheduler_pick(plugin_totals, [(flat(cut), ours_weight), (other, other_weight)])
-    assert cut_pick == full_pick
-    assert all(0 < s <= MAX_EXTENDER_PRIORITY for _, s in flat(cut))  # within the protocol's range
-    assert len(flat(cut)) <= len(flat(groups))
-
-
-def test_prioritize_cut_examples() -> None:
-    assert only_what_ranks([]) == []
-    assert only_what_ranks([(["a", "b"], 0)]) == []
-    assert only_what_ranks([(["a", "b"], 7)]) == []  # every node equal: nothing to rank
-    assert only_what_ranks([(["a"], 3), (["b", "c"], 1), ([], 0)]) == [(["a"], 2)]
-    assert only_what_ranks([(["a"], 10), (["b"], 4), (["c"], 4)]) == [(["a"], 6)]
 
 
 def find_nodes_that_pass_extenders(
@@ -135,3 +78,44 @@ def test_filter_without_reasons_when_some_node_passes_leaves_the_outcome_unchang
     assert (diagnosis is None) == bool(kept)
     if diagnosis is not None:
         assert set(diagnosis) == set(names) and all("holds" in m for _, m in diagnosis.values())
+
+
+def test_prioritize_lists_every_candidate() -> None:
+    """From 1.35 an unlisted node loses every tie to a listed one (see the module docstring): the
+    answer names every node kube-scheduler asked about, the equal ones included."""
+    nodes = [node(f"n{i}", "a") for i in range(4)]
+    pending = pod("r-new", sts="r", policy={"caps": [{"topologyKey": HOST, "max": 1}]})
+    plain = pod("plain", labels={"app": "x"})
+    verbs = verbs_over(nodes, [pod("r-0", sts="r", node_name="n0")], FailedNodeReasons.WHEN_NONE_PASS)
+    names = [n["metadata"]["name"] for n in nodes]
+    for p in (pending, plain):
+        scores = verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, names))).scores
+        assert sorted(scores) == names, (p["metadata"]["name"], scores)
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "expected"),
+    [
+        (None, [], FailedNodeReasons.WHEN_NONE_PASS),
+        ("always", [], FailedNodeReasons.ALWAYS),
+        (None, ["--failed-node-reasons", "always"], FailedNodeReasons.ALWAYS),
+        ("always", ["--failed-node-reasons", "when-none-pass"], FailedNodeReasons.WHEN_NONE_PASS),
+        ("Always", [], None),
+        (None, ["--failed-node-reasons", "never"], None),
+    ],
+)
+def test_the_serve_flag_and_its_environment_variable(monkeypatch, capsys, env, argv, expected) -> None:
+    """A wrong value, from the flag or EXTENDER_FAILED_NODE_REASONS, is a usage error naming the
+    choices, not a traceback."""
+    from extender.cli import parser
+
+    if env is None:
+        monkeypatch.delenv("EXTENDER_FAILED_NODE_REASONS", raising=False)
+    else:
+        monkeypatch.setenv("EXTENDER_FAILED_NODE_REASONS", env)
+    if expected is None:
+        with pytest.raises(SystemExit) as exit_:
+            parser().parse_args(["serve", *argv])
+        assert exit_.value.code == 2 and "is not one of when-none-pass, always" in capsys.readouterr().err
+    else:
+        assert parser().parse_args(["serve", *argv]).failed_node_reasons is expected
