@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections import defaultdict
 
 import pytest
 
@@ -25,11 +24,10 @@ from extender.devcluster.cluster import HOSTNAME, zoned_nodes
 
 from workloads import (
     ZONE,
-    cap_and_spread_violations,
     create_statefulset,
     node_zones,
+    per_statefulset_violations,
     pods,
-    shard_of,
     statefulset,
     wait_settled,
 )
@@ -51,17 +49,6 @@ POLICY = {
 def burst(cluster):
     cluster.add_nodes(zoned_nodes({z: NODES_PER_ZONE for z in ZONES}))
     return cluster, cluster.namespace("burst")
-
-
-def violations(placed: list[dict], zone_of: dict[str, str | None]) -> list[str]:
-    by_set: dict[str, list[dict]] = defaultdict(list)
-    for p in placed:
-        by_set[shard_of(p)].append(p)
-    return [
-        f"{name}: {problem}"
-        for name, members in sorted(by_set.items())
-        for problem in cap_and_spread_violations(members, zone_of, ZONES, cap=1)
-    ]
 
 
 def test_300_capped_pods_created_at_once(burst, scenario) -> None:
@@ -87,7 +74,7 @@ def test_300_capped_pods_created_at_once(burst, scenario) -> None:
     tracebacks = log.count("Traceback")
     failed_events = sum(1 for e in api.list(f"/api/v1/namespaces/{ns}/events") if e.get("reason") == "FailedScheduling")
 
-    found = violations(placed, zone_of)
+    found = per_statefulset_violations(placed, zone_of, ZONES, cap=1)
     scenario.repetitions += 1
     scenario.pods_placed += len(placed)
     scenario.violations += len(found)

@@ -22,11 +22,10 @@ from extender.devcluster.cluster import HOSTNAME, NodeSpec, zoned_nodes
 from workloads import (
     ZONE,
     _scheduled_message,
-    cap_and_spread_violations,
     create_statefulset,
     node_zones,
+    per_statefulset_violations,
     pods,
-    shard_of,
     statefulset,
     wait_settled,
 )
@@ -51,15 +50,7 @@ def test_a_burst_is_placed_within_its_rules_with_whole_nodes_on_the_wire(cluster
     for i in range(4):
         create_statefulset(api, ns, statefulset(f"nl-{i}", 9, labels={"mode": "list"}, policy=POLICY))
     placed = wait_settled(api, ns, "mode=list", 36, timeout=180)
-    by_set: dict[str, list[dict]] = {}
-    for p in placed:
-        by_set.setdefault(shard_of(p), []).append(p)
-    problems = [
-        f"{name}: {problem}"
-        for name, members in sorted(by_set.items())
-        for problem in cap_and_spread_violations(members, zone_of, ZONES, cap=1)
-    ]
-    assert problems == []
+    assert per_statefulset_violations(placed, zone_of, ZONES, cap=1) == []
     scenario.repetitions, scenario.pods_placed = 1, 36
     scenario.note = "nodeCacheCapable false: 4 x 9 over 3 zones x 4 nodes, cap 1 + zone spread"
 

@@ -138,6 +138,20 @@ def cap_and_spread_violations(
     return out
 
 
+def per_statefulset_violations(
+    placed: list[dict[str, Any]], zone_of: dict[str, str | None], zones: list[str], cap: int
+) -> list[str]:
+    """cap_and_spread_violations for each StatefulSet's pods (each its own group), named."""
+    by_set: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+    for p in placed:
+        by_set[shard_of(p)].append(p)
+    return [
+        f"{name}: {problem}"
+        for name, members in sorted(by_set.items(), key=lambda kv: str(kv[0]))
+        for problem in cap_and_spread_violations(members, zone_of, zones, cap)
+    ]
+
+
 def events_for(api: Api, namespace: str, pod_name: str) -> list[dict[str, Any]]:
     return [
         e
