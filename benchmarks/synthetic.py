@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.policy import POLICY_REF_ANNOTATION
+from extender.rotation import rotation_object
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -537,6 +538,7 @@ class Cluster:
     policies: list[dict[str, Any]]
     pending: dict[str, Any]  # the pod kube-scheduler asks about
     group: Group = field(default_factory=Group)
+    rotations: list[dict[str, Any]] = field(default_factory=list)  # ZoneRotation objects
 
     def load(self, store: Any) -> None:
         """Fill a ClusterStore the way the watcher does on its first sync."""
@@ -546,7 +548,7 @@ class Cluster:
         store.replace("claims", [])
         store.replace("volumes", [])
         store.replace("policies", self.policies)
-        store.replace("rotations", [])
+        store.replace("rotations", self.rotations)
 
     def node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self.nodes]
@@ -589,6 +591,13 @@ def cluster(
     pods_ = [background_pod(i, layout[i % node_count][0], rich=rich) for i in range(max(0, background))]
     pods_.extend(group_pods)
     pods_.append(pending)
+    # A cluster in its steady state: every StatefulSet that has had a decision has its recorded
+    # rotation (the extender writes one at a set's first decision; the sets with no pod yet have
+    # none, and their order is decided from the live state at each decision until then).
+    rotations = [
+        rotation_object(GROUP_NS, group.sts_name(s), _uid("sts", s), ZONES, {})
+        for s in range(min(group.shards, s_next + (1 if o_next else 0)))
+    ]
     return Cluster(
         nodes=raw_nodes,
         pods=pods_,
@@ -596,6 +605,7 @@ def cluster(
         policies=[policy_obj(policy)],
         pending=pending,
         group=group,
+        rotations=rotations,
     )
 
 

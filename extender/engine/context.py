@@ -38,6 +38,7 @@ class Context:
     caps: list[tuple[Cap, str, int | None]] = field(default_factory=list)  # (cap, canonical key, limit)
     node_load: Counter[str] = field(default_factory=Counter)  # node -> the group's pods bound or committed there
     zone_order: ZoneOrder | None = None
+    zone_orders: dict[str, ZoneOrder] = field(default_factory=dict)  # memo: StatefulSet -> its zone order
     ideal_zone: str | None = None
 
     @classmethod
@@ -229,21 +230,29 @@ class Context:
 
     # -- ordinal zones --
     def shard_zone_order(self, shard: str) -> ZoneOrder:
-        """Zone order for one StatefulSet: explicit, recorded, or decided now (see zone_order)."""
+        """Zone order for one StatefulSet: explicit, recorded, or decided now (see zone_order).
+        Memoised per decision (the rule and the pods to come both ask); the set's placed pods
+        are walked only when no record or explicit order decides it."""
+        found = self.zone_orders.get(shard)
+        if found is not None:
+            return found
         volumes: dict[int, str] = dict(self.snap.volume_zones.get(shard, {}))
-        placed: dict[int, str] = {}
-        nodes = self.snap.topology.nodes
-        for ordinal, where in self.snap.ordinal_nodes(shard).items():
-            if isinstance(where, str):
-                node = nodes.get(where)
-                zone = self.domain(node, self.zone_key) if node is not None else None
-            else:
-                zone = self.placement_domain(where, self.zone_key)
-            if zone is not None:
-                placed[ordinal] = zone
         explicit = self.spec.ordinalZones.order if self.spec.ordinalZones else None
         recorded = self.snap.zone_rotations.get(shard)
-        return zone_order_for(self.usable_domains(self.zone_key), volumes, placed, explicit, recorded)
+        placed: dict[int, str] = {}
+        if not explicit and recorded is None:
+            nodes = self.snap.topology.nodes
+            for ordinal, where in self.snap.ordinal_nodes(shard).items():
+                if isinstance(where, str):
+                    node = nodes.get(where)
+                    zone = self.domain(node, self.zone_key) if node is not None else None
+                else:
+                    zone = self.placement_domain(where, self.zone_key)
+                if zone is not None:
+                    placed[ordinal] = zone
+        order = zone_order_for(self.usable_domains(self.zone_key), volumes, placed, explicit, recorded)
+        self.zone_orders[shard] = order
+        return order
 
 
 def spread_eligibility(

@@ -213,6 +213,8 @@ def _describe(analysis: Analysis) -> str:
         return "dead-end avoidance skipped: the decision passed its deadline, the hard rules alone decided"
     if analysis.certainty is Certainty.UNKNOWN:
         return f"dead-end avoidance not applied: {analysis.why}"
+    if analysis.certainty is Certainty.MOOT:
+        return "dead-end avoidance: nothing to choose between (the candidates the group can use are one class of nodes)"
     found = (
         f"{analysis.stranded} candidate(s) would strand the rest"
         if analysis.stranded

@@ -71,6 +71,7 @@ class Certainty(StrEnum):
     RELAXED = "relaxed"  # dead ends are proven; feasible means feasible under a relaxation
     UNKNOWN = "unknown"  # the rules are outside what is decided here: nothing is filtered
     DEADLINE = "deadline"  # the wall-time deadline passed: nothing is filtered
+    MOOT = "moot"  # the candidates the group can use are one class of nodes: nothing to choose between
 
 
 @dataclass
@@ -146,13 +147,24 @@ def dead_ends(ctx: Context, candidates: Sequence[CandidateClass], deadline: floa
     A filter class (one signature: the same domains, and for the node key the same load; all of
     its nodes usable by the group or none, see evaluate.classify) maps to one node class of the
     model, read from its representative; a class the group cannot use is never a dead end."""
+    # A dead end is refused only when another candidate keeps the group feasible: with one class
+    # of candidates the group can use (the usual case under ordinal zones and per-node caps) the
+    # answer is the same whatever the rest of the group needs, so it is not computed. First from
+    # the filter classes alone (each is usable by the group as a whole or not at all), then from
+    # the model's classes, which may merge filter classes.
+    usable = ctx.usable_names()
+    if sum(candidate.node.name in usable for candidate in candidates) < 2:
+        return Analysis(Certainty.MOOT)
     try:
-        model = build_model(ctx)
+        model = _node_model(ctx)
     except _Unknown as why:
         return Analysis(Certainty.UNKNOWN, why=str(why))
+    of = [_class_of(ctx, model, candidate.node.name) for candidate in candidates]
+    if len(set(of) - {None}) < 2:
+        return Analysis(Certainty.MOOT)
+    _add_pods_to_come(ctx, model)
     if model.to_come == 0:
         return Analysis(Certainty.EXACT)
-    of = [_class_of(ctx, model, candidate.node.name) for candidate in candidates]
     try:
         feasible = feasible_classes(ctx, model, list({k for k in of if k is not None}), deadline)
     except DeadlineExceeded:
@@ -169,6 +181,14 @@ def dead_ends(ctx: Context, candidates: Sequence[CandidateClass], deadline: floa
 
 # ---------------------------------------------------------------------------------------- the model
 def build_model(ctx: Context) -> Model:
+    """The whole model: the nodes' side, then the pods still to come."""
+    model = _node_model(ctx)
+    _add_pods_to_come(ctx, model)
+    return model
+
+
+def _node_model(ctx: Context) -> Model:
+    """The model's node side: keys, node classes, domain counts, caps and spreads (no kinds yet)."""
     spec, snap = ctx.spec, ctx.snap
     node_key = ctx.node_key
     keys: list[str] = []
@@ -274,7 +294,13 @@ def build_model(ctx: Context) -> Model:
         tracks_load,
         relaxed,
     )
+    return model
+
+
+def _add_pods_to_come(ctx: Context, model: Model) -> None:
+    """The model's pod side: the kinds and types of the pods still to come."""
     _count_pods_to_come(ctx, model)
+    anti_level, zone_level = model.anti_level, model.zone_level
     if (
         model.has_anti
         and anti_level is not None
@@ -282,8 +308,7 @@ def build_model(ctx: Context) -> Model:
         and anti_level > zone_level
         and any(z is not None for _, z in model.kinds)
     ):
-        relaxed.append("anti-affinity on a key coarser than the zone, with ordinal zones")
-    return model
+        model.relaxed.append("anti-affinity on a key coarser than the zone, with ordinal zones")
 
 
 def _nest(keys: list[str], value_counts: dict[tuple, int]) -> tuple[list[str], list[int]]:

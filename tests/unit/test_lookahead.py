@@ -105,8 +105,26 @@ def test_a_million_pods_to_come_cost_no_more_than_ten() -> None:
     ctx = Context.build(spec, PodRequest("r/s-0", "s", 0), snap)
     futures, shardless = pods_to_come(ctx)
     assert shardless == 0 and sum(futures["s"].values()) == 999_999 and len(futures["s"]) == 3
-    decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, list(NODES.nodes))
+    # Its volume in another zone lets the pod use two zones: two classes for the analysis to weigh.
+    other = next(z for z in ("zone-a", "zone-b", "zone-c") if z != ctx.ideal_zone)
+    decision = evaluate(spec, PodRequest("r/s-0", "s", 0, frozenset({other})), snap, list(NODES.nodes))
     assert decision.analysis.certainty == "exact"
+
+
+def test_one_class_of_usable_candidates_is_moot() -> None:
+    """A dead end is refused only when another candidate keeps the group feasible, so with one
+    class the group can use the answer cannot change and the pods to come are not counted. The
+    same pod with a second usable class is analysed (and there the group is feasible)."""
+    spec = PlacementPolicySpec.model_validate({"caps": [{"topologyKey": HOST, "max": 1}], "ordinalZones": {}})
+    snap = Snapshot(NODES, (), group_size=4, shard_replicas={"s": 4})
+    decision = evaluate(spec, PodRequest("r/s-0", "s", 0), snap, list(NODES.nodes))
+    assert decision.analysis.certainty == "moot" and decision.analysis.to_come == 0
+    assert len(decision.passed()) == 2  # the two nodes of the ordinal's zone
+    assert any("nothing to choose between" in note for note in decision.notes)
+    ctx = Context.build(spec, PodRequest("r/s-0", "s", 0), snap)
+    other = next(z for z in ("zone-a", "zone-b", "zone-c") if z != ctx.ideal_zone)
+    decision = evaluate(spec, PodRequest("r/s-0", "s", 0, frozenset({other})), snap, list(NODES.nodes))
+    assert decision.analysis.certainty == "exact" and decision.analysis.to_come == 3
 
 
 def test_anti_affinity_on_node_and_zone_judges_loaded_nodes_too() -> None:
