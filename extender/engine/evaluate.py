@@ -156,20 +156,13 @@ def classify(
             member = tuple(name in part for part in parts)
             by_key[(base_of[name], counts.get(domain, 0), shard_counts.get(domain, 0), member)].append(name)
         out += [CandidateClass(nodes[group[0]], group) for group in by_key.values()]
-    for members_of_class in table.members.values():
-        plain = members_of_class & wanted
-        if loaded:
-            plain -= loaded
-        if not plain:
-            continue
-        pieces = [plain]
-        for part in parts:
-            split = []
-            for piece in pieces:
-                inside = piece & part
-                split += (inside, piece - inside) if inside and len(inside) < len(piece) else (piece,)
-            pieces = split
-        out += [CandidateClass(nodes[next(iter(piece))], list(piece)) for piece in pieces]
+    for pieces in topology.split_classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key, tuple(parts)):
+        for piece in pieces:
+            plain = piece & wanted
+            if loaded:
+                plain -= loaded
+            if plain:
+                out.append(CandidateClass(nodes[next(iter(plain))], list(plain)))
     return out
 
 

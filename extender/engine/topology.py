@@ -147,6 +147,29 @@ class Topology:
             )
         return cached  # type: ignore[return-value]
 
+    def split_classes(
+        self, keys: tuple[str, ...], zone_key: str, node_key: str, parts: tuple[frozenset[str], ...]
+    ) -> list[list[frozenset[str]]]:
+        """The base classes of `classes(keys...)`, each cut by every set in `parts` (inside
+        first, then outside; empty pieces left out), once per topology version: a request then
+        intersects its candidates with the pieces instead of cutting them again. The parts are
+        the topology's own memoised sets, so the memo key hashes and compares them by identity."""
+        memo_key = ("split", keys, zone_key, node_key, parts)
+        cached = self._memo.get(memo_key)
+        if cached is None:
+            cached = []
+            for members in self.classes(keys, zone_key, node_key).members.values():
+                pieces = [members]
+                for part in parts:
+                    cut = []
+                    for piece in pieces:
+                        inside = piece & part
+                        cut += (inside, piece - inside) if inside and len(inside) < len(piece) else (piece,)
+                    pieces = cut
+                cached.append(pieces)
+            self._memo[memo_key] = cached
+        return cached  # type: ignore[return-value]
+
     def names(self) -> frozenset[str]:
         """Every node's name (a node added or removed bumps the version, clearing the memo)."""
         cached = self._memo.get(("names",))
