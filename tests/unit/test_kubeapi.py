@@ -96,3 +96,30 @@ def test_create_gives_up_on_a_429_whose_wait_outlasts_the_timeout(api) -> None:
     with pytest.raises(KubeApiError) as err:
         api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=0.5)
     assert err.value.status == 429 and len(_Recorder.seen) == 1
+
+
+def test_the_credentials_hook_runs_at_most_once_per_reuse_interval(api, monkeypatch) -> None:
+    """The client's refresh hook (rotating tokens, exec plugins) copies the whole configuration:
+    it runs once per CREDENTIALS_REUSE seconds, and a token it renews is sent from then on."""
+    import extender.kubeapi as kubeapi
+
+    clock = [1000.0]
+    monkeypatch.setattr(kubeapi.time, "monotonic", lambda: clock[0])
+    calls: list[float] = []
+
+    def hook(cfg: client.Configuration) -> None:
+        calls.append(clock[0])
+        cfg.api_key = {"authorization": f"Bearer token-{len(calls)}"}
+
+    api.cfg.refresh_api_key_hook = hook
+    api._cached_headers = None
+    _Recorder.answer = (201, b"{}")
+    for _ in range(3):
+        api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
+    clock[0] += kubeapi.CREDENTIALS_REUSE
+    api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
+    assert calls == [1000.0, 1000.0 + kubeapi.CREDENTIALS_REUSE]
+    assert [s["headers"]["Authorization"] for s in _Recorder.seen] == ["Bearer token-1"] * 3 + ["Bearer token-2"]
+    headers = api._headers()
+    headers["Content-Type"] = "application/merge-patch+json"  # a caller's change stays its own
+    assert api._headers()["Content-Type"] == "application/json"
