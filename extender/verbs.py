@@ -105,8 +105,9 @@ class Verbs:
     metrics: Metrics = field(default_factory=Metrics)
     # filter's decision, reused by the prioritize call that follows it for the same pod when
     # nothing it read changed in between (kube-scheduler calls them back to back):
-    # (uid, what the decision read, decision)
-    _last: tuple[str, _Inputs, Decision] | None = field(default=None, repr=False)
+    # (uid, what the decision read, decision, the pod as filter read it, the store's version
+    # after filter's own holds): an unchanged store version skips reading the inputs again.
+    _last: tuple[str, _Inputs, Decision, PodRecord, tuple[int, int]] | None = field(default=None, repr=False)
     _warned: OrderedDict[str, None] = field(default_factory=OrderedDict, repr=False)  # pods checked for disagreement
     _remedies: OrderedDict[str, tuple[float, str]] = field(default_factory=OrderedDict, repr=False)
     _last_remedy: float = field(default=-1e9, repr=False)
@@ -132,9 +133,11 @@ class Verbs:
                 return self._invalid(args, pod, err)
             if inputs is not None:
                 self.store.reservations.hold(pod, decision.passed(), lambda names: shared_domains(decision, names))
-                self._last = (pod.uid, inputs, decision)
                 if spec is not None and spec.ordinalZones is not None:
                     self._record_rotation(pod, zone_order(decision))
+                # After its own hold and record, which the decision does not read (a pod's own
+                # reservation is never counted; a recorded rotation is the order it decided).
+                self._last = (pod.uid, inputs, decision, pod, self.store.version)
             if self._uncached:
                 self._forget_uncached()
             waiting = self._new_nodes(decision) if spec is not None and not decision.passed() else None
@@ -375,19 +378,7 @@ class Verbs:
         last = self._last
         if last is None or last[0] != pod.uid or not last[1].same_as(inputs):
             return None
-        decision = last[2]
-        names = candidate_names(candidates)
-        wanted = set(names)
-        if len(wanted) != len(names) or not wanted.issubset(decision.members):
-            return None
-        # Copies of the classes (the tie-break changes scores and splits a class), narrowed.
-        classes = []
-        for k in decision.classes:
-            if wanted.isdisjoint(k.names):
-                continue
-            kept = k.names if wanted.issuperset(k.names) else list(wanted.intersection(k.names))
-            classes.append(replace(k, names=list(kept)))
-        return Decision(classes, names, wanted, list(decision.notes), decision.context, decision.analysis)
+        return _narrowed(last[2], candidates)
 
     # ---------------------------------------------------------------- bind
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
@@ -536,6 +527,12 @@ class Verbs:
         """The decision and what it read; with `reuse`, filter's decision when that still holds."""
         if spec is None:
             return Decision.all_pass(candidate_names(candidates)), None
+        if reuse and (last := self._last) is not None and last[0] == pod.uid and last[3] == pod:
+            self.store.reservations.expire()
+            if last[1].spec is spec and self.store.version == last[4]:  # nothing at all changed since filter
+                reused = _narrowed(last[2], candidates)
+                if reused is not None:
+                    return reused, last[1]
         request, snap = self.store.decision_inputs(pod, spec)
         # The deadline bounds the dead-end analysis, so it starts after the inputs are read: the
         # first decision for a group also builds the group's counts (once; the watch keeps them
@@ -566,6 +563,22 @@ class Verbs:
         if pod is not None:
             return pod
         return None
+
+
+def _narrowed(decision: Decision, candidates: Sequence[str] | Sequence[NodeInfo]) -> Decision | None:
+    """A decision narrowed to `candidates` (None if it did not judge them all): copies of the
+    classes, as the tie-break changes scores and splits a class."""
+    names = candidate_names(candidates)
+    wanted = set(names)
+    if len(wanted) != len(names) or not wanted.issubset(decision.members):
+        return None
+    classes = []
+    for k in decision.classes:
+        if wanted.isdisjoint(k.names):
+            continue
+        kept = k.names if wanted.issuperset(k.names) else list(wanted.intersection(k.names))
+        classes.append(replace(k, names=list(kept)))
+    return Decision(classes, names, wanted, list(decision.notes), decision.context, decision.analysis)
 
 
 class _Inputs:

@@ -348,6 +348,36 @@ def test_prioritize_reuses_filters_decision_when_nothing_it_read_changed(monkeyp
         assert scores == do_prioritize(verbs, me, passed), name  # the scores of a fresh decision either way
 
 
+def test_prioritize_reads_no_inputs_when_the_store_has_not_moved_since_filter(monkeypatch) -> None:
+    """kube-scheduler calls prioritize right after filter: when no event, list or reservation
+    came in between, filter's decision is reused without reading the inputs again; any change
+    (even one the decision does not read) goes through the full comparison."""
+    store, verbs, me = _reuse_setup()
+    calls = _counting(monkeypatch)
+    reads = [0]
+    real = store.decision_inputs
+
+    def counted(*args, **kwargs):
+        reads[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "decision_inputs", counted)
+    passed = do_filter(verbs, me, names(store)).NodeNames
+    calls[0] = reads[0] = 0
+    quiet = do_prioritize(verbs, me, passed)
+    assert (calls[0], reads[0]) == (0, 0)
+    passed = do_filter(verbs, me, names(store)).NodeNames
+    EVENTS["another namespace's pod"][1](store)
+    calls[0] = reads[0] = 0
+    assert do_prioritize(verbs, me, passed) == quiet
+    assert (calls[0], reads[0]) == (0, 1)  # the version moved: inputs read, compared, still reused
+    passed = do_filter(verbs, me, names(store)).NodeNames
+    other = dict(me, metadata=dict(me["metadata"], labels={**me["metadata"]["labels"], "extra": "label"}))
+    calls[0] = reads[0] = 0
+    do_prioritize(verbs, other, passed)
+    assert reads[0] == 1  # the same uid with another pod body: never the fast path
+
+
 SPREAD1 = {"spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
 
 
