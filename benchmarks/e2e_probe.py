@@ -130,6 +130,9 @@ class Probe:
                 "time": time.time(),
                 "since": self.started,
                 "switch_interval": sys.getswitchinterval(),
+                # the whole process, threads that have exited included (a connection's thread
+                # ends with its connection; the per-thread table sees only the live ones)
+                "process_cpu_seconds": sum(os.times()[:2]),
                 "threads": self.threads(),
                 "binds": list(self.binds),
                 "lock_wait": {k: list(v) for k, v in self.lock_wait.items()},

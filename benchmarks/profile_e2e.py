@@ -292,6 +292,7 @@ VERB_HANDLERS = {
     "readyz": "/readyz",
     "healthz": "/healthz",
 }
+VERB_VERBS = ("filter", "prioritize", "bind", "preempt")
 HTTP_CLIENT = ("requests/", "urllib3/", "ssl.py", "http/client.py", "socket.py")
 
 
@@ -326,8 +327,17 @@ def classify(thread: str, frames: list[tuple[str, str]]) -> str:
     for fn, f in frames:
         short = fn.rsplit(".", 1)[-1]
         if f.endswith("extender/server/app.py") and short in VERB_HANDLERS:
-            verb = VERB_HANDLERS[short]
+            verb = VERB_HANDLERS[short]  # the Flask routes (before the connection worker)
             break
+        if f.endswith("extender/verbs.py") and fn.startswith("Verbs.") and short in VERB_VERBS:
+            verb = short  # the verbs, called by VerbRoutes in front of Flask (since session 4)
+            break
+    if verb is None and _has(frames, "extender/server/app.py", "VerbRoutes.__call__"):
+        if _has(frames, "extender/server/app.py", "parse"):
+            return "verbs: parse request (JSON + pydantic)"
+        if _has(frames, "extender/wire.py"):
+            return "verbs: encode answer"
+        return "verbs: routing, request id, metrics"
     if verb is not None:
         if _has(frames, "extender/server/app.py", "parse"):
             return f"{verb}: parse request (JSON + pydantic)"
@@ -515,7 +525,18 @@ def bind_breakdown(binds: list[dict[str, float]], lock_wait_bind: list[float]) -
 
 def probe_summary(before: dict[str, Any], after: dict[str, Any], pods: int) -> dict[str, Any]:
     threads = thread_delta(before, after)
-    worker_cpu = sum(t["cpu_seconds"] for t in threads.values())
+    live = sum(t["cpu_seconds"] for t in threads.values())
+    if "process_cpu_seconds" in after and "process_cpu_seconds" in before:
+        worker_cpu = after["process_cpu_seconds"] - before["process_cpu_seconds"]
+        if worker_cpu - live > 0.005:
+            threads["threads that exited during the round (connections closed)"] = {
+                "threads": 0,
+                "cpu_seconds": round(worker_cpu - live, 3),
+                "system_seconds": 0.0,
+                "runqueue_seconds": 0.0,
+            }
+    else:
+        worker_cpu = live
     gil_late = after["gil_late"]
     return {
         "worker_pid": after["pid"],

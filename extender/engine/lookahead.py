@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -129,7 +129,8 @@ class Model:
     eligible: frozenset[str]  # schedulable nodes in the permitted zones
     tracks_load: bool  # a rule reads the node key, so a node's class includes the group pods it holds
     relaxed: list[str] = field(default_factory=list)
-    chained: dict[tuple, Values] = field(default_factory=dict)  # memo: index tuple -> chain order
+    chained: dict[tuple, Values | None] = field(default_factory=dict)  # memo: index tuple -> chain order
+    node_class: dict[str, NodeClass] = field(default_factory=dict)  # with tracks_load: loaded node -> class
 
     @property
     def to_come(self) -> int:
@@ -236,13 +237,30 @@ def _node_model(ctx: Context) -> Model:
         or any(k is None for k, _ in spread_keys)
         or (bool(anti_levels) and anti_level is None)
     )
+    chained_of: dict[tuple, Values | None] = {}  # index tuple -> chain order (None: a label missing)
+    node_class: dict[str, NodeClass] = {}
     if tracks_load:
+        # One pass over the nodes holding the group's pods (up to one per node of the cluster):
+        # their classes are kept for the candidates and the anti-affinity types, not derived again.
+        interned: dict[tuple, NodeClass] = {}
+        moved: Counter[NodeClass] = Counter()
         for name, load in node_load.items():
             values = index.get(name)
-            if name in eligible and values is not None and None not in values:
-                chained = tuple(values[i] for i in order)
-                classes[NodeClass(chained, 0)] -= 1
-                classes[NodeClass(chained, load)] += 1
+            if values is None or name not in eligible:
+                continue
+            chained = chained_of.get(values, ())
+            if chained == ():
+                chained = chained_of[values] = None if None in values else tuple(values[i] for i in order)
+            if chained is None:
+                continue
+            klass = interned.get((chained, load))
+            if klass is None:
+                klass = interned[(chained, load)] = NodeClass(chained, load)
+            node_class[name] = klass
+            moved[klass] += 1
+        for klass, n in moved.items():
+            classes[NodeClass(klass.values, 0)] -= n
+            classes[klass] += n
         classes = +classes
 
     parents: list[dict[str, str]] = [{} for _ in chain]
@@ -293,6 +311,8 @@ def _node_model(ctx: Context) -> Model:
         eligible,
         tracks_load,
         relaxed,
+        chained_of,
+        node_class,
     )
     return model
 
@@ -439,7 +459,7 @@ def _node_anti_types(
     are alike), the sum is the number of distinct StatefulSets per node, kept by the counts, and
     nothing here walks the placed pods."""
     snap, my_shard = ctx.snap, ctx.pod.shard
-    where = {node: _class_of(ctx, model, node) for node in model.node_load}
+    where: Mapping[str, NodeClass | None] = model.node_class  # every node holding the group's pods, by class
     types: dict[tuple, str] = {}
     members: dict[str, list[str]] = {}
     for shard, zones_count in futures.items():
@@ -470,7 +490,7 @@ def _node_anti_types(
         model.types[type_id] = (len(shards), +held)
 
 
-def _held_by_class(nodes: Counter[str], where: dict[str, NodeClass | None], *, per_node: bool = False) -> Counter:
+def _held_by_class(nodes: Counter[str], where: Mapping[str, NodeClass | None], *, per_node: bool = False) -> Counter:
     """Held nodes per node class: each node once, or with per_node its count (node -> how many
     StatefulSets hold it)."""
     held: Counter = Counter()
@@ -570,15 +590,17 @@ def _zones_order(item: tuple[Zones, int]) -> tuple:
 def _class_of(ctx: Context, model: Model, name: str) -> NodeClass | None:
     """The class of a node the group may use, or None (not schedulable, outside the permitted
     zones, or missing a label the rules read: the filter refuses those anyway)."""
+    if model.tracks_load and name in model.node_load:
+        return model.node_class.get(name)  # kept by _node_model (absent: not usable)
     values = model.index.get(name)
     if values is None or name not in model.eligible:
         return None
-    chained = model.chained.get(values)
+    chained = model.chained.get(values, ())
+    if chained == ():
+        chained = model.chained[values] = None if None in values else tuple(values[i] for i in model.order)
     if chained is None:
-        if None in values:
-            return None
-        chained = model.chained[values] = tuple(values[i] for i in model.order)
-    klass = NodeClass(chained, model.node_load.get(name, 0) if model.tracks_load else 0)
+        return None
+    klass = NodeClass(chained, 0)
     return klass if klass in model.classes else None
 
 

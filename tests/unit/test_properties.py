@@ -175,7 +175,9 @@ def node_layouts(draw) -> list[NodeInfo]:
             name = f"z{z}n{i}"
             labels = {}
             if draw(st.booleans()) or i == 0:
-                labels[HOSTNAME_KEY] = name
+                # usually the node's name; sometimes another value (the class table then cannot
+                # read a node's domain as its name)
+                labels[HOSTNAME_KEY] = draw(st.sampled_from([name, name, name, f"host-{name}"]))
             zone_label = draw(st.sampled_from([ZONE_KEY, ZONE_KEY, ZONE_KEY, LEGACY_ZONE_KEY, None]))
             if zone_label is not None:
                 labels[zone_label] = f"zone{z}"
