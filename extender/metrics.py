@@ -11,6 +11,7 @@ Thread-safe: request threads and the watch threads update them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, generate_latest
@@ -26,30 +27,38 @@ Labels = tuple[tuple[str, str], ...]
 prometheus_client.disable_created_metrics()
 
 
-class Counter:
-    def __init__(self, registry: CollectorRegistry, name: str, help_text: str, labels: tuple[str, ...] = ()) -> None:
+class _Series:
+    """A metric and its labelled children, kept: prometheus-client's labels() validates and locks
+    on every call (about 5 us; a filter increments a dozen series)."""
+
+    def __init__(self, registry: CollectorRegistry, name: str, metric: Any) -> None:
         self.name = name
         self._registry = registry
-        self._metric = prometheus_client.Counter(name, help_text, labels, registry=registry)
-        # label values -> the labelled child: prometheus-client's labels() validates and locks on
-        # every call (about 5 us; a filter increments a dozen series)
-        self._children: dict[tuple[tuple[str, str], ...], prometheus_client.Counter] = {}
+        self._metric = metric
+        self._children: dict[tuple[tuple[str, str], ...], Any] = {}  # label values -> child
 
-    def inc(self, amount: float = 1, **labels: str) -> None:
+    def _series(self, labels: dict[str, str]) -> Any:
         if not labels:
-            self._metric.inc(amount)
-            return
+            return self._metric
         key = tuple(labels.items())
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = self._metric.labels(**labels)
-        child.inc(amount)
+        return child
+
+
+class Counter(_Series):
+    def __init__(self, registry: CollectorRegistry, name: str, help_text: str, labels: tuple[str, ...] = ()) -> None:
+        super().__init__(registry, name, prometheus_client.Counter(name, help_text, labels, registry=registry))
+
+    def inc(self, amount: float = 1, **labels: str) -> None:
+        self._series(labels).inc(amount)
 
     def value(self, **labels: str) -> float:
         return self._registry.get_sample_value(self.name, labels) or 0.0
 
 
-class Histogram:
+class Histogram(_Series):
     def __init__(
         self,
         registry: CollectorRegistry,
@@ -58,20 +67,11 @@ class Histogram:
         labels: tuple[str, ...] = (),
         buckets: tuple[float, ...] = LATENCY_BUCKETS,
     ) -> None:
-        self.name = name
-        self._registry = registry
-        self._metric = prometheus_client.Histogram(name, help_text, labels, registry=registry, buckets=buckets)
-        self._children: dict[tuple[tuple[str, str], ...], prometheus_client.Histogram] = {}  # as Counter's
+        metric = prometheus_client.Histogram(name, help_text, labels, registry=registry, buckets=buckets)
+        super().__init__(registry, name, metric)
 
     def observe(self, value: float, **labels: str) -> None:
-        if not labels:
-            self._metric.observe(value)
-            return
-        key = tuple(labels.items())
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = self._metric.labels(**labels)
-        child.observe(value)
+        self._series(labels).observe(value)
 
     def count(self, **labels: str) -> int:
         return int(self._registry.get_sample_value(f"{self.name}_count", labels) or 0)
