@@ -610,15 +610,17 @@ def feasible_classes(
 ) -> set[NodeClass]:
     """The candidate classes on which the pod keeps the rest of the group placeable."""
     levels = _spread_levels(model)
-    # Under required anti-affinity above the node, the pod's own domain closes that domain to its
-    # StatefulSet's other pods: one network per such domain among the candidates.
-    groups: dict[str | None, list[NodeClass]] = defaultdict(list)
+    # Under required anti-affinity, the pod's own domain closes that domain to its StatefulSet's
+    # other pods: one network per such domain among the candidates. On the node key, the domain
+    # is the candidate's class: the pod takes one of its nodes from its StatefulSet's others.
+    groups: dict[str | NodeClass | None, list[NodeClass]] = defaultdict(list)
     for klass in candidates:
-        domain = (
-            klass.values[model.anti_level]
-            if model.has_anti and model.anti_level is not None and ctx.pod.shard
-            else None
-        )
+        domain: str | NodeClass | None = None
+        if model.has_anti and ctx.pod.shard:
+            if model.anti_level is not None:
+                domain = klass.values[model.anti_level]
+            elif model.my_shard_futures:
+                domain = klass
         groups[domain].append(klass)
     feasible: set[NodeClass] = set()
     for mins in levels:
@@ -702,7 +704,11 @@ def _first_true(lo: int, hi: int | None, test) -> int | None:  # noqa: ANN001 - 
 
 
 def _solve(
-    model: Model, candidates: list[NodeClass], my_domain: str | None, mins: tuple[int, ...], deadline: float | None
+    model: Model,
+    candidates: list[NodeClass],
+    my_domain: str | NodeClass | None,
+    mins: tuple[int, ...],
+    deadline: float | None,
 ) -> set[NodeClass]:
     """One network: the rest of the group plus this pod on one of `candidates`. Returns the
     candidates that can take the pod in some complete placement (empty if there is none)."""
@@ -754,6 +760,8 @@ def _solve(
         taken = model.my_shard_taken
         if my_domain is not None and isinstance(taken, frozenset):
             taken = taken | {my_domain}
+        elif isinstance(my_domain, NodeClass) and isinstance(taken, Counter):
+            taken = taken + Counter({my_domain: 1})  # the pod's own node, in its class
         types["me"] = (1, taken)
         for zones, n in model.my_shard_futures.items():
             kinds[("me", zones)] += n

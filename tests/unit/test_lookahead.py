@@ -201,3 +201,21 @@ def test_taints_honor_and_ignore_agree_without_taints() -> None:
     a = _model({"spread": [{**SPREAD_ZONE, "nodeTaintsPolicy": "Honor"}]}, nodes)
     b = _model({"spread": [SPREAD_ZONE]}, nodes)
     assert (a.classes, a.dead, _spread_levels(a)) == (b.classes, b.dead, _spread_levels(b))
+
+
+def test_anti_affinity_on_the_node_key_counts_the_pods_own_node() -> None:
+    """Found by the oracle property (test_dead_end_oracle.py): s0 and s1 need all three nodes
+    each (one pod per node), and zone zb (two nodes) may hold 3: whatever s0-1 does, zb would need
+    4. The per-class view let s0's other pods use za-1 as if s0-1 were not there, found za-1
+    feasible and refused zb: a refusal resting on a placement that does not exist. With the
+    pod's own node taken from its StatefulSet in its class, every candidate is a dead end alike,
+    and none is refused."""
+    spec = PlacementPolicySpec.model_validate(
+        {"caps": [{"topologyKey": ZONE, "max": 3}], "shardAntiAffinity": [{"topologyKey": HOST}]}
+    )
+    nodes = Topology([NodeInfo(n, {HOST: n, ZONE: f"z{n[1]}"}) for n in ("za-1", "zb-0", "zb-1")])
+    snap = Snapshot(nodes, (Placement("r/s1-0", "za-1", "s1", 0),), group_size=6, shard_replicas={"s0": 3, "s1": 3})
+    decision = evaluate(spec, PodRequest("r/s0-1", "s0", 1), snap, ["za-1", "zb-0", "zb-1"])
+    assert decision.analysis.certainty == "relaxed"
+    assert sorted(decision.passed()) == ["za-1", "zb-0", "zb-1"]
+    assert not [v for v in decision.verdicts.values() if v.rule == "deadEndAvoidance"]
