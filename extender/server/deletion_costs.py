@@ -33,8 +33,9 @@ class CostWriter(Protocol):
 
 
 def wanted_costs(store: ClusterStore) -> list[tuple[PodRecord, int]]:
-    """(pod, cost) for every running ReplicaSet pod of a policy group whose cost is not that yet.
-    The order covers the group's running pods; only ReplicaSet pods are written. Under the store lock."""
+    """(pod, cost) for every running ReplicaSet pod of a policy group whose cost is not that yet,
+    the pods without any cost last. The order covers the group's running pods; only ReplicaSet pods
+    are written. Under the store lock."""
     groups: dict[object, tuple[PlacementPolicySpec, list[PodRecord]]] = {}
     for pod in store.pods.values():
         if pod.replicaset is None or pod.node is None or pod.terminating or pod.finished:
@@ -61,6 +62,11 @@ def wanted_costs(store: ClusterStore) -> list[tuple[PodRecord, int]]:
             pod = by_key.get(pod_key)
             if pod is not None and pod.deletion_cost != str(cost):
                 out.append((pod, cost))
+    # Pods that have no cost yet go last: a pod without one is the visible sign that the controller
+    # has not caught up with the group, so once every pod has one, the pass that saw them all has
+    # written every other change first (a scale-down right after a scale-up then reads current costs,
+    # not the order of the few pods an earlier pass saw bound).
+    out.sort(key=lambda pod_cost: pod_cost[0].deletion_cost is None)
     return out
 
 

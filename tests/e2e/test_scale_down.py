@@ -42,6 +42,20 @@ def skew(api, ns: str, name: str) -> tuple[int, dict[str, int]]:  # noqa: ANN001
     return max(counts.values()) - min(counts.values()), dict(sorted(counts.items()))
 
 
+def costs_caught_up(api, ns: str, name: str) -> bool:  # noqa: ANN001
+    """The state a scale-down of a steady Deployment starts from: every pod Ready (the ReplicaSet
+    controller removes not-ready pods before it reads any cost) and the controller caught up with
+    the group as it now stands: one cost per pod, 0..n-1 (the costs are positions in the group's
+    order). Costs merely present can still be those of a pass that saw fewer pods bound, or more
+    pods before the last step."""
+    live = pods(api, ns, f"app={name}")
+    conditions = [(p.get("status") or {}).get("conditions") or () for p in live]
+    ready = all(any(c.get("type") == "Ready" and c.get("status") == "True" for c in cs) for cs in conditions)
+    costs = sorted((p["metadata"].get("annotations") or {}).get(COST, "-") for p in live)
+    return ready and costs == sorted(str(i) for i in range(len(live)))
+
+
+COST = "controller.kubernetes.io/pod-deletion-cost"
 SPREAD = [{"topologyKey": ZONE, "maxSkew": 1}]
 CAP = [{"topologyKey": ZONE, "max": 3}]
 
@@ -55,14 +69,7 @@ def run_once(cluster, ns: str, name: str, *, costs: bool, cap: bool = False) -> 
     steps = [skew(api, ns, name)]
     for replicas in (4, 2):
         if costs:
-            wait_for(
-                "every pod's deletion cost written",
-                lambda: all(
-                    "controller.kubernetes.io/pod-deletion-cost" in (p["metadata"].get("annotations") or {})
-                    for p in pods(api, ns, f"app={name}")
-                ),
-                30,
-            )
+            wait_for("the controller's costs for every Ready pod", lambda: costs_caught_up(api, ns, name), 30)
         api.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", {"spec": {"replicas": replicas}})
         wait_settled(api, ns, f"app={name}", replicas, timeout=60)
         steps.append(skew(api, ns, name))

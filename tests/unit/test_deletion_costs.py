@@ -70,6 +70,19 @@ def test_only_changed_costs_are_written_within_the_rate() -> None:
     assert controller.pass_once(now=controller._last + 1.0) == 0
 
 
+def test_pods_without_a_cost_are_written_after_every_changed_cost() -> None:
+    """A pass that sees more pods bound than the last one rewrites the old pods' costs before it
+    gives the new pods theirs: "every pod has a cost" then means the costs are the full group's
+    order (the e2e scale-down scaled on a half-written order once: zones 3,3,3 -> 0,2,2)."""
+    store = cache()
+    store.apply("pods", "ADDED", rs_pod("w-1", "a1"))  # bound since the last pass: no cost yet
+    store.apply("pods", "ADDED", rs_pod("w-2", "a2"))
+    store.apply("pods", "ADDED", rs_pod("w-3", "b1", cost="0"))  # the last pass saw only w-3 and w-4
+    store.apply("pods", "ADDED", rs_pod("w-4", "b1", cost="1"))
+    todo = [(p.name, p.deletion_cost) for p, _ in wanted_costs(store)]
+    assert [name for name, _ in todo] == ["w-4", "w-1", "w-2"], "w-4's cost changes (b1 holds two: w-3 goes first)"
+
+
 def test_audit_says_which_removal_would_break_the_spread() -> None:
     from extender.ops.audit import audit, render
 
