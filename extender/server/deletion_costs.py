@@ -13,7 +13,6 @@ own ServiceAccount whose one write is `patch` on pods (deploy/optional/scale-dow
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import defaultdict
 from typing import Protocol
@@ -23,6 +22,7 @@ from ..policy import PlacementPolicySpec, PolicyError
 from ..state.groups import group_key
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore
+from .periodic import PeriodicPass
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,9 @@ def wanted_costs(store: ClusterStore) -> list[tuple[PodRecord, int]]:
     return out
 
 
-class DeletionCostController:
+class DeletionCostController(PeriodicPass):
+    name = "deletion-costs"
+
     def __init__(self, store: ClusterStore, writer: CostWriter, interval: float = 2.0, rate: float = 10.0) -> None:
         self.store = store
         self.writer = writer
@@ -79,19 +81,6 @@ class DeletionCostController:
         self.written = 0
         self._tokens = rate
         self._last = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="deletion-costs", daemon=True)
-
-    def start(self) -> DeletionCostController:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.pass_once()
-            except Exception:  # noqa: BLE001 - the loop must outlive any one pod
-                log.exception("deletion-cost pass failed")
-            time.sleep(self.interval)
 
     def pass_once(self, now: float | None = None) -> int:
         """One pass: the costs that changed, written within the rate limit; returns how many."""

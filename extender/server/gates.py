@@ -10,11 +10,11 @@ then simply waits, as it would for a scheduler that is down.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Protocol
 
 from ..verbs import GateAnswer, Verbs
+from .periodic import PeriodicPass
 
 log = logging.getLogger(__name__)
 
@@ -24,26 +24,15 @@ class GateWriter(Protocol):
         """Narrow the pod's node affinity by answer.requirement and remove the gate, in one write."""
 
 
-class GateLifter:
+class GateLifter(PeriodicPass):
+    name = "gate-lifter"
+
     def __init__(self, verbs: Verbs, writer: GateWriter, interval: float = 0.5, retry_after: float = 5.0) -> None:
         self.verbs = verbs
         self.writer = writer
         self.interval = interval
         self.retry_after = retry_after
         self._retry_at: dict[str, float] = {}
-        self._thread = threading.Thread(target=self._run, name="gate-lifter", daemon=True)
-
-    def start(self) -> GateLifter:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.pass_once()
-            except Exception:  # noqa: BLE001 - the loop must outlive any one pod
-                log.exception("gate lifter pass failed")
-            time.sleep(self.interval)
 
     def pass_once(self, now: float | None = None) -> int:
         """One pass over the gated pods; returns how many were lifted."""

@@ -12,12 +12,11 @@ server. Only pods that name the policy and have no node are touched.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from typing import Protocol
 
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore, waiting_for
+from .periodic import PeriodicPass
 
 log = logging.getLogger(__name__)
 
@@ -27,26 +26,15 @@ class PodNudger(Protocol):
         """Record the policy generation on the pod (an update kube-scheduler reacts to)."""
 
 
-class PolicyNudger:
+class PolicyNudger(PeriodicPass):
+    name = "policy-nudger"
+
     def __init__(self, store: ClusterStore, writer: PodNudger, interval: float = 1.0, per_pass: int = 200) -> None:
         self.store = store
         self.writer = writer
         self.interval = interval
         self.per_pass = per_pass
         self._queue: list[tuple[PodRecord, str]] = []
-        self._thread = threading.Thread(target=self._run, name="policy-nudger", daemon=True)
-
-    def start(self) -> PolicyNudger:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.pass_once()
-            except Exception:  # noqa: BLE001 - the loop must outlive any one pod
-                log.exception("policy nudge pass failed")
-            time.sleep(self.interval)
 
     def pass_once(self) -> int:
         with self.store.lock.held("nudge"):

@@ -1,0 +1,42 @@
+"""The shape every background loop of the serving process shares: one daemon thread that runs a
+pass, sleeps `interval`, and runs the next, whatever the last one raised.
+
+Why one base: a loop that dies on one pod's bad data stops lifting gates, nudging pods or writing
+costs for every pod after it, silently. Here a failed pass is logged with its traceback and the
+next one runs on time; each loop says only what one pass does (`pass_once`, testable alone).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import ClassVar, Self
+
+log = logging.getLogger(__name__)
+
+
+class PeriodicPass:
+    """Subclasses set `name` (the thread's name and the log's) and `interval`, and define `pass_once`."""
+
+    name: ClassVar[str]
+    interval: float
+
+    def start(self) -> Self:
+        threading.Thread(target=self._run, name=self.name, daemon=True).start()
+        return self
+
+    def pass_once(self) -> object:
+        raise NotImplementedError
+
+    def guarded_pass(self) -> None:
+        """One pass; an exception is logged, never raised: the loop must outlive any one object."""
+        try:
+            self.pass_once()
+        except Exception:  # noqa: BLE001
+            log.exception("%s pass failed (the next pass runs in %.1f s)", self.name, self.interval)
+
+    def _run(self) -> None:
+        while True:
+            self.guarded_pass()
+            time.sleep(self.interval)
