@@ -42,17 +42,19 @@ def skew(api, ns: str, name: str) -> tuple[int, dict[str, int]]:  # noqa: ANN001
     return max(counts.values()) - min(counts.values()), dict(sorted(counts.items()))
 
 
-def costs_caught_up(api, ns: str, name: str) -> bool:  # noqa: ANN001
-    """The state a scale-down of a steady Deployment starts from: every pod Ready (the ReplicaSet
-    controller removes not-ready pods before it reads any cost) and the controller caught up with
-    the group as it now stands: one cost per pod, 0..n-1 (the costs are positions in the group's
-    order). Costs merely present can still be those of a pass that saw fewer pods bound, or more
-    pods before the last step."""
+def ready_and_costed(api, ns: str, name: str) -> list[dict] | None:  # noqa: ANN001
+    """The pods, once every one is Ready (the ReplicaSet controller removes not-ready pods before it
+    reads any cost) and has a cost; else None."""
     live = pods(api, ns, f"app={name}")
     conditions = [(p.get("status") or {}).get("conditions") or () for p in live]
     ready = all(any(c.get("type") == "Ready" and c.get("status") == "True" for c in cs) for cs in conditions)
-    costs = sorted((p["metadata"].get("annotations") or {}).get(COST, "-") for p in live)
-    return ready and costs == sorted(str(i) for i in range(len(live)))
+    return live if ready and all(COST in (p["metadata"].get("annotations") or {}) for p in live) else None
+
+
+def caught_up(live: list[dict]) -> bool:
+    """The controller's costs are the group's order as it stands: one per pod, 0..n-1 (positions)."""
+    costs = sorted(((p.get("metadata") or {}).get("annotations") or {}).get(COST, "-") for p in live)
+    return costs == sorted(str(i) for i in range(len(live)))
 
 
 COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -69,7 +71,13 @@ def run_once(cluster, ns: str, name: str, *, costs: bool, cap: bool = False) -> 
     steps = [skew(api, ns, name)]
     for replicas in (4, 2):
         if costs:
-            wait_for("the controller's costs for every Ready pod", lambda: costs_caught_up(api, ns, name), 30)
+            live = wait_for("every pod Ready with a deletion cost", lambda: ready_and_costed(api, ns, name), 30)
+            if replicas == 4:
+                # The README's promise: once the last new pod has a cost, every other pod's is the
+                # whole group's order (not a pass that saw fewer pods bound).
+                assert caught_up(live), [(p["spec"]["nodeName"], p["metadata"]["annotations"][COST]) for p in live]
+            else:  # the survivors keep their old positions (consistent) until the next pass renumbers them
+                wait_for("the costs renumbered", lambda: caught_up(ready_and_costed(api, ns, name) or [{}]), 30)
         api.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", {"spec": {"replicas": replicas}})
         wait_settled(api, ns, f"app={name}", replicas, timeout=60)
         steps.append(skew(api, ns, name))
