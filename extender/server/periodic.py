@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from typing import ClassVar, Self
 
 log = logging.getLogger(__name__)
 
 
-class PeriodicPass:
+class PeriodicPass(ABC):
     """Subclasses set `name` (the thread's name and the log's) and `interval`, and define `pass_once`."""
 
     name: ClassVar[str]
@@ -26,8 +27,9 @@ class PeriodicPass:
         threading.Thread(target=self._run, name=self.name, daemon=True).start()
         return self
 
+    @abstractmethod
     def pass_once(self) -> object:
-        raise NotImplementedError
+        """One pass of the loop's work."""
 
     def guarded_pass(self) -> None:
         """One pass; an exception is logged, never raised: the loop must outlive any one object."""
