@@ -84,7 +84,7 @@ def outage(cluster, scenario, *, label: str, per_zone: int, replicas: int, volum
     placed = wait_settled(api, ns, selector, replicas, timeout=180)
     zone_of = node_zones(api)
     assert {ordinal(p): zone_of[p["spec"]["nodeName"]] for p in placed} == {i: zones[i % 3] for i in range(replicas)}
-    (record,) = api.list(ROTATIONS.format(ns=ns))
+    (record,) = wait_for("the ZoneRotation record", lambda: api.list(ROTATIONS.format(ns=ns)), 30)
     assert record["spec"]["order"] == zones and record["metadata"]["ownerReferences"][0]["name"] == label
 
     before = where(api, ns, selector)
@@ -187,7 +187,7 @@ def test_adopting_a_set_with_two_ordinals_in_one_zone_spreads_the_new_ones(clust
     zone_of = node_zones(api)
     now = where(api, ns, selector)
     new_zones = {o: zone_of[now[o][1]] for o in range(2, 6)}
-    (record,) = api.list(ROTATIONS.format(ns=ns))
+    (record,) = wait_for("the ZoneRotation record", lambda: api.list(ROTATIONS.format(ns=ns)), 30)
     order = record["spec"]["order"]
     assert {o: now[o] for o in before} == before, "a running pod moved at adoption"
     assert set(new_zones.values()) == set(zones), f"new ordinals did not spread: {new_zones}"
