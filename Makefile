@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum 
 .PHONY: test test-matrix support-table mismatch unit lint format demo serve venv schema crd clean constraints
 
 # The Kubernetes minor the control plane runs (e2e tests, demo): KUBE_VERSION=1.34 make test.
-# Empty means the newest supported one; the list is SUPPORTED_MINORS in extender/kube_versions.py.
+# Empty means the newest supported one; the list is SUPPORTED_MINORS in extender/kube/versions.py.
 KUBE_VERSION ?=
 export KUBE_VERSION
 

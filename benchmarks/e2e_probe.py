@@ -4,7 +4,7 @@ Run in place of `python -m extender`, with the same arguments:
 
     python -m benchmarks.e2e_probe --log-level info serve --listen=... --kubeconfig=...
 
-Before handing over to `extender.cli.main` it wraps, in memory only (nothing under extender/ is
+Before handing over to `extender.cli.commands.main` it wraps, in memory only (nothing under extender/ is
 edited), a few functions of the running process; gunicorn forks its worker after that, so the
 worker inherits them:
 
@@ -160,8 +160,8 @@ def install() -> None:
     import urllib3.connection
 
     from extender.server import effects, serve
+    from extender.server.verbs import Verbs
     from extender.state import lock as lock_mod
-    from extender.verbs import Verbs
 
     gc.callbacks.append(_gc_callback)
 
@@ -283,7 +283,7 @@ def add_routes(app) -> None:  # noqa: ANN001
 
 def main(argv: list[str] | None = None) -> int:
     install()
-    from extender.cli import main as extender_main
+    from extender.cli.commands import main as extender_main
 
     return extender_main(argv if argv is not None else sys.argv[1:])
 

@@ -62,6 +62,7 @@ from benchmarks.common import (  # noqa: E402
     verdict,
     write_result,
 )
+from extender.api.policy import INLINE_POLICY_ANNOTATION, PlacementPolicySpec  # noqa: E402
 from extender.devcluster.api import ApiError, wait_for  # noqa: E402
 from extender.devcluster.cluster import (  # noqa: E402
     HOSTNAME,
@@ -71,7 +72,6 @@ from extender.devcluster.cluster import (  # noqa: E402
     zoned_nodes,
 )
 from extender.ops.translate import translate  # noqa: E402
-from extender.policy import INLINE_POLICY_ANNOTATION, PlacementPolicySpec  # noqa: E402
 
 POLICY = {
     "caps": [{"topologyKey": HOSTNAME, "max": 1}],

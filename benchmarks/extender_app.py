@@ -46,6 +46,7 @@ if __package__ in (None, ""):  # `python benchmarks/extender_app.py`
 from flask import Flask, Response  # noqa: E402
 
 from benchmarks import synthetic  # noqa: E402
+from extender.api.wire import ExtenderArgs  # noqa: E402
 from extender.logs import setup_logging  # noqa: E402
 from extender.metrics import store_gauges  # noqa: E402
 from extender.server.app import _REQUEST_ID, create_app, parse  # noqa: E402
@@ -55,11 +56,10 @@ from extender.server.serve import (  # noqa: E402
     ServeOptions,
     tune_collector,  # noqa: E402
 )
+from extender.server.verbs import Verbs  # noqa: E402
 from extender.state.reservations import Reservations
 from extender.state.store import ClusterStore  # noqa: E402
 from extender.state.watcher import freeze_heap  # noqa: E402
-from extender.verbs import Verbs  # noqa: E402
-from extender.wire import ExtenderArgs  # noqa: E402
 
 log = logging.getLogger("benchmarks.extender_app")
 

@@ -329,13 +329,13 @@ def classify(thread: str, frames: list[tuple[str, str]]) -> str:
         if f.endswith("extender/server/app.py") and short in VERB_HANDLERS:
             verb = VERB_HANDLERS[short]  # the Flask routes (before the connection worker)
             break
-        if f.endswith("extender/verbs.py") and fn.startswith("Verbs.") and short in VERB_VERBS:
+        if f.endswith("extender/server/verbs.py") and fn.startswith("Verbs.") and short in VERB_VERBS:
             verb = short  # the verbs, called by VerbRoutes in front of Flask (since session 4)
             break
     if verb is None and _has(frames, "extender/server/app.py", "VerbRoutes.__call__"):
         if _has(frames, "extender/server/app.py", "parse"):
             return "verbs: parse request (JSON + pydantic)"
-        if _has(frames, "extender/wire.py"):
+        if _has(frames, "extender/api/wire.py"):
             return "verbs: encode answer"
         return "verbs: routing, request id, metrics"
     if verb is not None:
@@ -344,7 +344,7 @@ def classify(thread: str, frames: list[tuple[str, str]]) -> str:
         if _has(frames, "extender/server/app.py", "answer"):
             return f"{verb}: encode answer"
         if verb == "bind":
-            if _has(frames, "extender/server/effects.py") or _has(frames, "extender/kubeapi.py"):
+            if _has(frames, "extender/server/effects.py") or _has(frames, "extender/kube/client.py"):
                 if _has(frames, "kubernetes/"):
                     return "bind: Binding call: credentials hook"
                 return "bind: Binding call (requests/urllib3/ssl)"
@@ -435,7 +435,7 @@ def summarise_idle(path: Path, rate: int) -> dict[str, Any]:
             spot = "sending the request"
         elif _has(frames, "urllib3/connectionpool.py", "_get_conn"):
             spot = "connection pool checkout"
-        elif _has(frames, "extender/server/effects.py") or _has(frames, "extender/kubeapi.py"):
+        elif _has(frames, "extender/server/effects.py") or _has(frames, "extender/kube/client.py"):
             spot = "rest of the Binding call (requests)"
         elif _has(frames, "extender/server/app.py", "parse"):
             spot = "parse"

@@ -33,7 +33,7 @@ from benchmarks.extender_app import NullBinder, add_floor_routes, build_store  #
 from extender.server.app import create_app  # noqa: E402
 from extender.server.effects import DiscardEvents  # noqa: E402
 from extender.server.serve import ServeOptions  # noqa: E402
-from extender.verbs import Verbs  # noqa: E402
+from extender.server.verbs import Verbs  # noqa: E402
 
 
 def make_app(nodes: int, pods: int, policy: str = "full"):

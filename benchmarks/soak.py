@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 from benchmarks.common import machine, table, vm_status, write_result  # noqa: E402
 from extender.devcluster.api import Api, ApiError, wait_for  # noqa: E402
 from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes  # noqa: E402
-from extender.kubeapi import connect  # noqa: E402
+from extender.kube.client import connect  # noqa: E402
 from extender.ops.audit import audit  # noqa: E402
 from extender.state.watcher import list_once  # noqa: E402
 

@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.policy import POLICY_REF_ANNOTATION
-from extender.rotation import rotation_object
+from extender.api.policy import POLICY_REF_ANNOTATION
+from extender.api.rotation import rotation_object
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

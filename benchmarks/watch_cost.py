@@ -48,7 +48,7 @@ from benchmarks.common import machine, table, write_result  # noqa: E402
 from benchmarks.e2e_throughput import BenchCluster, _tree_cpu  # noqa: E402
 from extender.devcluster.api import Api, wait_for  # noqa: E402
 from extender.devcluster.cluster import zoned_nodes  # noqa: E402
-from extender.kubeapi import KubeHttp, connect  # noqa: E402
+from extender.kube.client import KubeHttp, connect  # noqa: E402
 from extender.state import watcher as watcher_module  # noqa: E402
 
 NAMESPACE = "watch-cost"

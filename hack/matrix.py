@@ -5,7 +5,7 @@ table made from the results.
     python hack/matrix.py run   [--minors 1.36,1.34] [--out DIR]   # make test-matrix
     python hack/matrix.py table [--out DIR] [--readme README.md]     # make support-table
 
-`run` does, for each minor in extender/kube_versions.py SUPPORTED_MINORS (newest first):
+`run` does, for each minor in extender/kube/versions.py SUPPORTED_MINORS (newest first):
 build or reuse its binaries (hack/kube/build.sh, timed on its own), then its e2e scenarios on
 them (pytest over scenarios_for(minor), timed, E2E_RESULTS=<DIR>/e2e-<minor>.json). It writes <DIR>/matrix.json and
 prints the table; it exits non-zero if any minor's build or suite failed, after running them all.
@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from extender.kube_versions import SUPPORTED_MINORS  # noqa: E402
+from extender.kube.versions import SUPPORTED_MINORS  # noqa: E402
 
 IMAGE = "registry.k8s.io/kube-scheduler"
 BEGIN = "<!-- support-table:begin (make support-table writes this block from test-logs/matrix/matrix.json) -->"

@@ -35,7 +35,7 @@ from extender.devcluster.cluster import (  # noqa: E402
     LocalCluster,
     zoned_nodes,
 )
-from extender.kube_versions import SUPPORTED_MINORS  # noqa: E402
+from extender.kube.versions import SUPPORTED_MINORS  # noqa: E402
 
 INTERESTING = re.compile(
     r"failed to list|Failed to watch|could not find the requested resource|Caches are synced|"

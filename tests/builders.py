@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from extender.policy import INLINE_POLICY_ANNOTATION, POLICY_REF_ANNOTATION
+from extender.api.policy import INLINE_POLICY_ANNOTATION, POLICY_REF_ANNOTATION
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

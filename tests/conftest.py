@@ -5,7 +5,6 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parent / "e2e"))
 
 # Hypothesis profiles. Ordinary property tests set their own example counts and are the same in
 # both; the profiles differ in the long-running fuzzers, which take their settings from

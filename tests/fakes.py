@@ -1,4 +1,4 @@
-"""Test doubles for the verbs' effects (extender/verbs.py: Binder, EventSink)."""
+"""Test doubles for the verbs' effects (extender/server/verbs.py: Binder, EventSink)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ import os
 
 from extender.server import worker
 from extender.server.app import create_app
+from extender.server.verbs import Verbs
 from extender.state.reservations import Reservations
 from extender.state.store import ClusterStore
-from extender.verbs import Verbs
 
 from fakes import RecordedEvents
 

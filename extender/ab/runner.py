@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..checker import Member, max_skew, violations, zones_of
+from ..api.policy import API_GROUP, API_VERSION, KIND, PLURAL, POLICY_REF_ANNOTATION, PlacementPolicySpec
 from ..devcluster.api import Api, ApiError, wait_for
 from ..devcluster.cluster import SCHEDULER_NAME, STORAGE_CLASS, LocalCluster
+from ..engine.checker import Member, max_skew, violations, zones_of
 from ..ops.translate import translate
-from ..policy import API_GROUP, API_VERSION, KIND, PLURAL, POLICY_REF_ANNOTATION, PlacementPolicySpec
 from ..state.objects import parse_node, parse_node_constraints
 from .scenario import Scenario, Step
 

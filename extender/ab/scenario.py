@@ -8,7 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..policy import PlacementPolicySpec, format_validation_error
+from ..api.policy import PlacementPolicySpec, format_validation_error
 
 
 class _Model(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..placement_table import zone_table
+from ..ops.table import zone_table
 from .api import Api
 
 ZONE = "topology.kubernetes.io/zone"

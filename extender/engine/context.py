@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from ..policy import Cap, PlacementPolicySpec, Spread, WhenUnsatisfiable
+from ..api.policy import Cap, PlacementPolicySpec, Spread, WhenUnsatisfiable
 from .eligibility import NO_CONSTRAINTS, NodeConstraints, NodeView, spread_required_keys, spread_view
 from .model import NodeInfo, Placement, PodRequest, Snapshot
 from .topology import Topology

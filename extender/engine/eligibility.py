@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, NodeInclusionPolicy, PlacementPolicySpec, Spread
+from ..api.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, NodeInclusionPolicy, PlacementPolicySpec, Spread
 from .model import NodeInfo, Taint
 
 NODE_NAME_FIELD = "metadata.name"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ..policy import PlacementPolicySpec
+from ..api.policy import PlacementPolicySpec
 from .context import Context
 from .lookahead import Analysis, Certainty, dead_ends
 from .model import CandidateClass, Decision, NodeInfo, Outcome, PodRequest, Snapshot

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..policy import HOSTNAME_KEY, PlacementPolicySpec
+from ..api.policy import HOSTNAME_KEY, PlacementPolicySpec
 from .context import Context
 from .evaluate import classify, evaluate
 from .flow import DeadlineExceeded

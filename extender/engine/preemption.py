@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from ..policy import PlacementPolicySpec
+from ..api.policy import PlacementPolicySpec
 from .context import Context
 from .model import PodRequest, Snapshot
 

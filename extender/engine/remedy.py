@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..policy import PlacementPolicySpec
+from ..api.policy import PlacementPolicySpec
 from .evaluate import evaluate
 from .model import NodeInfo, PodRequest, Snapshot
 from .plan import copy_of, with_nodes

@@ -27,7 +27,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from ..policy import PlacementPolicySpec, WhenUnsatisfiable
+from ..api.policy import PlacementPolicySpec, WhenUnsatisfiable
 from .model import NodeInfo
 from .topology import Topology
 

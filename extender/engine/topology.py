@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY
+from ..api.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY
 from .eligibility import NodeView
 from .model import NodeInfo
 

@@ -8,7 +8,7 @@ release before issue 22) fails at the moments that matter: a zone that lost its 
 of the derived period, and a set adopted with two ordinals in one zone derives a 1-zone rotation.
 
 So the order is decided once and recorded (a ZoneRotation object, written by the extender; see
-extender/rotation.py): `first_rotation` decides it from the state at the set's first decision,
+extender/api/rotation.py): `first_rotation` decides it from the state at the set's first decision,
 and from then on the record is the order. A zone that loses its nodes keeps its ordinals waiting;
 a zone added later joins only when the record is edited or deleted (an explicit act).
 """

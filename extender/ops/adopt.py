@@ -2,9 +2,9 @@
 
 adopt writes into the workload's pod template, in one update: `schedulerName`, the policy (a
 named PlacementPolicy or the inline annotation), the native constraints the policy implies
-(extender/implied.py: never stricter than the rules, so autoscalers and the native scheduler see
+(extender/engine/implied.py: never stricter than the rules, so autoscalers and the native scheduler see
 what the extender needs) and, when the policy places pods by ordinal zone, the scheduling gate
-the extender lifts pod by pod (extender/gate.py). The template's IMPLIED_ANNOTATION records what
+the extender lifts pod by pod (extender/server/gate_patch.py). The template's IMPLIED_ANNOTATION records what
 was added. Adopting again (a changed policy) first takes the old additions out.
 
 retire takes out exactly what adopt added, sets `schedulerName` back (default-scheduler), and
@@ -22,14 +22,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Exactness, Mirror
-from ..implied import add_to_spec, implied, remove_from_spec
-from ..policy import (
+from ..api.policy import (
     IMPLIED_ANNOTATION,
     INLINE_POLICY_ANNOTATION,
     POLICY_REF_ANNOTATION,
     PlacementPolicySpec,
 )
+from ..engine import Exactness, Mirror
+from ..engine.implied import add_to_spec, implied, remove_from_spec
 from .translate import translate
 
 KINDS = {"statefulset": "StatefulSet", "deployment": "Deployment"}

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..checker import Member, violations, zones_of
+from ..api.policy import PlacementPolicySpec, PolicyError, parse_annotation
 from ..engine import Topology
-from ..implied import pod_disagreements
-from ..placement_table import zone_table
-from ..policy import PlacementPolicySpec, PolicyError, parse_annotation
+from ..engine.checker import Member, violations, zones_of
+from ..engine.implied import pod_disagreements
 from ..state.objects import PodRecord, StatefulSetRecord
 from ..state.store import ClusterStore
+from .table import zone_table
 
 
 @dataclass

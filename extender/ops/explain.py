@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..api.policy import PolicyError
 from ..engine import broken_rules, evaluate, remedies, zone_of
-from ..policy import PolicyError
 from ..state.store import ClusterStore
 from .audit import group_report
 

@@ -3,7 +3,7 @@ once (state/watcher.list_once), so a command sees exactly what the extender woul
 
 from __future__ import annotations
 
-from ..kubeapi import connect
+from ..kube.client import connect
 from ..state.store import ClusterStore
 from ..state.watcher import list_once
 

@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ..api.policy import PlacementPolicySpec, PolicyError
 from ..engine import (
     Certainty,
     Fit,
@@ -32,7 +33,6 @@ from ..engine import (
     ordinal_pods_to_try,
     without_nodes,
 )
-from ..policy import PlacementPolicySpec, PolicyError
 from ..state.groups import group_key
 from ..state.objects import STS_POD_NAME_LABEL, PodRecord
 from ..state.store import ClusterStore

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..api.policy import PlacementPolicySpec
 from ..engine import Gap, NativeFragment, translate_rules
-from ..policy import PlacementPolicySpec
 
 # The label StatefulSet pods carry that differs per StatefulSet (its name + revision hash):
 # with matchLabelKeys, anti-affinity then applies among pods of one shard only.

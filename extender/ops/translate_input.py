@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policy import (
+from ..api.policy import (
     INLINE_POLICY_ANNOTATION,
     KIND,
     POLICY_REF_ANNOTATION,
@@ -70,8 +70,8 @@ def from_documents(docs: list[Any], source: str) -> tuple[PlacementPolicySpec, d
 def from_cluster(
     ref: str, namespace: str, kubeconfig: str | None, context: str | None = None
 ) -> tuple[PlacementPolicySpec, dict[str, str], int | None, str]:
-    from ..kubeapi import connect
-    from ..policy import API_GROUP, API_VERSION, PLURAL
+    from ..api.policy import API_GROUP, API_VERSION, PLURAL
+    from ..kube.client import connect
 
     kind, name = ref.split("/", 1)
     api = connect(kubeconfig, context)

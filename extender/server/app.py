@@ -19,9 +19,7 @@ from flask import Flask, Response, g, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
-from ..limits import DEFAULT_MAX_BODY, MAX_CACHE_STALENESS, MAX_CANDIDATE_NODES
-from ..verbs import BadRequest, Verbs
-from ..wire import (
+from ..api.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderPreemptionArgs,
@@ -32,6 +30,8 @@ from ..wire import (
     go_bytes,
     go_json,
 )
+from ..limits import DEFAULT_MAX_BODY, MAX_CACHE_STALENESS, MAX_CANDIDATE_NODES
+from .verbs import BadRequest, Verbs
 
 log = logging.getLogger(__name__)
 

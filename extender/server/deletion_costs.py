@@ -17,8 +17,8 @@ import time
 from collections import defaultdict
 from typing import Protocol
 
+from ..api.policy import PlacementPolicySpec, PolicyError
 from ..engine import deletion_costs, deletion_order
-from ..policy import PlacementPolicySpec, PolicyError
 from ..state.groups import group_key
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore

@@ -5,7 +5,7 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
   last check of the hard rules and the write are one step).
 - events create: why a pod waits, on the pod (kubectl describe), not only in our log.
 - zonerotations create: a StatefulSet's ordinal -> zone rotation, decided once and kept in the
-  cluster, so no restart, zone outage or adoption re-derives it (issue 22; extender/rotation.py).
+  cluster, so no restart, zone outage or adoption re-derives it (issue 22; extender/api/rotation.py).
   Create only: the extender never updates or deletes a record; the operator edits or deletes it.
 - pods patch, by the opt-in scale-down controller only (its own ServiceAccount): the
   pod-deletion-cost annotation on running pods of policy groups that ReplicaSets own
@@ -15,15 +15,15 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
   resourceVersion (extender/ops/adopt.py).
 - pods get, patch: a pod held by the ordinal-zone scheduling gate gets its ordinal's zone ANDed
   into its node affinity and the gate removed, in one JSON patch guarded by its resourceVersion,
-  so autoscalers see the zone it needs (extender/gate.py, issue 23). Only pods carrying the gate
+  so autoscalers see the zone it needs (extender/server/gate_patch.py, issue 23). Only pods carrying the gate
   are read or patched; the patch only narrows, and the filter still judges every node. The same
   verb writes one annotation on pods waiting for a PlacementPolicy that was just created or
   edited, so kube-scheduler tries them again at once instead of after its 5-minute flush
   (server/nudge.py).
 
-The verbs see these through the `Binder` and `EventSink` protocols (extender/verbs.py), so the
+The verbs see these through the `Binder` and `EventSink` protocols (extender/server/verbs.py), so the
 verbs are tested with plain fakes and served with these; they sit with the server, above the
-verbs, and use the API client below the cache (extender/kubeapi.py).
+verbs, and use the API client below the cache (extender/kube/client.py).
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ import time
 from collections import OrderedDict
 from datetime import UTC, datetime
 
-from ..gate import carries_gate, lift_patch
-from ..kubeapi import KubeApiError, KubeHttp
-from ..policy import API_GROUP, API_VERSION, POLICY_GENERATION_ANNOTATION
-from ..rotation import PLURAL as ROTATION_PLURAL
-from ..rotation import rotation_object
+from ..api.policy import API_GROUP, API_VERSION, POLICY_GENERATION_ANNOTATION
+from ..api.rotation import PLURAL as ROTATION_PLURAL
+from ..api.rotation import rotation_object
+from ..kube.client import KubeApiError, KubeHttp
 from ..state.objects import DELETION_COST_ANNOTATION, PodRecord, RotationRecord
-from ..verbs import BindError, GateAnswer
+from .gate_patch import carries_gate, lift_patch
+from .verbs import BindError, GateAnswer
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ class KubeRecordWriter:
 
 
 class KubeGateWriter:
-    """Narrows a gated pod's node affinity and lifts the ordinal-zone gate (extender/gate.py)."""
+    """Narrows a gated pod's node affinity and lifts the ordinal-zone gate (extender/server/gate_patch.py)."""
 
     def __init__(self, api: KubeHttp, timeout: float = 10.0) -> None:
         self.api = api

@@ -4,8 +4,8 @@ PlacementRejected event with what would free it."""
 
 from __future__ import annotations
 
-from ..verbs import Verbs
 from .periodic import PeriodicPass
+from .verbs import Verbs
 
 
 class RemedyWorker(PeriodicPass):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from gunicorn.app.base import BaseApplication
 
+from ..api.wire import FailedNodeReasons
 from ..limits import (
     DEFAULT_COMMITTED_TTL,
     DEFAULT_DECISION_DEADLINE,
@@ -30,9 +31,8 @@ from ..limits import (
 from ..metrics import store_gauges
 from ..state.reservations import Reservations
 from ..state.store import ClusterStore
-from ..verbs import Verbs
-from ..wire import FailedNodeReasons
 from .app import create_app
+from .verbs import Verbs
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +74,11 @@ def tune_collector() -> None:
 
 def build(options: ServeOptions):
     """The app with a live cache and the real API client (called inside the gunicorn worker)."""
-    from ..kube_versions import log_api_server_version
-    from ..kubeapi import connect
+    from ..kube.client import connect
+    from ..kube.versions import log_api_server_version
     from ..state.watcher import Watcher
     from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeGateWriter, KubePodNudger, KubeRecordWriter
-    from .gates import GateLifter
+    from .gate_lifter import GateLifter
     from .nudge import PolicyNudger
     from .remedies import RemedyWorker
 

@@ -16,8 +16,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..api.policy import LabelSelector, PlacementPolicySpec
 from ..engine import GroupCounts, Placement
-from ..policy import LabelSelector, PlacementPolicySpec
 from .objects import PodRecord
 
 MAX_GROUP_INDEXES = 256

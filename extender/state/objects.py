@@ -11,8 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import NO_CONSTRAINTS, NodeConstraints, NodeInfo, Requirement, Taint, Toleration
-from ..policy import (
+from ..api.policy import (
     INLINE_POLICY_ANNOTATION,
     LEGACY_ZONE_KEY,
     NARROWED_ZONES_ANNOTATION,
@@ -20,7 +19,8 @@ from ..policy import (
     POLICY_REF_ANNOTATION,
     ZONE_KEY,
 )
-from ..rotation import parse_rotation_spec
+from ..api.rotation import parse_rotation_spec
+from ..engine import NO_CONSTRAINTS, NodeConstraints, NodeInfo, Requirement, Taint, Toleration
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
@@ -91,11 +91,11 @@ class PodRecord:
     unschedulable: str | None = None  # the PodScheduled=False message, while Pending
     # nodeSelector, required node affinity, tolerations: the nodes it could use at all (engine/eligibility.py)
     constraints: NodeConstraints = NO_CONSTRAINTS
-    gated: bool = False  # held by the ordinal-zone scheduling gate (extender/gate.py)
+    gated: bool = False  # held by the ordinal-zone scheduling gate (extender/server/gate_patch.py)
     replicaset: str | None = None  # owning ReplicaSet (a Deployment's pods): scale-down order applies
     deletion_cost: str | None = None  # its controller.kubernetes.io/pod-deletion-cost annotation
     # Its DoNotSchedule spreads and required pod anti-affinity, as written (None: it has none):
-    # compared with what its policy implies (extender/implied.py disagreements).
+    # compared with what its policy implies (extender/engine/implied.py disagreements).
     hard_native: dict[str, Any] | None = None
 
     @property
@@ -375,7 +375,7 @@ def parse_policy(obj: Any) -> PolicyRecord:
 
 @dataclass(frozen=True, slots=True)
 class RotationRecord:
-    """A ZoneRotation object (extender/rotation.py): a StatefulSet's recorded zone rotation."""
+    """A ZoneRotation object (extender/api/rotation.py): a StatefulSet's recorded zone rotation."""
 
     namespace: str
     name: str

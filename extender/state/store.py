@@ -13,9 +13,9 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Set
 from typing import Any
 
+from ..api.policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, RecordedRotation, Snapshot, Topology
 from ..limits import MAX_CACHE_STALENESS, MAX_GROUP_SIZE
-from ..policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from .groups import GroupIndexes, group_key
 from .lock import TimedLock
 from .objects import (
@@ -61,7 +61,7 @@ class ClusterStore:
         self._by_label: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         self._by_namespace: dict[str, set[str]] = defaultdict(set)
         self._bound: dict[str, Placement] = {}  # uid -> the placement of a pod on a node, made once per event
-        self.gated: set[str] = set()  # uids of pods held by the ordinal-zone gate (extender/gate.py)
+        self.gated: set[str] = set()  # uids of pods held by the ordinal-zone gate (extender/server/gate_patch.py)
         # PlacementPolicies created or edited since the first list: (namespace, name) -> generation
         self.policy_edits: dict[tuple[str, str], str] = {}
         self._policies_before: dict[tuple[str, str], PolicyRecord] = {}

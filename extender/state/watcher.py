@@ -40,10 +40,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..kubeapi import KubeApiError, KubeHttp, decode_json
+from ..api.policy import API_GROUP, API_VERSION, PLURAL
+from ..api.rotation import PLURAL as ROTATION_PLURAL
+from ..kube.client import KubeApiError, KubeHttp, decode_json
 from ..limits import WATCH_RETRY_MAX
-from ..policy import API_GROUP, API_VERSION, PLURAL
-from ..rotation import PLURAL as ROTATION_PLURAL
 from .objects import ObjectError
 from .store import PARSERS, ClusterStore
 

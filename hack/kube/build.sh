@@ -10,7 +10,7 @@
 #
 # Environment:
 #   KUBE_VERSION    the minor to build, e.g. 1.34 (default: the newest). The supported minors are
-#                   SUPPORTED_MINORS in extender/kube_versions.py; v<minor>/ here pins each.
+#                   SUPPORTED_MINORS in extender/kube/versions.py; v<minor>/ here pins each.
 #   KUBE_BIN_DIR    use this dir as-is if it holds all binaries (no build);
 #                   fails if it is set but incomplete.
 #   KUBE_BIN_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/placement-extender)
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-VERSIONS_PY="${HERE}/../../extender/kube_versions.py"
+VERSIONS_PY="${HERE}/../../extender/kube/versions.py"
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
 log() { printf '[kube-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -34,7 +34,7 @@ missing_in() {
   done
 }
 
-# 0. Which minor. SUPPORTED_MINORS = ("1.36", "1.34", ...) in extender/kube_versions.py, newest first.
+# 0. Which minor. SUPPORTED_MINORS = ("1.36", "1.34", ...) in extender/kube/versions.py, newest first.
 read -r -a SUPPORTED <<<"$(sed -n 's/^SUPPORTED_MINORS = (\(.*\))$/\1/p' "${VERSIONS_PY}" | tr -d '",')"
 [[ ${#SUPPORTED[@]} -gt 0 ]] || die "no SUPPORTED_MINORS line in ${VERSIONS_PY}"
 if [[ "${1:-}" == "--list" ]]; then
@@ -44,7 +44,7 @@ fi
 WANT="${KUBE_VERSION:-${SUPPORTED[0]}}"
 WANT="${WANT#v}"
 [[ " ${SUPPORTED[*]} " == *" ${WANT} "* ]] ||
-  die "KUBE_VERSION=${KUBE_VERSION:-} is not a supported minor (${SUPPORTED[*]}); see extender/kube_versions.py"
+  die "KUBE_VERSION=${KUBE_VERSION:-} is not a supported minor (${SUPPORTED[*]}); see extender/kube/versions.py"
 MOD_DIR="${HERE}/v${WANT}"
 [[ -f "${MOD_DIR}/go.mod" ]] || die "${MOD_DIR}/go.mod is missing for supported minor ${WANT}"
 

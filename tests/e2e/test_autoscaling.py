@@ -23,13 +23,13 @@ import re
 import time
 from collections import Counter
 
-import karpenter
 import pytest
 
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import NodeSpec
 
-from workloads import POLICY_NAME_ANNOTATION, cli, create_statefulset, ordinal, pods, scale, statefulset, wait_settled
+from . import karpenter
+from .workloads import POLICY_NAME_ANNOTATION, cli, create_statefulset, ordinal, pods, scale, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

@@ -46,7 +46,7 @@ from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
 from extender.limits import MAX_GROUP_SIZE, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH
 
-from workloads import (
+from .workloads import (
     ZONE,
     cap_and_spread_violations,
     count_pods,

@@ -22,7 +22,7 @@ import pytest
 
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
 
-from workloads import (
+from .workloads import (
     ZONE,
     create_statefulset,
     node_zones,

@@ -11,7 +11,7 @@ import pytest
 
 from extender.devcluster.cluster import zoned_nodes
 
-from workloads import ZONE, create_statefulset, node_zones, ordinal, scale, statefulset, wait_settled
+from .workloads import ZONE, create_statefulset, node_zones, ordinal, scale, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

@@ -16,10 +16,10 @@ import os
 import pytest
 import yaml
 
+from extender.api.policy import PolicyError, parse_spec
 from extender.devcluster.api import Api, ApiError
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE
-from extender.kube_versions import SUPPORTED_MINORS
-from extender.policy import PolicyError, parse_spec
+from extender.kube.versions import SUPPORTED_MINORS
 from extender.state.watcher import RESOURCES
 
 pytestmark = pytest.mark.e2e
@@ -258,7 +258,7 @@ def test_extender_may_read_what_it_caches(cluster, tls_overlay_identity, user, v
         ("create", "pods", "", "binding"),
         ("create", "events", "", ""),
         ("create", "zonerotations", "placement.extender.dev", ""),
-        # the ordinal-zone gate: narrow a gated pod's node affinity and lift the gate (extender/gate.py)
+        # the ordinal-zone gate: narrow a gated pod's node affinity and lift the gate (extender/server/gate_patch.py)
         ("patch", "pods", "", ""),
     ],
 )

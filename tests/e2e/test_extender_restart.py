@@ -21,7 +21,7 @@ import pytest
 
 from extender.devcluster.cluster import zoned_nodes
 
-from workloads import (
+from .workloads import (
     Sampler,
     capped_violations,
     cli,

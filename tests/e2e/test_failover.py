@@ -23,7 +23,7 @@ import pytest
 
 from extender.devcluster.cluster import SCHEDULER_NAME, SYSTEM_NAMESPACE, zoned_nodes
 
-from workloads import (
+from .workloads import (
     Sampler,
     capped_violations,
     count_pods,

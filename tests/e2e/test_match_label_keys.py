@@ -13,7 +13,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import zoned_nodes
 
-from workloads import deployment, pods
+from .workloads import deployment, pods
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import NodeSpec, zoned_nodes
 
-from workloads import create_statefulset, node_zones, pods, scheduled_message, statefulset, wait_settled
+from .workloads import create_statefulset, node_zones, pods, scheduled_message, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

@@ -29,7 +29,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import HOSTNAME, zoned_nodes
 
-from workloads import ZONE, create_statefulset, node_zones, pods, shard_of, statefulset, wait_settled
+from .workloads import ZONE, create_statefulset, node_zones, pods, shard_of, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

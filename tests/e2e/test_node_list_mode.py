@@ -19,7 +19,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import HOSTNAME, NodeSpec, zoned_nodes
 
-from workloads import (
+from .workloads import (
     ZONE,
     _scheduled_message,
     create_statefulset,

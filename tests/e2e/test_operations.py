@@ -15,7 +15,7 @@ import requests
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, zoned_nodes
 
-from workloads import cli, create_statefulset, node_zones, ordinal, pods, statefulset, wait_settled
+from .workloads import cli, create_statefulset, node_zones, ordinal, pods, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

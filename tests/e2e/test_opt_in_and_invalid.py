@@ -8,7 +8,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import SCHEDULER_NAME, zoned_nodes
 
-from workloads import create_statefulset, events_for, pods, scheduled_by, statefulset, wait_settled
+from .workloads import create_statefulset, events_for, pods, scheduled_by, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

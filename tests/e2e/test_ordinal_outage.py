@@ -27,7 +27,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import SCHEDULER_NAME, zoned_nodes
 
-from workloads import (
+from .workloads import (
     POLICY_ANNOTATION,
     cli,
     create_statefulset,

@@ -16,7 +16,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import NodeSpec
 
-from workloads import cli, create_statefulset, ordinal, pods, scale, statefulset, wait_settled
+from .workloads import cli, create_statefulset, ordinal, pods, scale, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import NodeSpec
 
-from workloads import POLICY_ANNOTATION, create_statefulset, deployment, events_for, pods, statefulset, wait_settled
+from .workloads import POLICY_ANNOTATION, create_statefulset, deployment, events_for, pods, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import NodeSpec
 
-from workloads import deployment, pods, wait_settled
+from .workloads import deployment, pods, wait_settled
 
 pytestmark = pytest.mark.e2e
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from extender.cli import main
+from extender.cli.commands import main
 from extender.devcluster.cluster import REPO, NodeSpec
 
-from workloads import create_statefulset, node_zones, statefulset, wait_settled
+from .workloads import create_statefulset, node_zones, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

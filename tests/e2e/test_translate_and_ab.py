@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.cli import main
+from extender.api.policy import PlacementPolicySpec
+from extender.cli.commands import main
 from extender.devcluster.cluster import REPO, zoned_nodes
 from extender.ops.translate import translate
-from extender.policy import PlacementPolicySpec
 
-from workloads import create_statefulset, statefulset, wait_settled
+from .workloads import create_statefulset, statefulset, wait_settled
 
 pytestmark = pytest.mark.e2e
 

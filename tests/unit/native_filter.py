@@ -2,7 +2,7 @@
 NodeAffinity (required terms), PodTopologySpread (DoNotSchedule) and InterPodAffinity (required
 anti-affinity, both directions), written from upstream v1.36 (pkg/scheduler/framework/plugins/
 nodeaffinity, podtopologyspread/filtering.go, interpodaffinity/filtering.go) over plain data. It
-shares no code with the engine or extender/implied.py: the implied-constraint proofs compare the
+shares no code with the engine or extender/engine/implied.py: the implied-constraint proofs compare the
 two. What it leaves out (taints, resources, volumes, nominated pods) no implied constraint reads.
 """
 

@@ -8,16 +8,16 @@ import json
 
 import pytest
 
-from extender.cli import _workload_path
-from extender.engine import Exactness
-from extender.ops.adopt import adopt, retire
-from extender.policy import (
+from extender.api.policy import (
     IMPLIED_ANNOTATION,
     INLINE_POLICY_ANNOTATION,
     ORDINAL_ZONE_GATE,
     POLICY_REF_ANNOTATION,
     parse_spec,
 )
+from extender.cli.commands import _workload_path
+from extender.engine import Exactness
+from extender.ops.adopt import adopt, retire
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

@@ -280,7 +280,7 @@ def test_audit_reads_the_zone_rotation_record() -> None:
     crdb-0..2 sit in zones a, a, b (n0, n1, n2). Without a record they read as placed before
     adoption (nothing to report); with the record [a, b, c], crdb-1 (zone a, its zone b) and
     crdb-2 (zone b, its zone c) are out of place, unless the record lists them as adopted."""
-    from extender.rotation import rotation_object
+    from extender.api.rotation import rotation_object
 
     store = cluster(policy={"ordinalZones": {}})
     (report,) = audit(store)

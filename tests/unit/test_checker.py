@@ -1,4 +1,4 @@
-"""The independent checker (extender/checker.py) by its own table of cases.
+"""The independent checker (extender/engine/checker.py) by its own table of cases.
 
 `audit` and `ab` count violations with it, and it is simpler than the engine on purpose: it
 recomputes each hard rule from a finished placement, with no counts kept, no reservations and no
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.checker import Member, max_skew, violations
+from extender.api.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
 from extender.engine import (
     NodeConstraints,
     NodeInfo,
@@ -26,7 +26,7 @@ from extender.engine import (
     Topology,
     evaluate,
 )
-from extender.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
+from extender.engine.checker import Member, max_skew, violations
 
 NODES = {
     n: NodeInfo(n, {HOSTNAME_KEY: n, ZONE_KEY: z}) for n, z in (("a1", "a"), ("a2", "a"), ("b1", "b"), ("c1", "c"))

@@ -10,8 +10,8 @@ import importlib
 
 import pytest
 
+from extender.api.policy import PlacementPolicySpec
 from extender.engine import NodeConstraints, NodeInfo, Placement, PodRequest, Snapshot, Topology, evaluate
-from extender.policy import PlacementPolicySpec
 
 evaluate_module = importlib.import_module("extender.engine.evaluate")  # the module (the package exports the function)
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"

@@ -18,12 +18,12 @@ from collections import Counter
 
 import pytest
 
+from extender.api.wire import ExtenderArgs
 from extender.engine.zone_order import first_rotation
+from extender.server.verbs import Verbs
 from extender.state.objects import parse_pod, split_ordinal
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
-from extender.wire import ExtenderArgs
 
 from builders import claim, filter_args, node, pod, statefulset, volume
 from fakes import RecordedEvents

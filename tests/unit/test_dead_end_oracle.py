@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.api.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
 from extender.engine import (
     NodeConstraints,
     NodeInfo,
@@ -31,7 +32,6 @@ from extender.engine import (
 from extender.engine.context import Context
 from extender.engine.evaluate import classify
 from extender.engine.lookahead import Certainty, dead_ends
-from extender.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec
 
 Pod = tuple[str, int]
 

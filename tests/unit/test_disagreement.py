@@ -4,13 +4,13 @@ policy (issue 23). A pod carrying exactly what `adopt` wrote raises nothing."""
 
 from __future__ import annotations
 
+from extender.api.policy import parse_spec
+from extender.api.wire import ExtenderArgs
 from extender.ops.adopt import adopt
 from extender.ops.audit import audit, render
-from extender.policy import parse_spec
+from extender.server.verbs import Verbs
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
-from extender.wire import ExtenderArgs
 
 from builders import HOST, ZONE, filter_args, node, pod, statefulset
 from fakes import RecordedEvents

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from extender.api.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec, parse_spec
 from extender.engine import NodeInfo, Outcome, Placement, PodRequest, Snapshot, Topology, evaluate
-from extender.policy import HOSTNAME_KEY, ZONE_KEY, PlacementPolicySpec, parse_spec
 
 # -- helpers --------------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from extender.api.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
 from extender.engine import (
     Decision,
     NodeConstraints,
@@ -24,7 +25,6 @@ from extender.engine import (
     Topology,
     evaluate,
 )
-from extender.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
 
 # -- helpers --------------------------------------------------------------------------------------
 

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from extender.policy import INLINE_POLICY_ANNOTATION
+from extender.api.policy import INLINE_POLICY_ANNOTATION
 from extender.server.app import create_app
+from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
 
 from builders import HOST, YAML_FRAGMENTS, ZONE, node, pod, statefulset
 from fakes import RecordedEvents

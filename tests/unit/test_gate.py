@@ -1,4 +1,4 @@
-"""The ordinal-zone scheduling gate: the patch that narrows and lifts it (extender/gate.py), what
+"""The ordinal-zone scheduling gate: the patch that narrows and lifts it (extender/server/gate_patch.py), what
 the verbs answer for a gated pod (Verbs.gate_answer), the lifter loop (server/gates.py) and how
 the cache reads a narrowed pod (its own requirement left out of the rules' view)."""
 
@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from extender.gate import lift_patch
-from extender.policy import NARROWED_ZONES_ANNOTATION, ORDINAL_ZONE_GATE
-from extender.rotation import rotation_object
-from extender.server.gates import GateLifter
+from extender.api.policy import NARROWED_ZONES_ANNOTATION, ORDINAL_ZONE_GATE
+from extender.api.rotation import rotation_object
+from extender.server.gate_lifter import GateLifter
+from extender.server.gate_patch import lift_patch
+from extender.server.verbs import Verbs
 from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
 
 from builders import HOST, ZONE, node, pod, statefulset
 from fakes import RecordedEvents

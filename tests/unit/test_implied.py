@@ -1,4 +1,4 @@
-"""The native constraints a policy implies (extender/implied.py, each rule's `imply`), proven
+"""The native constraints a policy implies (extender/engine/implied.py, each rule's `imply`), proven
 against the rules: on every node the in-tree filters (modelled independently in native_filter.py)
 refuse no node the extender accepts, and refuse exactly what it refuses where the mirror says
 "exact". A table of the cases the README names, then the same claims over random clusters."""
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from native_filter import NativePod, node_affinity_passes, passes
 
+from extender.api.policy import HOSTNAME_KEY, ZONE_KEY, PolicyError, parse_spec
 from extender.engine import (
     Exactness,
     Mirror,
@@ -26,8 +26,9 @@ from extender.engine import (
     evaluate,
     ordinal_pod_zones,
 )
-from extender.implied import GATE, add_to_spec, disagreements, hard_pod_constraints, implied, remove_from_spec
-from extender.policy import HOSTNAME_KEY, ZONE_KEY, PolicyError, parse_spec
+from extender.engine.implied import GATE, add_to_spec, disagreements, hard_pod_constraints, implied, remove_from_spec
+
+from .native_filter import NativePod, node_affinity_passes, passes
 
 RACK = "example.com/rack"
 EXAMPLES = int(os.environ.get("IMPLIED_EXAMPLES", "300"))  # more for a longer search

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.api.policy import PlacementPolicySpec, PolicyError, parse_annotation
+from extender.api.wire import WireError, decode_json, go_json, nests_deeper
 from extender.limits import MAX_CANDIDATE_NODES, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH, MAX_REQUEST_DEPTH
-from extender.policy import PlacementPolicySpec, PolicyError, parse_annotation
 from extender.server.app import create_app
+from extender.server.verbs import Verbs
 from extender.state.objects import parse_pod, split_ordinal
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
-from extender.wire import WireError, decode_json, go_json, nests_deeper
 
 from builders import HOST, YAML_FRAGMENTS, filter_args, node, pod, statefulset
 from fakes import RecordedEvents
@@ -221,7 +221,7 @@ def test_thousands_of_caps_get_one_error() -> None:
 def test_a_policy_object_with_thousands_of_errors_gets_a_short_message() -> None:
     """A PlacementPolicy object goes through the same formatter: the message is repeated for every
     node of the answer, so it lists five field errors and counts the rest."""
-    from extender.policy import parse_spec
+    from extender.api.policy import parse_spec
 
     with pytest.raises(PolicyError) as err:
         parse_spec({"shardAntiAffinity": ["a"] * 10_000}, "PlacementPolicy db/p")

@@ -1,4 +1,4 @@
-"""Issue 14: SUPPORTED_MINORS (extender/kube_versions.py) is the one list of tested Kubernetes
+"""Issue 14: SUPPORTED_MINORS (extender/kube/versions.py) is the one list of tested Kubernetes
 minors. hack/kube builds exactly those, deploy/ has a kube-scheduler of the pinned patch for
 each, and serve warns at start when the API server's minor is not among them."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.kube_versions import SUPPORTED_MINORS, log_api_server_version, minor_of, support_note
+from extender.kube.versions import SUPPORTED_MINORS, log_api_server_version, minor_of, support_note
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "hack" / "kube"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from extender.kubeapi import KubeApiError, KubeHttp
+from extender.kube.client import KubeApiError, KubeHttp
 
 BINDING = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "namespace": "db"}}
 
@@ -101,7 +101,7 @@ def test_create_gives_up_on_a_429_whose_wait_outlasts_the_timeout(api) -> None:
 def test_the_credentials_hook_runs_at_most_once_per_reuse_interval(api, monkeypatch) -> None:
     """The client's refresh hook (rotating tokens, exec plugins) copies the whole configuration:
     it runs once per CREDENTIALS_REUSE seconds, and a token it renews is sent from then on."""
-    import extender.kubeapi as kubeapi
+    import extender.kube.client as kubeapi
 
     clock = [1000.0]
     monkeypatch.setattr(kubeapi.time, "monotonic", lambda: clock[0])

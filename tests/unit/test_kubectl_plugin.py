@@ -1,4 +1,4 @@
-"""`kubectl placement …` (extender/kubectl_plugin.py): kubectl's flags become the CLI's arguments."""
+"""`kubectl placement …` (extender/cli/kubectl_plugin.py): kubectl's flags become the CLI's arguments."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender import kubectl_plugin
+from extender.cli import kubectl_plugin
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_kubectl_flags_become_the_cli_arguments(kubeconfig: str, plugin: list[st
 
 
 def test_every_produced_command_is_one_the_cli_accepts(kubeconfig: str) -> None:
-    from extender.cli import parser
+    from extender.cli.commands import parser
 
     for plugin, _ in CASES:
         extra = ["--kubeconfig", kubeconfig] if plugin[0] != "check" else []

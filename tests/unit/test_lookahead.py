@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from extender.api.policy import PlacementPolicySpec
 from extender.engine import NodeConstraints, NodeInfo, Placement, PodRequest, Requirement, Snapshot, Topology, evaluate
 from extender.engine.context import Context
 from extender.engine.lookahead import _spread_levels, build_model, pods_to_come
-from extender.policy import PlacementPolicySpec
 
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
 NETEASE = PlacementPolicySpec.model_validate(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.kube_versions import SUPPORTED_MINORS
+from extender.kube.versions import SUPPORTED_MINORS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,8 @@ import time
 from extender.limits import MAX_CACHE_STALENESS
 from extender.metrics import store_gauges
 from extender.server.app import create_app
+from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
 
 from builders import HOST, filter_args, node, pod
 from fakes import RecordedEvents

@@ -13,8 +13,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.metrics import store_gauges
+from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
 
 from fakes import RecordedEvents
 

@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
+from extender.api.policy import INLINE_POLICY_ANNOTATION
+from extender.api.wire import ExtenderArgs, FailedNodeReasons
 from extender.engine import evaluate
-from extender.policy import INLINE_POLICY_ANNOTATION
+from extender.server.verbs import Verbs
 from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
-from extender.wire import ExtenderArgs, FailedNodeReasons
 
 from builders import filter_args
 from fakes import RecordedEvents

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from extender.server.deletion_costs import DeletionCostController
-from extender.server.gates import GateLifter
+from extender.server.gate_lifter import GateLifter
 from extender.server.nudge import PolicyNudger
 from extender.server.periodic import PeriodicPass
 from extender.server.remedies import RemedyWorker

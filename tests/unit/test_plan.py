@@ -8,7 +8,6 @@ from functools import cache
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from test_dead_end_oracle import _legal, _snapshot, scenarios
 
 from extender.engine import PodRequest
 from extender.engine.lookahead import Certainty
@@ -17,6 +16,7 @@ from extender.ops.plan import drain_each, plan_drain, plan_grow, render_drain, r
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 
+from .test_dead_end_oracle import _legal, _snapshot, scenarios
 from builders import HOST, node, pod, statefulset
 
 

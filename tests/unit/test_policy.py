@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from extender.policy import (
+from extender.api.policy import (
     FRACTION_PATTERN,
     HOSTNAME_KEY,
     LEGACY_ZONE_KEY,
@@ -284,7 +284,7 @@ def test_spec_must_be_a_mapping(data):
 
 
 def crd_accepts_fraction(text: str) -> bool:
-    """extender/schema.py's rule for Cap.fraction, read in Python: the model's pattern and
+    """extender/api/schema.py's rule for Cap.fraction, read in Python: the model's pattern and
     maxLength, then int(p) > 0 && int(p) <= int(q) as CEL computes it, in int64."""
     if len(text) > MAX_FRACTION_LENGTH or re.fullmatch(FRACTION_PATTERN.strip("^$"), text) is None:
         return False

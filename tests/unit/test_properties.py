@@ -14,6 +14,7 @@ from fractions import Fraction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.api.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
 from extender.engine import (
     NodeConstraints,
     NodeInfo,
@@ -28,7 +29,6 @@ from extender.engine import (
     evaluate,
 )
 from extender.engine.context import Context
-from extender.policy import HOSTNAME_KEY, LEGACY_ZONE_KEY, ZONE_KEY, parse_spec
 
 evaluate_module = importlib.import_module("extender.engine.evaluate")  # the module (the package exports the function)
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

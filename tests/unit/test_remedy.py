@@ -3,11 +3,11 @@ say it: each kind of fix, computed by deciding again with it, over a cache built
 
 from __future__ import annotations
 
+from extender.api.wire import ExtenderArgs
 from extender.ops.explain import explain
+from extender.server.verbs import Verbs
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
-from extender.wire import ExtenderArgs
 
 from builders import HOST, filter_args, node, pod, statefulset
 from fakes import RecordedEvents

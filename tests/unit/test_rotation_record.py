@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from extender.rotation import ZoneRotationSpec, parse_rotation_spec, rotation_object
+from extender.api.rotation import ZoneRotationSpec, parse_rotation_spec, rotation_object
+from extender.api.wire import ExtenderArgs, ExtenderBindingArgs
+from extender.server.verbs import Verbs
 from extender.state.objects import ObjectError, RotationRecord, parse_rotation
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
-from extender.wire import ExtenderArgs, ExtenderBindingArgs
 
 from builders import claim, filter_args, node, pod, statefulset, volume
 from fakes import RecordedEvents

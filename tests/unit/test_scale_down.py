@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.api.policy import HOSTNAME_KEY, ZONE_KEY, parse_spec
 from extender.engine import NodeInfo
 from extender.engine.scale_down import deletion_costs, deletion_order
-from extender.policy import HOSTNAME_KEY, ZONE_KEY, parse_spec
 
 SPREAD = {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1}]}
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from extender.server.app import create_app
+from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
 
 from builders import HOST, filter_args, node, pod, statefulset
 from fakes import RecordedEvents

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.cli import main
-from extender.policy import (
+from extender.api.policy import (
     FRACTION_PATTERN,
     INLINE_POLICY_ANNOTATION,
     KIND,
@@ -18,6 +17,7 @@ from extender.policy import (
     parse_annotation,
     parse_spec,
 )
+from extender.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

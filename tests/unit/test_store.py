@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from extender.api.policy import PolicyError
 from extender.engine.model import PlacementKind
-from extender.policy import PolicyError
 from extender.state.objects import parse_node, parse_pod, parse_volume
 from extender.state.store import KINDS, ClusterStore
 from extender.state.watcher import _lines
@@ -160,7 +160,7 @@ def test_legacy_zone_label_is_the_zone(store) -> None:
 def test_an_invalid_inline_policy_names_each_pod_that_carries_it(store) -> None:
     """The parse is cached by the annotation's text, which a StatefulSet's pods share; each
     pod's message must still name that pod (found by the e2e isolation scenario)."""
-    from extender.policy import PolicyError
+    from extender.api.policy import PolicyError
     from extender.state.objects import parse_pod
 
     messages = []

@@ -21,13 +21,13 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from kubernetes import client
 
-from extender.kubeapi import KubeHttp
+from extender.api.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+from extender.kube.client import KubeHttp
 from extender.server.app import create_app
+from extender.server.verbs import Verbs
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 from extender.state.watcher import RESOURCES, Watcher
-from extender.verbs import Verbs
-from extender.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 
 from builders import HOST, filter_args, node, pod, statefulset
 from fakes import RecordedEvents

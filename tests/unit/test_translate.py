@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from extender.cli import main
+from extender.api.policy import PlacementPolicySpec
+from extender.cli.commands import main
 from extender.ops.translate import translate
-from extender.policy import PlacementPolicySpec
 
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 
+from extender.api.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+from extender.server.verbs import BindError, Verbs
 from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import BindError, Verbs
-from extender.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 
 from builders import HOST, ZONE, claim, filter_args, node, pod, policy_object, statefulset, volume
 from fakes import RecordedEvents
@@ -312,16 +312,16 @@ EVENTS = {
 
 
 def _counting(monkeypatch) -> list[int]:
-    import extender.verbs
+    import extender.server.verbs
 
     calls = [0]
-    real = extender.verbs.evaluate
+    real = extender.server.verbs.evaluate
 
     def counted(*args, **kwargs):
         calls[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(extender.verbs, "evaluate", counted)
+    monkeypatch.setattr(extender.server.verbs, "evaluate", counted)
     return calls
 
 
@@ -474,7 +474,7 @@ def test_a_node_not_in_the_cache_yet_makes_the_pod_wait_not_park(monkeypatch) ->
     known node takes the pod, filter answers an Error (retried from the backoff queue in seconds)
     instead of refusing (parked up to a minute); past UNCACHED_NODE_GRACE the node is refused
     like any other, and a known node that takes the pod is answered without waiting."""
-    import extender.verbs as verbs_module
+    import extender.server.verbs as verbs_module
 
     now = [1000.0]
     monkeypatch.setattr(verbs_module.time, "monotonic", lambda: now[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-from extender.kubeapi import KubeApiError
+from extender.kube.client import KubeApiError
 from extender.state.store import ClusterStore
 from extender.state.watcher import RESOURCES, Resource, Watcher, list_once
 
@@ -141,12 +141,12 @@ def test_a_failed_list_or_broken_watch_marks_the_kind_disconnected_until_one_con
 
 def test_watch_timeout_flag_reaches_the_watcher(monkeypatch) -> None:
     """--watch-timeout (the e2e compaction scenario lowers it) is what each watch asks for."""
-    from extender import cli
+    from extender.cli.commands import main as cli_main
     from extender.server import serve as serve_module
 
     seen = {}
     monkeypatch.setattr(serve_module, "serve", lambda options: seen.setdefault("options", options))
-    assert cli.main(["serve", "--watch-timeout=3"]) in (0, None)
+    assert cli_main(["serve", "--watch-timeout=3"]) in (0, None)
     assert seen["options"].watch_timeout == 3
     api = ScriptedApi({"/api/v1/nodes": [page([]), []]})
     watcher = Watcher(api, ClusterStore(), watch_timeout=seen["options"].watch_timeout)  # type: ignore[arg-type]

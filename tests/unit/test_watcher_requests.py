@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes import client
 
-from extender.kubeapi import KubeHttp, decode_json
+from extender.kube.client import KubeHttp, decode_json
 from extender.state.store import ClusterStore
 from extender.state.watcher import Resource, Watcher, _lines
 

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.api.wire import ExtenderArgs, FailedNodeReasons
+from extender.server.verbs import Verbs
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
-from extender.wire import ExtenderArgs, FailedNodeReasons
 
 from builders import HOST, filter_args, node, pod
 from fakes import RecordedEvents
@@ -107,7 +107,7 @@ def test_prioritize_lists_every_candidate() -> None:
 def test_the_serve_flag_and_its_environment_variable(monkeypatch, capsys, env, argv, expected) -> None:
     """A wrong value, from the flag or EXTENDER_FAILED_NODE_REASONS, is a usage error naming the
     choices, not a traceback."""
-    from extender.cli import parser
+    from extender.cli.commands import parser
 
     if env is None:
         monkeypatch.delenv("EXTENDER_FAILED_NODE_REASONS", raising=False)

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender import wire
+from extender.api import wire
+from extender.api.wire import FailedNodeReasons
 from extender.server.app import create_app
+from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
-from extender.verbs import Verbs
-from extender.wire import FailedNodeReasons
 
 from builders import statefulset
 from fakes import RecordedEvents

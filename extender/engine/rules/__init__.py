@@ -7,7 +7,7 @@ the group does), so a node's reason names the rule a user must change.
 
 from __future__ import annotations
 
-from ...policy import PlacementPolicySpec
+from ...api.policy import PlacementPolicySpec
 from ..context import Context
 from ..model import NodeInfo
 from . import anti_affinity, caps, ordinal_zones, spread, zones

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...policy import AntiAffinityMode, PlacementPolicySpec
+from ...api.policy import AntiAffinityMode, PlacementPolicySpec
 from ..context import Context
 from ..model import NodeInfo, Outcome
 from .base import DeadEndTerms, Exactness, Failure, ImpliedFragment, NativeFragment, Rule, missing_label

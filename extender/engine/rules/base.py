@@ -12,7 +12,7 @@ A rule module (caps.py, spread.py, ...) holds everything its rule means, and exp
   groups): refuses some (CandidateClass.refuse) and returns the rest.
 * `imply(spec, out)`: the native constraints the rule implies, never stricter than the rule, so
   that autoscalers (which simulate the in-tree plugins only) see what the extender needs, and
-  whether they say it exactly, as a relaxation, or not at all (extender/implied.py).
+  whether they say it exactly, as a relaxation, or not at all (extender/engine/implied.py).
 
 The engine iterates over `rules.RULES`; no other module knows a rule's semantics.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from ...policy import PlacementPolicySpec, WhenUnsatisfiable
+from ...api.policy import PlacementPolicySpec, WhenUnsatisfiable
 from ..context import Context
 from ..model import CandidateClass, NodeInfo, Outcome
 
@@ -132,7 +132,7 @@ UNREACHABLE_MIN_DOMAINS = 2**31 - 1
 
 @dataclass
 class ImpliedFragment:
-    """The native constraints a policy implies, built rule by rule (extender/implied.py).
+    """The native constraints a policy implies, built rule by rule (extender/engine/implied.py).
 
     Only hard constraints (a preference changes native scores, which would change placements) and
     only ones that refuse no node the rule accepts: the extender sees only the nodes the in-tree

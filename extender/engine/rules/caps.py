@@ -6,7 +6,7 @@ a fraction of the group size; `max` is an absolute count.
 
 from __future__ import annotations
 
-from ...policy import PlacementPolicySpec
+from ...api.policy import PlacementPolicySpec
 from ..context import Context
 from ..model import NodeInfo, Outcome
 from .base import (

@@ -7,7 +7,7 @@ ZoneRotation record); the dead-end analysis gives each pod still to come its ord
 
 from __future__ import annotations
 
-from ...policy import NodeInclusionPolicy, PlacementPolicySpec, WhenUnsatisfiable
+from ...api.policy import NodeInclusionPolicy, PlacementPolicySpec, WhenUnsatisfiable
 from ..context import Context
 from ..model import NodeInfo, Outcome
 from .base import DeadEndTerms, Exactness, Failure, ImpliedFragment, NativeFragment, Rule
@@ -96,7 +96,7 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
 def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
     """Per pod, not per template: `zone In [its ordinal's zone, its volumes' zones]`, which is the
     check itself. A template cannot carry it, so the template carries a scheduling gate and the
-    extender narrows each gated pod's node affinity before lifting it (extender/gate.py)."""
+    extender narrows each gated pod's node affinity before lifting it (extender/server/gate_patch.py)."""
     if spec.ordinalZones is None:
         return
     honoring = [

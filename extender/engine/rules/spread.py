@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...policy import NodeInclusionPolicy, PlacementPolicySpec, Spread, WhenUnsatisfiable
+from ...api.policy import NodeInclusionPolicy, PlacementPolicySpec, Spread, WhenUnsatisfiable
 from ..context import Context
 from ..model import NodeInfo, Outcome
 from .base import DeadEndTerms, Exactness, Failure, ImpliedFragment, NativeFragment, Rule, SpreadTerm, missing_label

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...policy import PlacementPolicySpec
+from ...api.policy import PlacementPolicySpec
 from ..context import Context
 from ..model import CandidateClass, NodeInfo, Outcome
 from .base import DeadEndTerms, Exactness, Failure, ImpliedFragment, NativeFragment, Rule

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
-from .limits import MAX_REQUEST_DEPTH
+from ..limits import MAX_REQUEST_DEPTH
 
 MAX_EXTENDER_PRIORITY = 10
 # Go's int64, the type of every integer in the extender/v1 types.

@@ -14,7 +14,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from .engine import (
+from ..api.policy import PlacementPolicySpec, PolicyError
+from ..api.wire import (
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    ExtenderPreemptionArgs,
+    ExtenderPreemptionResult,
+    FailedNodeReasons,
+    MetaPod,
+    MetaVictims,
+    Priorities,
+)
+from ..engine import (
     Decision,
     NodeInfo,
     PodRequest,
@@ -30,24 +43,11 @@ from .engine import (
     zone_left_empty,
     zone_order,
 )
-from .implied import implied, pod_disagreements
-from .limits import DEFAULT_DECISION_DEADLINE
-from .metrics import Metrics
-from .policy import PlacementPolicySpec, PolicyError
-from .state.objects import ObjectError, PodRecord, RotationRecord, parse_node, parse_pod
-from .state.store import ClusterStore
-from .wire import (
-    ExtenderArgs,
-    ExtenderBindingArgs,
-    ExtenderBindingResult,
-    ExtenderFilterResult,
-    ExtenderPreemptionArgs,
-    ExtenderPreemptionResult,
-    FailedNodeReasons,
-    MetaPod,
-    MetaVictims,
-    Priorities,
-)
+from ..engine.implied import implied, pod_disagreements
+from ..limits import DEFAULT_DECISION_DEADLINE
+from ..metrics import Metrics
+from ..state.objects import ObjectError, PodRecord, RotationRecord, parse_node, parse_pod
+from ..state.store import ClusterStore
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class Verbs:
     def _record_rotation(self, pod: PodRecord, order: ZoneOrder | None) -> None:
         """The first decision for a StatefulSet under ordinal zones decides its rotation: kept
         in the store at once (the next decision reads it) and recorded in the cluster, so no
-        restart, zone outage or adoption decides it again (extender/rotation.py)."""
+        restart, zone outage or adoption decides it again (extender/api/rotation.py)."""
         if order is None or not order.derived or not order.order or pod.shard is None:
             return
         sts = self.store.statefulsets.get((pod.namespace, pod.shard))
@@ -284,7 +284,7 @@ class Verbs:
 
     # ---------------------------------------------------------------- the ordinal-zone gate
     def gate_answer(self, uid: str) -> GateAnswer | None:
-        """What to do with a pod held by the ordinal-zone gate (extender/gate.py): AND its
+        """What to do with a pod held by the ordinal-zone gate (extender/server/gate_patch.py): AND its
         ordinal's zone (and its volumes') into its node affinity and lift the gate, or lift it as
         it is when there is nothing to narrow; None: not now (cache unsynced, or pod gone).
 

@@ -30,7 +30,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .engine import (
+from ..api.policy import AntiAffinityMode, PlacementPolicySpec, Spread, WhenUnsatisfiable
+from . import (
     NodeConstraints,
     NodeInfo,
     Placement,
@@ -42,8 +43,7 @@ from .engine import (
     evaluate,
     spread_eligibility,
 )
-from .engine import zone_order as decision_zone_order
-from .policy import AntiAffinityMode, PlacementPolicySpec, Spread, WhenUnsatisfiable
+from . import zone_order as decision_zone_order
 
 
 @dataclass(frozen=True)

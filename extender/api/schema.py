@@ -206,7 +206,7 @@ def crd() -> dict[str, Any]:
 
 def rotation_crd() -> dict[str, Any]:
     """The ZoneRotation CustomResourceDefinition (deploy/base/crd-zonerotation.yaml is this,
-    generated from extender/rotation.py)."""
+    generated from extender/api/rotation.py)."""
     schema = rotation.ZoneRotationSpec.model_json_schema()
     return _crd_document(
         rotation.KIND,

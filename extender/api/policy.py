@@ -2,7 +2,7 @@
 
 The same model validates inline pod annotations, the spec of the PlacementPolicy custom
 resource, the JSON schema printed by `python -m extender schema`, and the CRD's OpenAPI
-schema (generated in `extender.schema`), so a policy the API server accepts is a policy the
+schema (generated in `extender.api.schema`), so a policy the API server accepts is a policy the
 engine understands, and the other way round.
 """
 
@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .limits import (
+from ..limits import (
     MAX_CAPS,
     MAX_FRACTION_LENGTH,
     MAX_GROUP_SIZE,
@@ -182,7 +182,7 @@ class Cap(_Model):
     @field_validator("fraction")
     @classmethod
     def _fraction_in_unit_interval(cls, fraction: str | None) -> str | None:
-        # The CRD holds the same bound as a CEL rule (extender/schema.py): model and API server agree.
+        # The CRD holds the same bound as a CEL rule (extender/api/schema.py): model and API server agree.
         if fraction is not None and not 0 < Fraction(fraction) <= 1:
             raise ValueError(f"fraction {fraction} must be in (0, 1]")
         return fraction

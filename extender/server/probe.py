@@ -1,4 +1,4 @@
-"""`python -m extender.probe URL`: exit 0 when URL answers 200 (exec probes for a loopback-only server)."""
+"""`python -m extender.server.probe URL`: exit 0 when URL answers 200 (exec probes for a loopback-only server)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The loop that lifts the ordinal-zone scheduling gate (extender/gate.py says why it exists).
+"""The loop that lifts the ordinal-zone scheduling gate (extender/server/gate_patch.py says why it exists).
 
 A background thread of the serving process: every `interval` it asks the verbs what to do with
 each pod the cache shows held by the gate (Verbs.gate_answer: the same zone order the filter
@@ -13,8 +13,8 @@ import logging
 import time
 from typing import Protocol
 
-from ..verbs import GateAnswer, Verbs
 from .periodic import PeriodicPass
+from .verbs import GateAnswer, Verbs
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ kubectl runs an executable named `kubectl-placement` found on PATH (installed wi
 as a console script) with the arguments that follow `kubectl placement`. This module speaks
 kubectl's habits (`-n/--namespace`, `-A/--all-namespaces`, `--context`, `--kubeconfig`, a pod
 named without its namespace, the context's own namespace as the default) and runs the CLI's
-commands (extender/cli.py) with them: one implementation, two spellings.
+commands (extender/cli/commands.py) with them: one implementation, two spellings.
 
     kubectl placement explain crdb-4 -n db        python -m extender explain db/crdb-4
     kubectl placement audit -A                    python -m extender audit
@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import cli
+from .commands import main as cli_main
 
 COMMANDS = ("explain", "audit", "plan", "translate", "check", "adopt", "retire")
 
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser().parse_known_args(argv)
     if rest and args.command not in ("translate", "adopt", "retire", "plan"):
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
-    return cli.main(cli_arguments(args, rest))
+    return cli_main(cli_arguments(args, rest))
 
 
 if __name__ == "__main__":

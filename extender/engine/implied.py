@@ -17,7 +17,7 @@ spec and out of it again:
 
 What only one pod can carry (its ordinal's zone) goes through the scheduling gate GATE: adopt puts
 it in the template, and the extender narrows each gated pod's node affinity and lifts the gate in
-one write (extender/gate.py).
+one write (extender/server/gate_patch.py).
 """
 
 from __future__ import annotations
@@ -25,12 +25,11 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from .engine import Exactness, ImpliedFragment, Mirror, imply_rules
-from .policy import IMPLIED_ANNOTATION, NARROWED_ZONES_ANNOTATION, PlacementPolicySpec
-from .policy import ORDINAL_ZONE_GATE as GATE
-from .state.objects import PodRecord
+from ..api.policy import IMPLIED_ANNOTATION, NARROWED_ZONES_ANNOTATION, PlacementPolicySpec
+from ..api.policy import ORDINAL_ZONE_GATE as GATE
+from . import Exactness, ImpliedFragment, Mirror, imply_rules
 
 __all__ = ["GATE", "IMPLIED_ANNOTATION", "NARROWED_ZONES_ANNOTATION", "Exactness"]
 
@@ -317,8 +316,15 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+class CachedPod(Protocol):
+    """What `pod_disagreements` reads of a cached pod (the state layer's PodRecord)."""
+
+    labels: dict[str, str]
+    hard_native: dict[str, Any] | None
+
+
 def pod_disagreements(
-    pod: PodRecord, spec: PlacementPolicySpec, statefulset_labels: dict[str, str] | None
+    pod: CachedPod, spec: PlacementPolicySpec, statefulset_labels: dict[str, str] | None
 ) -> list[str]:
     """`disagreements` for a cached pod: its hard native constraints against what its policy
     implies (the group read as the extender reads it; `statefulset_labels` are its StatefulSet's

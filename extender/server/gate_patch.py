@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .implied import Implied, add_to_spec
-from .policy import NARROWED_ZONES_ANNOTATION, ORDINAL_ZONE_GATE
+from ..api.policy import NARROWED_ZONES_ANNOTATION, ORDINAL_ZONE_GATE
+from ..engine.implied import Implied, add_to_spec
 
 
 def _pointer(key: str) -> str:

@@ -16,7 +16,7 @@ StatefulSet, so deleting the set deletes it (an orphaning delete keeps it, for t
 recreated under the same name to adopt).
 
 This model is the single source of truth for the record: the store parses it, and the CRD's
-schema is generated from it (extender/schema.py).
+schema is generated from it (extender/api/schema.py).
 """
 
 from __future__ import annotations

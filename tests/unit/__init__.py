@@ -1,0 +1,1 @@
+"""Unit, golden-wire and property tests: plain data, no cluster."""
