@@ -136,7 +136,11 @@ def _crd(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     """Validate a PlacementPolicy object, a bare spec, or an annotation value from a file."""
-    text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    try:
+        text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as err:
+        print(f"check: cannot read {args.file}: {err}", file=sys.stderr)
+        return 2
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as err:
@@ -393,12 +397,19 @@ def _retire(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     top.add_argument(
-        "--log-level", default=_env("EXTENDER_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"]
+        "--log-level",
+        default=_env("EXTENDER_LOG_LEVEL"),
+        choices=["debug", "info", "warning", "error"],
+        help="default: info for serve, dev and ab; warning for the operator commands (their -v: info, -vv: debug)",
     )
     top.add_argument(
         "--log-json", action="store_true", default=_env("EXTENDER_LOG_JSON") == "1", help="structured JSON logs"
     )
     sub = top.add_subparsers(dest="command", required=True)
+    # The operator commands print their answer and nothing else: warnings and errors still reach
+    # stderr, the cache's progress lines (listed N nodes, ...) only with -v.
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument("-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)")
 
     serve = sub.add_parser("serve", help="serve filter/prioritize/bind/preempt to kube-scheduler")
     serve.add_argument(
@@ -484,6 +495,7 @@ def parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser(
         "translate",
+        parents=[quiet],
         help="the closest native topologySpreadConstraints/affinity for a policy (the retire path)",
     )
     tr.add_argument(
@@ -513,7 +525,9 @@ def parser() -> argparse.ArgumentParser:
     ab.add_argument("--no-png", action="store_true", help="skip the picture (no matplotlib needed)")
     ab.set_defaults(func=_ab)
 
-    ex = sub.add_parser("explain", help="for one pod, each node's verdict with the rule and its numbers (live cluster)")
+    ex = sub.add_parser(
+        "explain", parents=[quiet], help="for one pod, each node's verdict with the rule and its numbers (live cluster)"
+    )
     ex.add_argument("pod", help="NAMESPACE/POD")
     ex.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
     ex.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
@@ -522,6 +536,7 @@ def parser() -> argparse.ArgumentParser:
 
     au = sub.add_parser(
         "audit",
+        parents=[quiet],
         help="every policy group: placement table, broken hard rules, scale-down risks, "
         "pending pods; exit 1 on a violation",
     )
@@ -535,7 +550,7 @@ def parser() -> argparse.ArgumentParser:
         ("adopt", _adopt, "move a workload to the extender: schedulerName, policy, implied native constraints, gate"),
         ("retire", _retire, "move a workload back to the native scheduler: adopt's additions out, translate's in"),
     ):
-        cmd = sub.add_parser(verb, help=text)
+        cmd = sub.add_parser(verb, parents=[quiet], help=text)
         cmd.add_argument("workload", help="statefulset/NAME or deployment/NAME")
         cmd.add_argument("-n", "--namespace", default="default")
         cmd.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
@@ -556,6 +571,7 @@ def parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser(
         "plan",
+        parents=[quiet],
         help="what growing a StatefulSet or draining nodes takes under its policy; exit 1 when not feasible",
     )
     pl.add_argument(
@@ -572,15 +588,28 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(func=_plan)
 
-    check = sub.add_parser("check", help="validate a policy file (PlacementPolicy, bare spec, or '-' for stdin)")
+    check = sub.add_parser(
+        "check", parents=[quiet], help="validate a policy file (PlacementPolicy, bare spec, or '-' for stdin)"
+    )
     check.add_argument("file")
     check.set_defaults(func=_check)
     return top
 
 
+def log_level(args: argparse.Namespace) -> str:
+    """--log-level when given; else info for the long-running commands and warning for the
+    operator commands, whose -v / -vv raise it to info / debug."""
+    if args.log_level:
+        return args.log_level
+    verbose = getattr(args, "verbose", None)
+    if verbose is None:
+        return "info"
+    return ("warning", "info")[verbose] if verbose < 2 else "debug"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    setup_logging(args.log_level, args.log_json)
+    setup_logging(log_level(args), args.log_json)
     return int(args.func(args) or 0)
 
 

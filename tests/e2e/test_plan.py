@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from extender.devcluster.api import wait_for
@@ -39,6 +41,11 @@ def test_plan_names_the_nodes_a_growth_needs_and_one_fewer_is_not_enough(cluster
     out = cli(cluster, "plan", "statefulset/pg", "--replicas", "5", "-n", ns)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "add 2 node(s): 1 in pg-a (like pg-a1), 1 in pg-b (like pg-b1)" in out.stdout, out.stdout
+    assert out.stderr == "", f"an operator command prints its answer and nothing else: {out.stderr}"
+    verbose = cli(cluster, "plan", "statefulset/pg", "--replicas", "5", "-n", ns, "-v")
+    assert verbose.stdout == out.stdout
+    listed = re.findall(r"listed \d+ (\w+)", verbose.stderr)
+    assert listed and len(listed) == len(set(listed)), f"-v shows progress, and the cluster is read once: {listed}"
     cluster.add_nodes([NodeSpec("pg-a2", "pg-a")])  # one fewer than the plan
     scale(api, ns, "pg", 5)
 

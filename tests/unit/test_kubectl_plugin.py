@@ -91,3 +91,26 @@ def test_check_runs_through_the_cli(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("caps:\n- topologyKey: kubernetes.io/hostname\n")
     assert kubectl_plugin.main(["check", str(bad)]) != 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "level"),
+    [
+        (["plan", "statefulset/db", "--replicas", "3"], "warning"),
+        (["plan", "statefulset/db", "--replicas", "3", "-v"], "info"),
+        (["audit", "-vv"], "debug"),
+        (["explain", "ns/pod"], "warning"),
+        (["translate", "-"], "warning"),
+        (["check", "-"], "warning"),
+        (["adopt", "statefulset/db", "--policy-name", "p"], "warning"),
+        (["--log-level", "info", "audit"], "info"),
+        (["serve"], "info"),
+        (["--log-level", "warning", "serve"], "warning"),
+    ],
+)
+def test_operator_commands_log_only_warnings_unless_asked(argv: list[str], level: str, monkeypatch) -> None:
+    """An operator command prints its answer and nothing else: the cache's progress lines are -v's."""
+    from extender.cli.commands import log_level, parser
+
+    monkeypatch.delenv("EXTENDER_LOG_LEVEL", raising=False)
+    assert log_level(parser().parse_args(argv)) == level
