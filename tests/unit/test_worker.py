@@ -264,7 +264,7 @@ def _gone(pid: int) -> bool:
 
 def test_the_worker_exits_when_its_master_is_killed() -> None:
     """SIGKILL of the gunicorn master (no chance to stop its worker): the worker notices its
-    parent changed and exits within a few seconds, so the container's main process is gone and
+    parent died (the kernel signals it) and exits within a second, so the container's main process is gone and
     the kubelet restarts it, instead of an orphan serving on with no master's heartbeat."""
     process, port = _start(threads=4)
     try:
@@ -280,8 +280,9 @@ def test_the_worker_exits_when_its_master_is_killed() -> None:
         while not _gone(worker_pid) and time.monotonic() - killed < 10:
             time.sleep(0.05)
         took = time.monotonic() - killed
+        print(f"orphaned worker exited {took * 1000:.0f} ms after its master was killed")
         assert _gone(worker_pid), "the orphaned worker still runs 10 s after its master was killed"
-        assert took < 5, f"the orphaned worker took {took:.1f}s to exit"
+        assert took < 1, f"the orphaned worker took {took:.1f}s to exit (README: within a second)"
         idle.close()
     finally:
         for pid in _children(process.pid):
