@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test test-matrix support-table mismatch unit lint format demo serve venv schema crd clean constraints
+.PHONY: test test-older test-matrix support-table mismatch unit lint format demo serve venv schema crd clean constraints
 
 # The Kubernetes minor the control plane runs (e2e tests, demo): KUBE_VERSION=1.34 make test.
 # Empty means the newest supported one; the list is SUPPORTED_MINORS in extender/kube/versions.py.
@@ -22,9 +22,16 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-## make test: lint and format check, then every test (unit, golden wire, property, e2e)
+## make test: lint and format check, then every test (unit, golden wire, property, e2e on the
+## newest minor, or KUBE_VERSION's) in one pytest run; its e2e outcome goes to $(E2E_RESULTS)
+E2E_RESULTS ?= test-logs/matrix/e2e-make-test.json
 test: lint
-	$(PY) -m pytest
+	E2E_RESULTS=$(E2E_RESULTS) $(PY) -m pytest -p no:cacheprovider
+
+## make test-older: the version-sensitive e2e scenarios on every minor but the newest (after
+## make test, which ran the newest); the support table takes the newest's row from make test
+test-older: $(STAMP)
+	$(PY) hack/matrix.py run --minors older --newest-from $(E2E_RESULTS)
 
 ## make test-matrix: lint, then e2e scenarios on every supported Kubernetes minor (newest first: all of
 ## them there, the version-sensitive ones, hack/matrix.py EVERY_MINOR, on the others);
