@@ -31,7 +31,8 @@ from ..api.wire import (
     go_json,
 )
 from ..limits import DEFAULT_MAX_BODY, MAX_CACHE_STALENESS, MAX_CANDIDATE_NODES
-from .verbs import BadRequest, Verbs
+from .verbs import Verbs
+from .wire_io import BadRequest
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,9 @@ from ..api.rotation import PLURAL as ROTATION_PLURAL
 from ..api.rotation import rotation_object
 from ..kube.client import KubeApiError, KubeHttp
 from ..state.objects import DELETION_COST_ANNOTATION, PodRecord, RotationRecord
+from .gate_answers import GateAnswer
 from .gate_patch import carries_gate, lift_patch
-from .verbs import BindError, GateAnswer
+from .ports import BindError
 
 log = logging.getLogger(__name__)
 

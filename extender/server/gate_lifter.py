@@ -13,8 +13,9 @@ import logging
 import time
 from typing import Protocol
 
+from .gate_answers import GateAnswer
 from .periodic import PeriodicPass
-from .verbs import GateAnswer, Verbs
+from .verbs import Verbs
 
 log = logging.getLogger(__name__)
 

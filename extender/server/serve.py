@@ -100,7 +100,7 @@ def build(options: ServeOptions):
     watcher.start()
     GateLifter(verbs, KubeGateWriter(api)).start()
     PolicyNudger(store, KubePodNudger(api)).start()
-    RemedyWorker(verbs).start()
+    RemedyWorker(verbs.remedies).start()
     app = create_app(verbs, max_body=options.max_body)
     app.extensions["watcher"] = watcher
     return app

@@ -135,3 +135,34 @@ def test_no_import_cycle() -> None:
         if name not in index:
             visit(name)
     assert not cycles, f"import cycles: {cycles}"
+
+
+def test_no_verb_function_is_longer_than_a_screen() -> None:
+    """The verbs module answers the four verbs; what a verb needs beside the engine is a
+    collaborator in its own module (gate answers, remedies, warnings, the uncached-node grace,
+    the bind re-check, preemption), so every function here reads on one screen."""
+    tree = ast.parse((PACKAGE / "server" / "verbs.py").read_text())
+    long = [
+        f"{node.name}: {node.end_lineno - node.lineno + 1} lines"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 40  # type: ignore[operator]
+    ]
+    assert not long, long
+
+
+def test_outside_the_engine_only_its_exports_and_its_two_readers() -> None:
+    """The engine's interface is what extender/engine/__init__.py exports, plus `checker` and
+    `implied` (read by audit, adopt and the gate). Its other modules may change freely."""
+    reached = []
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path)
+        if layer(name) == "engine":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                parts = node.module.lstrip(".").split(".")
+                if "engine" in parts and parts.index("engine") < len(parts) - 1:
+                    inner = parts[parts.index("engine") + 1]
+                    if inner not in ("checker", "implied"):
+                        reached.append(f"{name}: {node.module}")
+    assert not reached, reached

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 
 from extender.api.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
-from extender.server.verbs import BindError, Verbs
+from extender.server.ports import BindError
+from extender.server.verbs import Verbs
 from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
@@ -474,7 +475,7 @@ def test_a_node_not_in_the_cache_yet_makes_the_pod_wait_not_park(monkeypatch) ->
     known node takes the pod, filter answers an Error (retried from the backoff queue in seconds)
     instead of refusing (parked up to a minute); past UNCACHED_NODE_GRACE the node is refused
     like any other, and a known node that takes the pod is answered without waiting."""
-    import extender.server.verbs as verbs_module
+    import extender.server.uncached as verbs_module
 
     now = [1000.0]
     monkeypatch.setattr(verbs_module.time, "monotonic", lambda: now[0])
