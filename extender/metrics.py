@@ -123,8 +123,16 @@ class Metrics:
         self.binds = Counter(
             registry,
             "extender_binds_total",
-            "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod, not_synced.",
+            "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod, not_synced,"
+            " not_seen (the watch had not shown the pod within the bind's wait).",
             ("result",),
+        )
+        self.bind_watch_waits = Counter(
+            registry,
+            "extender_bind_watch_waits_total",
+            "Binds that arrived before the watch showed their pod and waited for it, by outcome: seen, timeout"
+            " (then refused as not_seen, and retried by kube-scheduler).",
+            ("outcome",),
         )
         self.preemptions = Counter(
             registry, "extender_preempt_nodes_total", "Preemption candidates by result: kept, refused.", ("result",)

@@ -377,6 +377,10 @@ class PlacementPolicySpec(_Model):
             or any(self.canonical_key(k) == zone for k in self.topology_keys())
         )
 
+    def group_rules(self) -> list[str]:
+        """The sections that count a group of pods (a pod alone can never break them)."""
+        return [name for name in ("caps", "spread", "shardAntiAffinity") if getattr(self, name)]
+
     def topology_keys(self) -> list[str]:
         keys = [c.topologyKey for c in self.caps] + [s.topologyKey for s in self.spread]
         keys += [a.topologyKey for a in self.shardAntiAffinity]

@@ -54,6 +54,7 @@ class Member:
     ordinal: int | None = None
     volume_zone: str | None = None
     constraints: NodeConstraints | None = None  # the pod's nodeSelector, required affinity, tolerations
+    terminating: bool = False  # deleted, still on its node: caps and anti-affinity count it, nothing else
 
 
 @dataclass(frozen=True)
@@ -81,14 +82,19 @@ def violations(
 ) -> list[Violation]:
     """Every hard rule the placement breaks, each with the numbers.
 
+    Terminating members are held to the invariant the engine keeps (README "Which pods count"):
+    caps and anti-affinity count them (a cap must hold at every moment), while spreads, zones
+    and ordinal zones judge the placement they leave behind.
+
     `volume_zones`: the bound volumes of the group's StatefulSets, also of ordinals with no pod
     now (claims outlive a scale-down), as the engine's snapshot holds them; the members' own
     volume zones are added to it."""
     out: list[Violation] = []
     zone_key = spec.topology.zone
     permitted = spec.zones.permitted() if spec.zones else None
+    staying = [m for m in members if not m.terminating]
     if permitted is not None:
-        for m in members:
+        for m in staying:
             zone = _domain(nodes.get(m.node), zone_key, spec)
             if zone not in permitted:
                 out.append(Violation("zones", f"{m.pod} is on {m.node} in zone {zone}, outside {sorted(permitted)}"))
@@ -113,7 +119,7 @@ def violations(
         if s.whenUnsatisfiable is not WhenUnsatisfiable.DO_NOT_SCHEDULE:
             continue
         topology = topology or Topology(nodes.values())
-        worst = max(spread_skews(spec, s, members, nodes, topology), key=lambda k: k.skew, default=None)
+        worst = max(spread_skews(spec, s, staying, nodes, topology), key=lambda k: k.skew, default=None)
         if worst is not None and worst.skew > s.maxSkew:
             out.append(Violation("spread", worst.describe(s)))
     for rule in spec.shardAntiAffinity:
@@ -132,7 +138,7 @@ def violations(
                     )
                 )
     if spec.ordinalZones is not None:
-        out.extend(_ordinal_violations(spec, members, nodes, volume_zones or {}, rotations or {}))
+        out.extend(_ordinal_violations(spec, staying, nodes, volume_zones or {}, rotations or {}))
     return out
 
 

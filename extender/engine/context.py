@@ -29,6 +29,9 @@ class Context:
     node_position: int | None = None  # where the node key sits in keys, if a rule reads it
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> group pods
     shard_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> domain -> pods of pod's shard
+    # key -> domain -> the group's terminating pods (in `counts` too): what a spread leaves out
+    leaving: dict[str, dict[str, int]] = field(default_factory=dict)
+    leaving_load: Counter[str] = field(default_factory=Counter)  # node -> the group's terminating pods there
     min_counts: dict[int, tuple[int, int]] = field(default_factory=dict)  # memo for rules.spread.minimum
     # Nodes the pod could use at all (its nodeSelector, required node affinity, tolerations): the
     # view of usable domains for ordinal zones, the dead-end analysis and the classes' split.
@@ -61,12 +64,18 @@ class Context:
         ctx.spread_views = [spread_view(s, constraints, spread_required_keys(spec, s)) for s in spec.spread]
         ctx.counts = {k: defaultdict(int) for k in ctx.keys}
         ctx.shard_counts = {k: defaultdict(int) for k in ctx.keys}
+        ctx.leaving = {k: defaultdict(int) for k in ctx.keys}
         # The group's pods arrive counted per node; each domain's count is the sum over the
         # occupied nodes of each class of alike nodes (the topology's class table), in C.
         ctx.node_load = snap.node_pods()
         my_shard = pod.shard
         siblings = snap.shard_node_pods(my_shard) if my_shard is not None else Counter()
-        for target, per_node in ((ctx.counts, ctx.node_load), (ctx.shard_counts, siblings)):
+        ctx.leaving_load = snap.leaving_pods()
+        for target, per_node in (
+            (ctx.counts, ctx.node_load),
+            (ctx.shard_counts, siblings),
+            (ctx.leaving, ctx.leaving_load),
+        ):
             if per_node:
                 ctx._count_domains(target, per_node)
         for p in snap.placements:  # tentative placements known only by the domains they share
@@ -131,7 +140,8 @@ class Context:
         if at is None or values[at] is None:
             return values
         key, name = self.keys[at], values[at]
-        return values[:at] + ((self.counts[key].get(name, 0), self.shard_counts[key].get(name, 0)),) + values[at + 1 :]
+        held = (self.counts[key].get(name, 0), self.shard_counts[key].get(name, 0), self.leaving[key].get(name, 0))
+        return values[:at] + (held,) + values[at + 1 :]
 
     def domain(self, node: NodeInfo, key: str) -> str | None:
         return Topology.domain(node, key, self.zone_key, self.node_key)
@@ -184,16 +194,22 @@ class Context:
         return self.eligible_domains(key, self.spread_views[index])
 
     def spread_counts(self, index: int) -> dict[str, int]:
-        """Domain -> the group's pods a spread counts: with a node view, only pods on nodes it
-        admits (native: a node the policies exclude counts neither its domain nor its pods).
-        Without one, the decision's counts. O(nodes holding the group's pods), once per decision."""
+        """Domain -> the group's pods a spread counts: not the terminating ones (a spread must
+        hold once they are gone; native PodTopologySpread skips them too), and with a node view,
+        only pods on nodes it admits (native: a node the policies exclude counts neither its
+        domain nor its pods). O(nodes holding the group's pods), once per decision."""
         key = self.spec.canonical_key(self.spec.spread[index].topologyKey)
         view = self.spread_views[index]
-        if view is None:
-            return self.counts[key]
         cached = self.spread_count_memo.get(index)
         if cached is not None:
             return cached
+        if view is None:
+            leaving = self.leaving[key]
+            if not leaving:
+                return self.counts[key]
+            staying = {d: n - leaving.get(d, 0) for d, n in self.counts[key].items()}
+            self.spread_count_memo[index] = staying
+            return staying
         topology = self.snap.topology
         admitted = topology.admitted(view)
         counts: dict[str, int] = defaultdict(int)
@@ -202,7 +218,7 @@ class Context:
             if node is not None and name in admitted:  # type: ignore[operator]
                 value = self.domain(node, key)
                 if value is not None:
-                    counts[value] += n
+                    counts[value] += n - self.leaving_load.get(name, 0)
         domains = self.spread_domains(index)
         for p in self.snap.placements:  # in flight, known by shared domains: counted where eligible
             if p.node is None and p.domains:

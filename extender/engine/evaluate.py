@@ -142,8 +142,12 @@ def classify(
     loaded: set[str] = set()
     if ctx.node_position is not None:
         key = ctx.node_key
-        counts, shard_counts = ctx.counts[key], ctx.shard_counts[key]
+        counts, shard_counts, leaving = ctx.counts[key], ctx.shard_counts[key], ctx.leaving[key]
         occupied = {d for d, n in counts.items() if n} | {d for d, n in shard_counts.items() if n}
+
+        def held(domain: str) -> tuple[int, int, int]:
+            return counts.get(domain, 0), shard_counts.get(domain, 0), leaving.get(domain, 0)
+
         by_key: dict[tuple, list[str]] = defaultdict(list)
         base_of = table.base_of
         if table.node_domain_is_name:  # the usual hostname label: a node's domain is its name (in C)
@@ -151,11 +155,11 @@ def classify(
             if len(parts) == 1:
                 part = parts[0]
                 for name in loaded:
-                    by_key[(base_of[name], counts.get(name, 0), shard_counts.get(name, 0), name in part)].append(name)
+                    by_key[(base_of[name], held(name), name in part)].append(name)
             else:
                 for name in loaded:
                     member = tuple(name in part for part in parts)
-                    by_key[(base_of[name], counts.get(name, 0), shard_counts.get(name, 0), member)].append(name)
+                    by_key[(base_of[name], held(name), member)].append(name)
         else:
             for domain in occupied:
                 loaded.update(m for m in table.by_node_domain.get(domain, ()) if m in wanted)
@@ -164,7 +168,7 @@ def classify(
             for name in loaded:
                 domain = index[name][at]
                 member = tuple(name in part for part in parts)
-                by_key[(base_of[name], counts.get(domain, 0), shard_counts.get(domain, 0), member)].append(name)
+                by_key[(base_of[name], held(domain), member)].append(name)
         out += [CandidateClass(nodes[group[0]], group) for group in by_key.values()]
     for pieces in topology.split_classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key, tuple(parts)):
         for piece in pieces:

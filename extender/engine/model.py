@@ -73,8 +73,8 @@ _SIGNATURE_MASK = (1 << 64) - 1
 
 
 def _placement_hash(p: Placement) -> int:
-    """What the counts keep of a placement, hashed (the kind is not counted apart)."""
-    return hash((p.node, p.shard, p.ordinal))
+    """What the counts keep of a placement, hashed (of its kind, only whether it is leaving)."""
+    return hash((p.node, p.shard, p.ordinal, p.kind is PlacementKind.TERMINATING))
 
 
 @dataclass
@@ -90,6 +90,10 @@ class GroupCounts:
     ordinal_pods: dict[str, Counter[int]] = field(default_factory=dict)  # shard -> ordinal -> pods
     ordinals: dict[str, list[int]] = field(default_factory=dict)  # shard -> its distinct ordinals, sorted
     ordinal_node: dict[str, dict[int, str]] = field(default_factory=dict)  # shard -> ordinal -> a node holding it
+    # node -> the group's terminating pods on it (also in per_node): a spread does not count them,
+    # a cap and anti-affinity do (README "Which pods count": a terminating pod holds its node
+    # until it is gone, and no spread may be broken once it is gone)
+    leaving: Counter[str] = field(default_factory=Counter)
     # The sum of the counted placements' hashes: equal sums (with equal `pods`) mean the same
     # counts, whatever events came and went in between (a pod update removes and adds its
     # placement again). Lets prioritize tell in O(1) that filter's decision still holds.
@@ -101,6 +105,7 @@ class GroupCounts:
         of 150,000 placed pods builds its counts in a fraction of the decision deadline."""
         placed = [p for p in placements if p.node is not None]
         counts = cls(pods=len(placed), per_node=Counter(p.node for p in placed))
+        counts.leaving = Counter(p.node for p in placed if p.kind is PlacementKind.TERMINATING)
         counts.signature = sum(map(_placement_hash, placed)) & _SIGNATURE_MASK
         by_shard: dict[str, list[Placement]] = {}
         for p in placed:
@@ -125,6 +130,8 @@ class GroupCounts:
         self.pods += 1
         self.signature = (self.signature + _placement_hash(p)) & _SIGNATURE_MASK
         self.per_node[p.node] += 1
+        if p.kind is PlacementKind.TERMINATING:
+            self.leaving[p.node] += 1
         if p.shard is None:
             return
         nodes = self.per_shard_node.get(p.shard)
@@ -148,6 +155,8 @@ class GroupCounts:
         self.pods -= 1
         self.signature = (self.signature - _placement_hash(p)) & _SIGNATURE_MASK
         _decrement(self.per_node, p.node)
+        if p.kind is PlacementKind.TERMINATING:
+            _decrement(self.leaving, p.node)
         if p.shard is None:
             return
         nodes = self.per_shard_node[p.shard]
@@ -206,6 +215,12 @@ class Snapshot:
         """Node -> the group's pods on it (a fresh Counter the caller may change)."""
         pods = Counter(self.counted.per_node) if self.counted is not None else Counter()
         pods.update(p.node for p in self.placements if p.node is not None)
+        return pods
+
+    def leaving_pods(self) -> Counter[str]:
+        """Node -> the group's terminating pods on it (counted in node_pods too)."""
+        pods = Counter(self.counted.leaving) if self.counted is not None else Counter()
+        pods.update(p.node for p in self.placements if p.node is not None and p.kind is PlacementKind.TERMINATING)
         return pods
 
     def shard_node_pods(self, shard: str) -> Counter[str]:

@@ -17,7 +17,7 @@ from ..engine import Topology
 from ..engine.checker import Member, violations, zones_of
 from ..engine.implied import pod_disagreements
 from ..state.objects import PodRecord, StatefulSetRecord
-from ..state.store import ClusterStore
+from ..state.store import ClusterStore, check_can_act
 from .table import zone_table
 
 
@@ -71,12 +71,12 @@ def group_report(store: ClusterStore, pod: PodRecord) -> GroupReport | None:
     """The audit of the group `pod` counts in (None without a valid policy): what `explain`
     states about the group. Walks the pod's namespace, to find pods placed without an owner."""
     try:
-        spec = store.resolve_policy(pod)
+        spec, counted = _policy_for(store, pod)
     except PolicyError:
         return None
     if spec is None:
         return None
-    entry = _groups(store, pod.namespace).get(_group_key(counted_as(store, pod, spec), spec))
+    entry = _groups(store, pod.namespace).get(_group_key(counted, spec))
     return None if entry is None or isinstance(entry, GroupReport) else _report(store, *entry)
 
 
@@ -92,7 +92,7 @@ def _groups(
         if pod.policy_ref is None and pod.policy_annotation is None:
             continue
         try:
-            spec = store.resolve_policy(pod)
+            spec, counted = _policy_for(store, pod)
         except PolicyError as err:
             key = (pod.namespace, f"pod {pod.name}", "invalid policy")
             groups.setdefault(key, GroupReport(pod.namespace, key[1], key[2], None, {}, {}, error=str(err)))
@@ -101,12 +101,22 @@ def _groups(
             continue
         if spec is None:
             continue
-        counted = counted_as(store, pod, spec)
         key = _group_key(counted, spec)
         entry = groups.setdefault(key, (counted, spec, key, []))
         if counted is not pod:
             entry[3].append(counted)
     return groups
+
+
+def _policy_for(store: ClusterStore, pod: PodRecord) -> tuple[PlacementPolicySpec | None, PodRecord]:
+    """The pod's policy and the pod as its group counts it; PolicyError when the policy is
+    invalid, or cannot act on the pod even counted so (ClusterStore.resolve_policy)."""
+    spec = store.policy_as_written(pod)
+    if spec is None:
+        return None, pod
+    counted = counted_as(store, pod, spec)
+    check_can_act(counted, spec)
+    return spec, counted
 
 
 def counted_as(store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec) -> PodRecord:
@@ -153,7 +163,9 @@ def _report(
     records = [r for r in records if not r.finished]
     nodes = store.topology.nodes
     members = [
-        Member(r.key, r.node, r.shard, r.ordinal, _volume_zone(store, r), r.constraints) for r in records if r.node
+        Member(r.key, r.node, r.shard, r.ordinal, _volume_zone(store, r), r.constraints, r.terminating)
+        for r in records
+        if r.node
     ]
     report = GroupReport(
         namespace=pod.namespace,

@@ -48,6 +48,11 @@ from .wire_io import candidates_of, filter_result, pod_of, victims_of
 
 log = logging.getLogger(__name__)
 
+# How long a bind waits for the watch to show its pod before refusing (kube-scheduler retries).
+# The watch is usually ahead of kube-scheduler's own bind; the wait is the rare case's bound, well
+# inside kube-scheduler's bind timeout (httpTimeout, 5 s in config/).
+BIND_WATCH_WAIT = 1.0
+
 
 @dataclass
 class Verbs:
@@ -168,6 +173,12 @@ class Verbs:
     # ---------------------------------------------------------------- bind
     def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         log.debug("bind %s/%s to %s", args.PodNamespace, args.PodName, args.Node)
+        if args.PodUID not in self.store.pods and self.store.not_synced() is None and not self._watch_shows(args):
+            self.metrics.binds.inc(result="not_seen")
+            return ExtenderBindingResult(
+                Error=f"pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is not in the extender's cache after "
+                f"{BIND_WATCH_WAIT:g}s; refusing to bind on a view older than the pod, kube-scheduler will retry"
+            )
         with self.store.lock.held("bind"):
             unsynced = self.store.not_synced()
             if unsynced is not None:
@@ -194,6 +205,13 @@ class Verbs:
             return ExtenderBindingResult(Error=str(err))
         self.metrics.binds.inc(result="bound")
         return ExtenderBindingResult()
+
+    def _watch_shows(self, args: ExtenderBindingArgs) -> bool:
+        """Wait (bounded) until the watch shows the pod: the re-check then counts every deletion
+        that came before it, such as the pod this one replaces (ClusterStore.wait_for_pod)."""
+        seen = self.store.wait_for_pod(args.PodUID, BIND_WATCH_WAIT)
+        self.metrics.bind_watch_waits.inc(outcome="seen" if seen else "timeout")
+        return seen
 
     def _recheck(self, pod: PodRecord, node: str) -> str | None:
         """A refusal (the reservation released), or None after committing the pod to `node`."""

@@ -37,7 +37,46 @@ def member(name: str, node: str, shard: str | None = "s", ordinal: int | None = 
     return Member(f"db/{name}", node, shard, ordinal)
 
 
+def leaving(name: str, node: str, shard: str | None = "s", ordinal: int | None = None) -> Member:
+    return Member(f"db/{name}", node, shard, ordinal, terminating=True)
+
+
 CASES = [
+    pytest.param(
+        {"caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}]},
+        [leaving("s-0", "a1"), member("s-1", "a1")],
+        2,
+        ["caps"],
+        id="terminating-cap-a-pod-still-on-its-node-counts",
+    ),
+    pytest.param(
+        {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1}]},
+        [leaving("s-0", "b1"), member("s-1", "a1"), member("s-2", "b1"), member("s-3", "c1")],
+        4,
+        [],
+        id="terminating-spread-judged-on-what-stays",
+    ),
+    pytest.param(
+        {"spread": [{"topologyKey": ZONE_KEY, "maxSkew": 1}]},
+        [leaving("s-0", "b1"), leaving("s-1", "c1"), member("s-2", "a1"), member("s-3", "a2")],
+        4,
+        ["spread"],
+        id="terminating-spread-broken-once-they-are-gone",
+    ),
+    pytest.param(
+        {"shardAntiAffinity": [{"topologyKey": ZONE_KEY}]},
+        [leaving("s-0", "a1"), member("s-1", "a2")],
+        2,
+        ["shardAntiAffinity"],
+        id="terminating-anti-affinity-counts",
+    ),
+    pytest.param(
+        {"zones": {"allowed": ["b", "c"]}},
+        [leaving("s-0", "a1"), member("s-1", "b1")],
+        2,
+        [],
+        id="terminating-outside-allowed-zones-is-leaving",
+    ),
     pytest.param(
         {"caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}]},
         [member("s-0", "a1"), member("s-1", "a2")],

@@ -478,8 +478,8 @@ AB_NAMES = ["a1", "a2", "b1", "b2"]
         pytest.param(
             ZONE_SPREAD,
             {"placements": [at("c1", kind=PlacementKind.TERMINATING), at("a1"), at("b1")]},
-            expect(" ".join(ABC_NAMES)),
-            id="terminating-counts",
+            expect("c1 c2", group("F:spread", "a1 a2 b1 b2")),
+            id="terminating-not-counted-the-spread-holds-once-it-is-gone",
         ),
         pytest.param(
             {"spread": [spread(HOSTNAME_KEY)]},

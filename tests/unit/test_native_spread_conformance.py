@@ -281,8 +281,6 @@ FILTER_CASES = [
         [node("node-a", node="node-a"), node("node-b", node="node-b")],
         [pod("p-a", "node-a", terminating=True), pod("p-b", "node-b")],
         codes(node_a=SUCCESS, node_b=UNSCHEDULABLE),
-        departure="departure: a terminating pod counts until it is gone (README 'Which pods count'); native skips "
-        "pods with a deletionTimestamp, so native refuses node-b (1 vs 0), we pass both (1 vs 1)",
     ),
     case(
         S1,
@@ -611,8 +609,6 @@ SCORE_CASES = [
         [],
         [pod("p-a", "node-a", terminating=True), pod("p-b", "node-b")],
         {"node-a": 100, "node-b": 0},
-        departure="departure: a terminating pod counts until it is gone (README 'Which pods count'); native skips "
-        "it, so native prefers node-a (0 vs 1 pods), we tie a and b (1 vs 1)",
     ),
     case(
         SC,

@@ -20,6 +20,7 @@ from extender.engine import (
     NodeInfo,
     Outcome,
     Placement,
+    PlacementKind,
     PodRequest,
     Requirement,
     Snapshot,
@@ -101,8 +102,12 @@ def violations(
     pod: PodRequest,
     target: str,
 ) -> list[str]:
-    """Hard rules that placing `pod` on `target` breaks (native semantics: counts before placement)."""
+    """Hard rules that placing `pod` on `target` breaks (native semantics: counts before placement).
+
+    Terminating pods, per rule (README "Which pods count"): a cap and anti-affinity count them,
+    so neither is exceeded at any moment; a spread does not, so it holds once they are gone."""
     node = nodes[target]
+    staying = [p for p in placements if p.kind is not PlacementKind.TERMINATING]
     allowed = policy.get("zones", {}).get("allowed")
     out = []
     if allowed is not None and label(node, ZONE_KEY) not in allowed:
@@ -133,10 +138,10 @@ def violations(
             for n in counted.values()
             if n.schedulable and label(n, key) is not None and (allowed is None or label(n, ZONE_KEY) in allowed)
         }
-        low = min((pods_in(counted, placements, key, d) for d in eligible), default=0)
+        low = min((pods_in(counted, staying, key, d) for d in eligible), default=0)
         if len(eligible) < spread.get("minDomains", 0):
             low = 0
-        if pods_in(counted, placements, key, value) + 1 - low > spread["maxSkew"]:
+        if pods_in(counted, staying, key, value) + 1 - low > spread["maxSkew"]:
             out.append(f"spread {key} skew exceeded in {value}")
     for rule in policy.get("shardAntiAffinity", []):
         if rule["mode"] != "Required" or pod.shard is None:
@@ -266,7 +271,9 @@ def cases(draw) -> Case:
         ordinal = None
         if shard is not None:
             ordinal, next_ordinal[shard] = next_ordinal[shard], next_ordinal[shard] + 1
-        placements.append(Placement(f"db/p{i}", host, shard, ordinal))
+        leaving = draw(st.integers(0, 3)) == 0  # a terminating pod: a drain or a rolling update
+        kind = PlacementKind.TERMINATING if leaving else PlacementKind.BOUND
+        placements.append(Placement(f"db/p{i}", host, shard, ordinal, kind))
     shard = draw(st.sampled_from(SHARDS + [None]))
     pod = PodRequest("db/new", shard, next_ordinal[shard] if shard else None, constraints=draw(node_constraints(zones)))
     extra = draw(st.sampled_from([0, 1, 2, 4, None]))  # pods still to come after this one; None: size unknown

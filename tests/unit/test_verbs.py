@@ -562,3 +562,86 @@ def test_reading_the_inputs_is_not_charged_to_the_dead_end_deadline(monkeypatch)
     assert verbs.metrics.fallbacks.value(reason="deadline") == 0
     assert verbs._last is not None and verbs._last[2].analysis is not None
     assert not verbs._last[2].fell_back
+
+
+SPREAD_BY_APP = {
+    "group": {"selector": {"matchLabels": {"app": "web"}}},
+    "spread": [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}],
+}
+
+
+def _web(name: str, node_name: str | None = None, **kw):
+    return pod(name, labels={"app": "web"}, node_name=node_name, policy=SPREAD_BY_APP, phase="Running", **kw)
+
+
+def test_bind_waits_for_the_watch_so_a_replaced_pod_is_not_counted() -> None:
+    """A drain with a 0 s grace period: the old pod is deleted and its ReplicaSet creates the
+    replacement at once. Filter may run before the extender's watch has shown the deletion (it
+    still counts the old pod: 2/2/2, every zone passes); the bind waits until the watch shows
+    the replacement itself, and one watch shows pod events in order, so the deletion came first:
+    the re-check then refuses a zone that only the stale count allowed."""
+    import threading
+
+    store, binder, verbs = make([node(f"{z}1", z) for z in "abc"])
+    placed = {f"web-{z}{i}": f"{z}1" for z in "abc" for i in range(2)}
+    for name, where in placed.items():
+        store.apply("pods", "ADDED", _web(name, where))
+    replacement = _web("web-new")
+    assert sorted(do_filter(verbs, replacement, names(store)).NodeNames) == ["a1", "b1", "c1"]  # the stale view
+
+    def watch_catches_up() -> None:
+        time.sleep(0.2)
+        store.apply("pods", "DELETED", _web("web-a0", "a1"))
+        store.apply("pods", "ADDED", replacement)
+
+    threading.Thread(target=watch_catches_up).start()
+    refused = do_bind(verbs, replacement, "b1")
+    assert "refused to bind to b1" in refused.Error and "skew 2 > maxSkew 1" in refused.Error, refused.Error
+    assert verbs.metrics.bind_watch_waits.value(outcome="seen") == 1
+    assert do_bind(verbs, replacement, "a1").Error == ""
+    assert binder.calls == [("db/web-new", "a1")]
+
+
+def test_bind_refuses_a_pod_the_watch_never_shows_within_its_wait(monkeypatch) -> None:
+    import extender.server.verbs as verbs_module
+
+    monkeypatch.setattr(verbs_module, "BIND_WATCH_WAIT", 0.05)
+    store, binder, verbs = make([node("a1", "a")])
+    ghost = _web("web-ghost")
+    assert do_filter(verbs, ghost, ["a1"]).NodeNames == ["a1"]
+    result = do_bind(verbs, ghost, "a1")
+    assert "not in the extender's cache" in result.Error and "kube-scheduler will retry" in result.Error
+    assert binder.calls == [] and verbs.metrics.binds.value(result="not_seen") == 1
+
+
+def _replicaset_pod(name: str, policy: dict, app: str = "web") -> dict:
+    p = pod(name, labels={"app": app}, policy=policy)
+    p["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f", "uid": "uid-rs", "controller": True}
+    ]
+    return p
+
+
+def test_group_rules_on_a_pod_that_can_only_be_its_own_group_are_an_error_naming_the_fix() -> None:
+    """A Deployment's pod under a policy with group rules and no group.selector: its group is the
+    pod alone (the default group is one StatefulSet's pods), so the rules could never act. The
+    filter answers an Error (SchedulerError: no autoscaler buys a node for it) naming the fix."""
+    store, binder, verbs = make([node(f"{z}1", z) for z in "abc"])
+    spread = {"spread": [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]}
+    cases = [
+        (spread, "spread"),
+        ({"caps": [{"topologyKey": HOST, "max": 1}]}, "caps"),
+        ({**spread, "caps": [{"topologyKey": HOST, "max": 1}]}, "caps, spread"),
+    ]
+    for policy, rules in cases:
+        result = do_filter(verbs, _replicaset_pod("web-x", policy), names(store))
+        assert f"its {rules} count a group" in result.Error and "group.selector" in result.Error, result.Error
+        assert result.NodeNames is None
+    assert verbs.metrics.pod_decisions.value(result="invalid_policy") == len(cases)
+    # a pod-level rule acts on a pod alone; with a selector the group is the workload's pods
+    assert do_filter(verbs, _replicaset_pod("y", {"zones": {"allowed": ["b"]}}, app="y"), names(store)).NodeNames == [
+        "b1"
+    ]
+    selected = {**spread, "group": {"selector": {"matchLabels": {"app": "web"}}}}
+    store.apply("pods", "ADDED", _replicaset_pod("web-0", selected) | {"spec": {"nodeName": "a1"}})
+    assert sorted(do_filter(verbs, _replicaset_pod("web-z", selected), names(store)).NodeNames) == ["b1", "c1"]
