@@ -61,6 +61,8 @@ EVERY_MINOR = {
     "tests/e2e/test_match_label_keys.py": "spread semantics with matchLabelKeys under the Deployment controller's "
     "rolling update",
     "tests/e2e/test_scale_down.py": "the ReplicaSet controller's scale-down order and pod-deletion-cost",
+    "tests/e2e/test_drain.py": "the Eviction API, graceful termination held by a finalizer, and the ReplicaSet "
+    "controller replacing a terminating pod",
     "tests/e2e/test_deploy.py": "deploy/'s server-side dry-runs, RBAC (SubjectAccessReviews) and the CRD's CEL "
     "rules on that API server",
     "tests/e2e/test_helm.py": "the Helm chart's rendering, dry-run on that API server",

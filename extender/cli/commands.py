@@ -270,7 +270,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from ..ops.audit import as_json, audit, render
 
-    reports = audit(_live_store(args), args.namespace)
+    reports = audit(_live_store(args), args.namespace, args.scheduler_name)
     print(json.dumps(as_json(reports), indent=2) if args.json else render(reports))
     return 1 if any(r.violations or r.error for r in reports) else 0
 
@@ -347,7 +347,9 @@ def _show_change(args: argparse.Namespace, verb: str, kind: str, change) -> None
 def _adopt(args: argparse.Namespace) -> int:
     from ..kube.client import KubeApiError, connect
     from ..ops.adopt import adopt
-    from ..server.effects import update_workload
+    from ..ops.rollout import check_adoption
+    from ..server.effects import update_workload, write_adopted_rotation
+    from ..state.watcher import list_once
 
     try:
         kind, path = _workload_path(args.workload, args.namespace)
@@ -360,13 +362,34 @@ def _adopt(args: argparse.Namespace) -> int:
             spec = _policy_file(args.policy_file)
             inline = spec.model_dump_json(exclude_defaults=True)
             change = adopt(workload, spec, scheduler_name=args.scheduler_name, inline_policy=inline)
+        rollout = None
+        if kind == "StatefulSet":
+            rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
+            _show_rollout(rollout)
+            if not rollout.completes:
+                print("adopt: refused, nothing written: the rollout adopting starts would stall", file=sys.stderr)
+                return 2
         if not args.dry_run:
+            if rollout is not None and rollout.record is not None:
+                uid = workload["metadata"].get("uid")
+                write_adopted_rotation(api, rollout.record, uid, rollout.record_exists)
             update_workload(api, path, change.workload)
     except (PolicyError, ValueError, OSError, KubeApiError) as err:
         print(f"adopt: {err}", file=sys.stderr)
         return 2
     _show_change(args, "adopted", kind, change)
     return 0
+
+
+def _show_rollout(rollout) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck
+    """What the rollout adopt starts will do (ops/rollout.py), or why it would stall."""
+    if rollout.adopted:
+        kept = ", ".join(f"ordinal {o} in {z}" for o, z in sorted(rollout.adopted.items()))
+        print(f"  rotation: running pods outside it stay in their zones ({kept}), recorded in the ZoneRotation")
+    for step in rollout.steps:
+        print(f"  rollout: {step}")
+    for problem in rollout.problems:
+        print(f"  rollout: {problem}", file=sys.stderr)
 
 
 def _retire(args: argparse.Namespace) -> int:
@@ -398,9 +421,9 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     top.add_argument(
         "--log-level",
-        default=_env("EXTENDER_LOG_LEVEL"),
         choices=["debug", "info", "warning", "error"],
-        help="default: info for serve, dev and ab; warning for the operator commands (their -v: info, -vv: debug)",
+        help="default: $EXTENDER_LOG_LEVEL or info for serve, dev and ab; warning for the operator commands "
+        "(their -v: info, -vv: debug), which the variable, meant for the server, does not change",
     )
     top.add_argument(
         "--log-json", action="store_true", default=_env("EXTENDER_LOG_JSON") == "1", help="structured JSON logs"
@@ -541,6 +564,12 @@ def parser() -> argparse.ArgumentParser:
         "pending pods; exit 1 on a violation",
     )
     au.add_argument("-n", "--namespace", help="only this namespace")
+    au.add_argument(
+        "--scheduler-name",
+        default="placement-scheduler",
+        help="the schedulerName whose pods are held to their policies (default placement-scheduler, as adopt's); "
+        "a workload whose pods another scheduler placed, e.g. after retire, is not audited",
+    )
     au.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
     au.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     au.add_argument("--json", action="store_true")
@@ -603,7 +632,7 @@ def log_level(args: argparse.Namespace) -> str:
         return args.log_level
     verbose = getattr(args, "verbose", None)
     if verbose is None:
-        return "info"
+        return _env("EXTENDER_LOG_LEVEL", "info") or "info"
     return ("warning", "info")[verbose] if verbose < 2 else "debug"
 
 

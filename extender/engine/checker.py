@@ -55,6 +55,9 @@ class Member:
     volume_zone: str | None = None
     constraints: NodeConstraints | None = None  # the pod's nodeSelector, required affinity, tolerations
     terminating: bool = False  # deleted, still on its node: caps and anti-affinity count it, nothing else
+    # placed by the extender's scheduler: only such a pod's own zone is judged (zones, ordinal
+    # zones); another scheduler's pod still holds its place in the group's counts
+    ours: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def violations(
     permitted = spec.zones.permitted() if spec.zones else None
     staying = [m for m in members if not m.terminating]
     if permitted is not None:
-        for m in staying:
+        for m in (m for m in staying if m.ours):
             zone = _domain(nodes.get(m.node), zone_key, spec)
             if zone not in permitted:
                 out.append(Violation("zones", f"{m.pod} is on {m.node} in zone {zone}, outside {sorted(permitted)}"))
@@ -161,6 +164,8 @@ def _ordinal_violations(
     for shard, shard_members in sorted(by_shard.items()):
         order = zone_order(spec, record, shard)
         for m in sorted(shard_members, key=lambda m: m.ordinal or 0):
+            if not m.ours:
+                continue
             zone = _domain(nodes.get(m.node), zone_key, spec)
             ideal = order.zone_for(m.ordinal)  # type: ignore[arg-type]
             if zone != ideal and zone != m.volume_zone and order.adopted.get(m.ordinal) != zone:  # type: ignore[arg-type]

@@ -111,7 +111,13 @@ def zone_order_for(
     """The order for one StatefulSet: the policy's explicit order, else its record, else the
     first rotation (to be recorded). zone_node_counts: schedulable nodes per permitted zone."""
     if explicit:
-        return ZoneOrder(tuple(explicit), "explicit order from the policy")
+        # A record beside an explicit order still says which ordinals were adopted where (adopt
+        # writes one for a set whose running pods follow no rotation); its own order is unused.
+        adopted = dict(recorded.adopted) if recorded is not None else {}
+        how = "explicit order from the policy"
+        if adopted:
+            how += f"; {len(adopted)} ordinal(s) adopted outside it (ZoneRotation {recorded.name})"  # type: ignore[union-attr]
+        return ZoneOrder(tuple(explicit), how, adopted=adopted)
     if recorded is None:
         return first_rotation(zone_node_counts, volumes, placed)
     how = f"recorded in ZoneRotation {recorded.name}"

@@ -60,10 +60,17 @@ def _group_key(pod: PodRecord, spec: PlacementPolicySpec) -> tuple[str, str, str
 GroupKey = tuple[str, str, str]  # namespace, how the group is named, where its policy comes from
 
 
-def audit(store: ClusterStore, namespace: str | None = None) -> list[GroupReport]:
+# The kube-scheduler whose pods are held to their policies: the one `adopt` names by default.
+# Pods of another scheduler (the default one after `retire`, or before an adoption's rollout
+# reached them) keep their place in a group's counts but are not judged by its per-pod rules, and
+# a group none of whose pods is this scheduler's is not audited: `retire` leaves nothing behind.
+SCHEDULER_NAME = "placement-scheduler"
+
+
+def audit(store: ClusterStore, namespace: str | None = None, scheduler_name: str = SCHEDULER_NAME) -> list[GroupReport]:
     return [
-        entry if isinstance(entry, GroupReport) else _report(store, *entry)
-        for entry in _groups(store, namespace).values()
+        entry if isinstance(entry, GroupReport) else _report(store, *entry, scheduler_name=scheduler_name)
+        for entry in _groups(store, namespace, scheduler_name).values()
     ]
 
 
@@ -76,26 +83,37 @@ def group_report(store: ClusterStore, pod: PodRecord) -> GroupReport | None:
         return None
     if spec is None:
         return None
-    entry = _groups(store, pod.namespace).get(_group_key(counted, spec))
-    return None if entry is None or isinstance(entry, GroupReport) else _report(store, *entry)
+    entry = _groups(store, pod.namespace, pod.scheduler_name).get(_group_key(counted, spec))
+    return (
+        None
+        if entry is None or isinstance(entry, GroupReport)
+        else _report(store, *entry, scheduler_name=pod.scheduler_name)
+    )
 
 
 def _groups(
-    store: ClusterStore, namespace: str | None
+    store: ClusterStore, namespace: str | None, scheduler_name: str = SCHEDULER_NAME
 ) -> dict[GroupKey, GroupReport | tuple[PodRecord, PlacementPolicySpec, GroupKey, list[PodRecord]]]:
-    """Every group with a policy, in pod order: (a pod of it, its policy, its key, the pods
-    counted in it that no StatefulSet owns), or the report of a pod whose policy is invalid."""
+    """Every group with a policy and at least one pod of `scheduler_name`, in pod order: (a pod
+    of it, its policy, its key, the pods counted in it that no StatefulSet owns), or the report of
+    a pod of that scheduler whose policy is invalid. A group whose pods another scheduler placed
+    (all of them: a retired workload, whose annotation stays) is not audited."""
     groups: dict[GroupKey, Any] = {}
+    ours: set[GroupKey] = set()
     for pod in sorted(store.pods.values(), key=lambda p: p.key):
         if namespace is not None and pod.namespace != namespace:
             continue
         if pod.policy_ref is None and pod.policy_annotation is None:
             continue
+        mine = pod.scheduler_name == scheduler_name
         try:
             spec, counted = _policy_for(store, pod)
         except PolicyError as err:
+            if not mine:
+                continue  # its scheduler never reads the policy
             key = (pod.namespace, f"pod {pod.name}", "invalid policy")
             groups.setdefault(key, GroupReport(pod.namespace, key[1], key[2], None, {}, {}, error=str(err)))
+            ours.add(key)
             if not pod.node:
                 groups[key].pending[pod.key] = str(err)
             continue
@@ -103,9 +121,11 @@ def _groups(
             continue
         key = _group_key(counted, spec)
         entry = groups.setdefault(key, (counted, spec, key, []))
+        if mine:
+            ours.add(key)
         if counted is not pod:
             entry[3].append(counted)
-    return groups
+    return {key: entry for key, entry in groups.items() if key in ours}
 
 
 def _policy_for(store: ClusterStore, pod: PodRecord) -> tuple[PlacementPolicySpec | None, PodRecord]:
@@ -154,7 +174,13 @@ def _copies(pod: PodRecord, sts: StatefulSetRecord, spec: PlacementPolicySpec) -
 
 
 def _report(
-    store: ClusterStore, pod: PodRecord, spec: PlacementPolicySpec, key: GroupKey, unowned: list[PodRecord]
+    store: ClusterStore,
+    pod: PodRecord,
+    spec: PlacementPolicySpec,
+    key: GroupKey,
+    unowned: list[PodRecord],
+    *,
+    scheduler_name: str = SCHEDULER_NAME,
 ) -> GroupReport:
     _, snap = store.decision_inputs(pod, spec, tentative=False)
     counted = {p.uid: p for p in unowned}  # pods without an owner, as their group counts them
@@ -163,7 +189,16 @@ def _report(
     records = [r for r in records if not r.finished]
     nodes = store.topology.nodes
     members = [
-        Member(r.key, r.node, r.shard, r.ordinal, _volume_zone(store, r), r.constraints, r.terminating)
+        Member(
+            r.key,
+            r.node,
+            r.shard,
+            r.ordinal,
+            _volume_zone(store, r),
+            r.constraints,
+            r.terminating,
+            ours=r.scheduler_name == scheduler_name,
+        )
         for r in records
         if r.node
     ]
@@ -189,6 +224,8 @@ def _report(
     report.pending = {r.key: r.unschedulable or "not scheduled yet" for r in records if not r.node}
     report.next_scale_down_breaks = _replicaset_scale_down(spec, records, members, nodes, snap, found)
     for r in records:
+        if r.scheduler_name != scheduler_name:
+            continue  # constraints another scheduler's pod carries are its own (e.g. what retire wrote)
         sts = store.statefulsets.get((r.namespace, r.shard)) if r.shard else None
         found = pod_disagreements(r, spec, sts.selector_labels if sts else None)
         if found:

@@ -250,6 +250,19 @@ def update_workload(api: KubeHttp, path: str, workload: dict) -> None:
     api.call("PUT", path, body=body, timeout=30)
 
 
+def write_adopted_rotation(api: KubeHttp, record: RotationRecord, statefulset_uid: str | None, exists: bool) -> None:
+    """adopt's record of where a StatefulSet's running pods are kept (ops/rollout.py), written
+    before the template so the rollout it starts reads it: created, or, when the set has one, its
+    `adopted` map merged (the order, decided once, is never rewritten)."""
+    base = f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{record.namespace}/{ROTATION_PLURAL}"
+    body = rotation_object(record.namespace, record.statefulset, statefulset_uid, record.order, record.adopted)
+    if not exists:
+        api.create(base, body, timeout=30)
+        return
+    patch = {"spec": {"adopted": body["spec"]["adopted"]}}
+    api.call("PATCH", f"{base}/{record.name}", body=patch, timeout=30, content_type="application/merge-patch+json")
+
+
 class KubePodNudger:
     """Writes the policy generation on a waiting pod: an update kube-scheduler requeues it for."""
 

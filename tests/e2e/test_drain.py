@@ -13,10 +13,13 @@ the old pod with it, and the node is uncordoned for the next drain.
    of the group's pods, the terminating one included.
 
 Both: every replacement is placed (no pod left Pending).
+
+3. A Deployment's spread without `group.selector` is refused with a message naming the fix.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 
@@ -25,6 +28,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import NodeSpec
 
+from .workloads import POLICY_ANNOTATION as POLICY
 from .workloads import Sampler, cli, deployment, pods, wait_settled
 
 pytestmark = pytest.mark.e2e
@@ -150,3 +154,42 @@ def test_graceful_drains_never_double_a_node_under_a_cap_of_one(cluster, scenari
     )
     assert samples and doubled == 0, f"{doubled} of {len(samples)} samples saw two of the group on one node"
     assert len(_live(api, ns, name)) == 6 and all(p["spec"].get("nodeName") for p in _live(api, ns, name))
+
+
+def test_a_deployment_spread_without_a_selector_is_refused_with_the_fix(cluster, scenario, drain_nodes) -> None:  # noqa: ANN001
+    """A Deployment's pods are no StatefulSet's: without group.selector each would be a group of
+    one and the spread would do nothing (it once placed 4/2/0 with audit saying ok). Each pod is
+    refused with a message naming group.selector, and audit lists the workload; with the
+    selector written into the template, the rollout places the spread."""
+    api, name = cluster.admin, "no-selector"
+    ns = cluster.namespace(name)
+    rule = {"zones": {"allowed": ZONES}, "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    api.create(path, deployment(name, 6, policy=rule))
+
+    def told() -> list[str]:
+        waiting = [p for p in pods(api, ns, f"app={name}") if not p["spec"].get("nodeName")]
+        said = [
+            c.get("message", "")
+            for p in waiting
+            for c in (p.get("status") or {}).get("conditions") or ()
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        ]
+        return said if len(said) == 6 and all("group.selector" in m for m in said) else []
+
+    said = wait_for("6 pods told to set group.selector", told, 60)
+    assert all(p["spec"].get("nodeName") is None for p in pods(api, ns, f"app={name}")), "none placed"
+    audit = cli(cluster, "audit", "-n", ns)
+    assert audit.returncode == 1 and "group.selector" in audit.stdout, audit.stdout + audit.stderr
+    fixed = {**rule, "group": {"selector": {"matchLabels": {"app": name}}}}
+    annotation = {POLICY: json.dumps(fixed)}
+    api.merge_patch(f"{path}/{name}", {"spec": {"template": {"metadata": {"annotations": annotation}}}})
+    wait_for("6 new pods placed", lambda: len([p for p in _live(api, ns, name) if p["spec"].get("nodeName")]) == 6, 120)
+    wait_for("the old pods gone", lambda: len(pods(api, ns, f"app={name}")) == 6, 60)
+    skew, counts = _skew(api, ns, name)
+    scenario.repetitions += 1
+    scenario.pods_placed += 6
+    scenario.violations += int(skew > 1)
+    scenario.note = f"refused: {said[0][:80]}...; with the selector: {counts}"
+    assert skew <= 1, counts
+    assert cli(cluster, "audit", "-n", ns).returncode == 0

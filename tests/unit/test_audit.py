@@ -88,13 +88,19 @@ NOT_COPIES = [
 
 
 @pytest.mark.parametrize("copy", NOT_COPIES)
-def test_a_pod_that_copies_no_statefulset_stays_its_own_group(copy) -> None:
+def test_a_pod_that_copies_no_statefulset_is_not_counted_in_it(copy) -> None:
+    """Placed by hand by another scheduler: not the StatefulSet's, and its own policy, a group of
+    one (no owner, no group.selector), is one its scheduler never reads: not audited. Were it the
+    extender's pod, that policy would be refused, and audit lists it with the fix."""
     store = cluster()
     store.apply("policies", "ADDED", policy_object("crdb", CAP))
     by_hand(store, "rogue", "n1", **copy)
     reports = {r.group: r for r in audit(store, "db")}
-    assert set(reports) == {"StatefulSet crdb", "pod rogue"}
-    assert reports["StatefulSet crdb"].violations == [] and reports["pod rogue"].violations == []
+    assert set(reports) == {"StatefulSet crdb"} and reports["StatefulSet crdb"].violations == []
+    store.apply("pods", "ADDED", pod("ours", node_name="n1", **copy))
+    reports = {r.group: r for r in audit(store, "db")}
+    assert set(reports) == {"StatefulSet crdb", "pod ours"}
+    assert "group.selector" in (reports["pod ours"].error or ""), reports["pod ours"]
 
 
 def test_an_unplaced_copy_is_pending_in_its_group() -> None:
@@ -292,3 +298,22 @@ def test_audit_reads_the_zone_rotation_record() -> None:
     store.apply("rotations", "MODIFIED", rotation_object("db", "crdb", None, ("a", "b", "c"), {1: "a", 2: "b"}))
     (report,) = audit(store)
     assert report.violations == []
+
+
+def test_retire_leaves_nothing_behind() -> None:
+    """After `retire` the pods are the default scheduler's and keep the (inert) policy
+    annotation: audit holds none of them to it, whatever their placement, and does not flag the
+    native constraints retire wrote. Mid-rollout, the extender's pods are judged and the others
+    still hold their places in the group's counts."""
+    store = cluster()
+    for i in range(3):  # retired and recreated: another scheduler's, one pod doubled up, a spread written
+        retired = pod(f"crdb-{i}", sts="crdb", node_name="n0", labels=LABELS, policy=CAP, scheduler="default-scheduler")
+        retired["spec"]["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}
+        ]
+        store.apply("pods", "ADDED", retired)
+    assert audit(store, "db") == []
+    store.apply("pods", "ADDED", pod("crdb-2", sts="crdb", node_name="n2", labels=LABELS, policy=CAP))
+    (report,) = audit(store, "db")
+    assert report.violations == [f"caps: {HOST}=n0 holds 2 pods (db/crdb-0, db/crdb-1); at most 1 per {HOST} allows 1"]
+    assert report.native_disagreements == {}

@@ -114,3 +114,5 @@ def test_operator_commands_log_only_warnings_unless_asked(argv: list[str], level
 
     monkeypatch.delenv("EXTENDER_LOG_LEVEL", raising=False)
     assert log_level(parser().parse_args(argv)) == level
+    monkeypatch.setenv("EXTENDER_LOG_LEVEL", "debug")  # the server's variable: the operator commands keep quiet
+    assert log_level(parser().parse_args(argv)) == (level if argv[0] != "serve" else "debug")

@@ -17,7 +17,10 @@ NAME = "ordinalZones"
 
 def check(ctx: Context, node: NodeInfo) -> Failure | None:
     """Invariant: zone(node) = order[ordinal mod len(order)], or zone(node) holds a volume the
-    pod's claims are bound to (a pod is never stranded away from its volume).
+    pod's claims are bound to (a pod is never stranded away from its volume), or the ordinal was
+    running in zone(node) when the set was adopted (the record's `adopted`: nothing running moves,
+    and a pod a rolling update recreates may return where it ran, so adopting a set whose pods
+    follow no rotation cannot stall its rollout).
 
     A pod the rule cannot place (no StatefulSet owns it, or its name carries no ordinal) is
     refused on every node, naming the field: a hard rule that cannot be evaluated must not let
@@ -42,7 +45,7 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
     zone = ctx.domain(node, ctx.zone_key)
     if zone is None:
         return Failure(Outcome.UNRESOLVABLE, NAME, f"node has no zone label ({ctx.zone_key})")
-    if zone == ctx.ideal_zone or zone in ctx.pod.volume_zones:
+    if zone == ctx.ideal_zone or zone in ctx.pod.volume_zones or zone == _adopted_zone(ctx):
         return None
     if ctx.ideal_zone is None:
         return Failure(Outcome.UNRESOLVABLE, NAME, "no schedulable node with a zone label in the permitted zones")
@@ -56,22 +59,33 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
             f"ordinal {ctx.pod.ordinal} belongs in zone {ctx.ideal_zone} (zone order [{order}]), which has no "
             "schedulable node now: it waits for that zone",
         )
+    adopted = _adopted_zone(ctx)
+    also = f" or {adopted}, where it ran when the set was adopted" if adopted else ""
     return Failure(
         Outcome.UNRESOLVABLE,
         NAME,
-        f"ordinal {ctx.pod.ordinal} belongs in zone {ctx.ideal_zone} (zone order [{order}]); node is in zone {zone}",
+        f"ordinal {ctx.pod.ordinal} belongs in zone {ctx.ideal_zone}{also} (zone order [{order}]); node is in zone "
+        f"{zone}",
     )
 
 
+def _adopted_zone(ctx: Context) -> str | None:
+    if ctx.zone_order is None or ctx.pod.ordinal is None:
+        return None
+    return ctx.zone_order.adopted.get(ctx.pod.ordinal)
+
+
 def zones_for(ctx: Context) -> frozenset[str] | None:
-    """The zones the check accepts for the context's pod (its ordinal's zone and its volumes'), or
+    """The zones the check accepts for the context's pod (its ordinal's zone, its volumes', the
+    zone it was adopted in), or
     None when it accepts none yet (no zone order: no schedulable zone was ever seen) or the pod is
     not one the rule places (no StatefulSet or ordinal: the check refuses it everywhere)."""
     if ctx.spec.ordinalZones is None or ctx.pod.shard is None or ctx.pod.ordinal is None:
         return None
     if ctx.ideal_zone is None:
         return None
-    return frozenset({ctx.ideal_zone, *ctx.pod.volume_zones})
+    adopted = _adopted_zone(ctx)
+    return frozenset({ctx.ideal_zone, *ctx.pod.volume_zones, *((adopted,) if adopted else ())})
 
 
 def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
