@@ -43,6 +43,40 @@ MAX_FRACTION_LENGTH = 20
 # catching a typo with the field named, not about cost.
 MAX_MIN_DOMAINS = 65_000
 
+# Zones one policy may name: in zones.allowed, in all of zones.fallbackGroups together, in
+# zones.weights, in ordinalZones.order. Cloud regions have 3 to 6 zones and a cluster that spans
+# regions a few dozen; per decision the engine walks the permitted zones, and a pod no node takes
+# has its remedy tried zone by zone. A valid policy listing 5,000 zones held the cache 26.7 s.
+# (A ZoneRotation's order has the same bound, extender/api/rotation.py.)
+MAX_POLICY_ZONES = 64
+
+# zones.fallbackGroups: ordered tiers (primary, secondary, ...). A decision may try each in turn.
+MAX_FALLBACK_GROUPS = 8
+
+# spread and shardAntiAffinity entries: one per topology key, as caps (MAX_CAPS); every key adds a
+# column to the per-decision class table and a term to the dead-end analysis.
+MAX_TOPOLOGY_RULES = 16
+
+# group.selector: it is matched against every pod event of its namespace for every cached group
+# (state/groups.py), so each part is bounded: label pairs, expressions, values in one expression.
+# Real selectors name a handful of labels; at these bounds a selector is at most ~20 KB.
+MAX_SELECTOR_LABELS = 16
+MAX_SELECTOR_EXPRESSIONS = 8
+MAX_SELECTOR_VALUES = 32
+# A label value, as Kubernetes bounds it (63 characters).
+MAX_LABEL_VALUE = 63
+
+# A PlacementPolicy object's spec, in bytes of JSON, as the extender reads it: twice the inline
+# annotation's (MAX_POLICY_ANNOTATION_BYTES), and room for every section at its bound at once with
+# names of ordinary length (tests/extreme_policies.py: ~30 KB). The CRD bounds every list and
+# string; names at their longest could pass those and not this, which the message then names.
+MAX_POLICY_OBJECT_BYTES = 64 * 1024
+
+# Remedies (engine/remedy.py): what would free a pod no node takes is tried change by change, each
+# a decision; at most this many zones get a "one more node here" try (the pod's own ordinal zone
+# and the zones with nodes first), and the whole search stops at the decision deadline.
+MAX_REMEDY_ZONES = 8
+
 # -- requests ---------------------------------------------------------------------------------------
 # Nesting depth of a request body. A Pod as kube-scheduler sends it nests about 15 levels
 # (managedFields' fieldsV1 is the deepest part); Python's decoder would give up near 1,000.
@@ -60,6 +94,12 @@ DEFAULT_MAX_BODY = 128 * 1024 * 1024
 # alone (logged, and counted in extender_decision_fallbacks_total). A tenth of kube-scheduler's
 # 5 s extender timeout: no workload's policy can hold the store, and so other pods, for longer.
 DEFAULT_DECISION_DEADLINE = 0.5
+
+# What one hold of the cache's lock may take beyond the decision deadline: the parts of a decision
+# the deadline does not cut (reading the inputs, the hard rules over the candidate classes, one
+# remedy try in progress when the remedy budget runs out). Held by a property over valid policies
+# at every bound on the benchmark's 1,000-node cluster (tests/unit/test_extreme_policies.py).
+LOCK_HOLD_MARGIN = 0.5
 
 # How many final-count levels the dead-end analysis tries per hard spread (see
 # engine/lookahead.py: the level is the emptiest domain's final count). The window of possible

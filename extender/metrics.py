@@ -184,8 +184,7 @@ def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  
         return {(("kind", k),): away.get(k, 0.0) for k in store.synced}
 
     def reservations() -> dict[Labels, float]:
-        with store.lock.held("metrics"):
-            counts = store.reservations.counts()
+        counts = store.reservations.counts()  # without the lock: /metrics never waits on a decision
         return {(("kind", k),): float(v) for k, v in counts.items()}
 
     metrics.add_gauge("extender_cache_objects", "Objects in the watch cache, by kind.", objects)

@@ -19,13 +19,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..limits import (
     MAX_CAPS,
+    MAX_FALLBACK_GROUPS,
     MAX_FRACTION_LENGTH,
     MAX_GROUP_SIZE,
+    MAX_LABEL_VALUE,
     MAX_MIN_DOMAINS,
     MAX_POLICY_ANNOTATION_BYTES,
     MAX_POLICY_DEPTH,
     MAX_POLICY_ERRORS,
     MAX_POLICY_MESSAGE,
+    MAX_POLICY_OBJECT_BYTES,
+    MAX_POLICY_ZONES,
+    MAX_SELECTOR_EXPRESSIONS,
+    MAX_SELECTOR_LABELS,
+    MAX_SELECTOR_VALUES,
+    MAX_TOPOLOGY_RULES,
 )
 
 API_GROUP = "placement.extender.dev"
@@ -54,6 +62,7 @@ HOSTNAME_KEY = "kubernetes.io/hostname"
 
 LabelKey = Annotated[str, Field(min_length=1, max_length=316, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")]
 ZoneName = Annotated[str, Field(min_length=1, max_length=63)]
+LabelValue = Annotated[str, Field(max_length=MAX_LABEL_VALUE)]
 
 
 class Comparison(StrEnum):
@@ -90,7 +99,7 @@ class _Model(BaseModel):
 class LabelSelectorRequirement(_Model):
     key: LabelKey
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
+    values: list[LabelValue] = Field(default_factory=list, max_length=MAX_SELECTOR_VALUES)
 
     @model_validator(mode="after")
     def _values_match_operator(self) -> LabelSelectorRequirement:
@@ -104,8 +113,8 @@ class LabelSelectorRequirement(_Model):
 class LabelSelector(_Model):
     """A Kubernetes label selector; an empty selector matches every pod of the namespace."""
 
-    matchLabels: dict[str, str] = Field(default_factory=dict)
-    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+    matchLabels: dict[str, LabelValue] = Field(default_factory=dict, max_length=MAX_SELECTOR_LABELS)
+    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list, max_length=MAX_SELECTOR_EXPRESSIONS)
 
     def matches(self, labels: dict[str, str]) -> bool:
         for key, value in self.matchLabels.items():
@@ -260,6 +269,7 @@ class OrdinalZones(_Model):
 
     order: list[ZoneName] | None = Field(
         default=None,
+        max_length=MAX_POLICY_ZONES,
         description="Explicit zone order. Default: derived from the zones' node counts, pinned by the "
         "zones that already hold the StatefulSet's pods and volumes (see README: stable ordinal zones).",
     )
@@ -279,15 +289,19 @@ class Zones(_Model):
     allowed: list[ZoneName] | None = Field(
         default=None,
         min_length=1,
+        max_length=MAX_POLICY_ZONES,
         description="Required zones (at least one): nodes outside them, or without a zone label, are filtered.",
     )
-    fallbackGroups: list[list[ZoneName]] | None = Field(
+    fallbackGroups: list[Annotated[list[ZoneName], Field(max_length=MAX_POLICY_ZONES)]] | None = Field(
         default=None,
+        max_length=MAX_FALLBACK_GROUPS,
         description="Ordered zone groups: use the first group's zones; move to the next only when no "
         "candidate node of the earlier groups is feasible.",
     )
     weights: dict[str, Annotated[int, Field(ge=0, le=100)]] | None = Field(
-        default=None, description="Score preference per zone (0-100); unlisted zones weigh 0."
+        default=None,
+        max_length=MAX_POLICY_ZONES,
+        description="Score preference per zone (0-100); unlisted zones weigh 0.",
     )
 
     @model_validator(mode="after")
@@ -333,8 +347,8 @@ class PlacementPolicySpec(_Model):
     )
     zones: Zones | None = None
     ordinalZones: OrdinalZones | None = None
-    spread: list[Spread] = Field(default_factory=list)
-    shardAntiAffinity: list[ShardAntiAffinity] = Field(default_factory=list)
+    spread: list[Spread] = Field(default_factory=list, max_length=MAX_TOPOLOGY_RULES)
+    shardAntiAffinity: list[ShardAntiAffinity] = Field(default_factory=list, max_length=MAX_TOPOLOGY_RULES)
     deadEndAvoidance: bool = Field(
         default=True,
         description="Filter out a node after which the rest of the group (when its size is known) "
@@ -407,6 +421,12 @@ def parse_spec(data: object, source: str) -> PlacementPolicySpec:
     """Validate a policy spec from a mapping; raise PolicyError naming the source and the field."""
     if not isinstance(data, dict):
         raise PolicyError(f"invalid placement policy in {source}: expected a mapping, got {type(data).__name__}")
+    size = len(json.dumps(data, default=str, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    if size > MAX_POLICY_OBJECT_BYTES:
+        raise PolicyError(
+            f"invalid placement policy in {source}: the spec is {size:,} bytes of JSON; the limit is "
+            f"{MAX_POLICY_OBJECT_BYTES:,} (every list in it is bounded too: README 'Limits')"
+        )
     try:
         return PlacementPolicySpec.model_validate(data)
     except ValidationError as err:

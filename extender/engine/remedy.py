@@ -12,7 +12,11 @@ changes an operator can make and keeps those under which some node would take th
   on it: a rolling update's old pods then stop counting against the new ones.
 
 Each try is one evaluation with the dead-end analysis on (the decision filter would make), under
-a short deadline, so the whole costs a few decisions and only for a pod no node passes.
+a short deadline, so the whole costs a few decisions and only for a pod no node passes. The tries
+are bounded whatever the policy lists: at most MAX_REMEDY_ZONES zones get a "one more node" try
+(the pod's ordinal zone, then the zones with nodes, then the other permitted zones, in name
+order), and the search stops at `deadline` with what it found (a valid policy allowing 5,000
+zones without nodes once made it decide 4,997 times, 26.7 s under the cache lock).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..api.policy import PlacementPolicySpec
+from ..limits import MAX_REMEDY_ZONES
 from .evaluate import evaluate
 from .model import NodeInfo, PodRequest, Snapshot
 from .plan import copy_of, with_nodes
@@ -48,11 +53,17 @@ def remedies(
     snap: Snapshot,
     candidates: Sequence[str],
     regroup: Callable[[PlacementPolicySpec], Snapshot] | None = None,
+    deadline: float | None = None,
 ) -> list[Remedy]:
     """The changes under which some node would take the pod, for a pod none takes now.
     `candidates` are the nodes kube-scheduler's own filters passed; `labels`, the pod's;
     `regroup(spec)` the snapshot of the pod's group under another policy (the cache decides who
-    is in a group: needed for the matchLabelKeys remedy, skipped without it)."""
+    is in a group: needed for the matchLabelKeys remedy, skipped without it); past `deadline`
+    (time.monotonic) no further change is tried."""
+
+    def out_of_time() -> bool:
+        return deadline is not None and time.monotonic() > deadline
+
     out: list[Remedy] = []
     nodes = snap.topology.nodes
     zone_key = spec.topology.zone
@@ -62,27 +73,32 @@ def remedies(
         zone = node.labels.get(zone_key) if node is not None else None
         if node is not None and zone is not None:
             shapes.setdefault(zone, node)
-    wanted = _zones_wanted(spec, pod, snap)
+    own, permitted = _zones_wanted(spec, pod, snap)
+    tries = [*sorted(own), *sorted(shapes.keys() - own), *sorted(permitted - own - shapes.keys())]
+    tries = tries[:MAX_REMEDY_ZONES]
     if shapes:
         any_node = next(iter(shapes.values()))
-        for zone in sorted(wanted - shapes.keys()):  # a zone with no usable node now
-            shapes[zone] = NodeInfo(any_node.name, {**any_node.labels, zone_key: zone}, True, any_node.taints)
+        for zone in tries:
+            if zone not in shapes:  # a zone with no usable node now
+                shapes[zone] = NodeInfo(any_node.name, {**any_node.labels, zone_key: zone}, True, any_node.taints)
     freeing = []
-    for zone, shape in sorted(shapes.items()):
-        new = copy_of(shape, f"remedy-{zone}")
+    for zone in sorted(z for z in tries if z in shapes):
+        if out_of_time():
+            break
+        new = copy_of(shapes[zone], f"remedy-{zone}")
         if new.name in _passes(spec, pod, with_nodes(snap, [new]), [*candidates, new.name]):
             freeing.append(zone)
     if freeing:
         where = " or ".join(freeing)
         out.append(Remedy("node", f"one more schedulable node in zone {where}"))
     for i, cap in enumerate(spec.caps):
-        if cap.max is None:
+        if cap.max is None or out_of_time():
             continue
         caps = list(spec.caps)
         caps[i] = cap.model_copy(update={"max": cap.max + 1})
         if _passes(spec.model_copy(update={"caps": caps}), pod, snap, candidates):
             out.append(Remedy("cap", f"a cap of {cap.max + 1} per {cap.topologyKey} (now {cap.max})"))
-    if not spec.group.matchLabelKeys and regroup is not None:
+    if not spec.group.matchLabelKeys and regroup is not None and not out_of_time():
         for key in REVISION_LABELS:
             if key in labels:
                 split = spec.model_copy(update={"group": spec.group.model_copy(update={"matchLabelKeys": [key]})})
@@ -98,19 +114,17 @@ def remedies(
     return out
 
 
-def _zones_wanted(spec: PlacementPolicySpec, pod: PodRequest, snap: Snapshot) -> set[str]:
+def _zones_wanted(spec: PlacementPolicySpec, pod: PodRequest, snap: Snapshot) -> tuple[set[str], set[str]]:
     """Zones a new node could be worth trying in beyond today's usable ones: the pod's ordinal
-    zone (under ordinal zones) and the allowed zones."""
+    zones (under ordinal zones), and the permitted zones."""
     from .evaluate import ordinal_pod_zones
 
-    wanted: set[str] = set()
+    own: set[str] = set()
     if spec.ordinalZones is not None:
         zones, _ = ordinal_pod_zones(spec, pod, snap)
-        wanted |= set(zones or ())
+        own |= set(zones or ())
     permitted = spec.zones.permitted() if spec.zones else None
-    if permitted:
-        wanted |= set(permitted)
-    return wanted
+    return own, set(permitted or ())
 
 
 def render(found: list[Remedy]) -> str:

@@ -8,11 +8,13 @@ rule now (a pod placed by hand, a node lost) is said so, with audit's words for 
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..api.policy import PolicyError
 from ..engine import broken_rules, evaluate, remedies, zone_of
+from ..limits import DEFAULT_DECISION_DEADLINE
 from ..state.store import ClusterStore
 from .audit import group_report
 
@@ -87,7 +89,8 @@ def explain(store: ClusterStore, namespace: str, name: str) -> Explanation:
     fixes = []
     if not decision.passed():
         regroup = lambda other: store.decision_inputs(pod, other)[1]  # noqa: E731
-        fixes = [r.text for r in remedies(spec, request, pod.labels, snap, names, regroup)]
+        deadline = time.monotonic() + DEFAULT_DECISION_DEADLINE
+        fixes = [r.text for r in remedies(spec, request, pod.labels, snap, names, regroup, deadline)]
     group = group_report(store, pod)
     if group is None:
         return Explanation(pod.key, pod.node, source, notes, out, remedies=fixes)

@@ -21,7 +21,8 @@ from .ports import EventSink
 from .reuse import DecisionInputs
 
 REMEDY_INTERVAL = 60.0  # seconds between computing what would free one Pending pod
-REMEDY_SPACING = 1.0  # seconds between two such computations, whatever the pods: a bound on the lock time
+REMEDY_SPACING = 1.0  # seconds between two such computations, whatever the pods: a bound on how often
+REMEDY_BUDGET = 0.5  # seconds one computation may hold the cache (the Verbs pass their decision deadline)
 ANSWERS_REMEMBERED = 10_000
 OWED_REMEMBERED = 1000
 
@@ -43,9 +44,10 @@ def rejection_summary(decision: Decision) -> str:
 class RemedyDesk:
     """The remedies computed, the one owed, and when the last was computed."""
 
-    def __init__(self, store: ClusterStore, events: EventSink) -> None:
+    def __init__(self, store: ClusterStore, events: EventSink, budget: float = REMEDY_BUDGET) -> None:
         self.store = store
         self.events = events
+        self.budget = budget  # seconds one computation may take, under the cache lock
         self.answers: OrderedDict[str, tuple[float, str]] = OrderedDict()  # uid -> (when, text)
         self.owed: OrderedDict[str, tuple] = OrderedDict()  # uid -> what computing it needs
         self.last_computed = -1e9
@@ -75,6 +77,7 @@ class RemedyDesk:
                 inputs.snap,
                 names,
                 lambda other: self.store.decision_inputs(pod, other)[1],
+                deadline=time.monotonic() + self.budget,
             )
         text = (" — it would be placed with " + "; or ".join(r.text for r in found)) if found else ""
         self.answers[pod.uid] = (now, text)

@@ -71,7 +71,7 @@ class Verbs:
     def __post_init__(self) -> None:
         self.store.lock.observe = lambda seconds, holder: self.metrics.lock_hold.observe(seconds, holder=holder)
         self.rotations = RotationRecorder(self.store, self.records)
-        self.remedies = RemedyDesk(self.store, self.events)
+        self.remedies = RemedyDesk(self.store, self.events, budget=self.decision_deadline)
         self.disagreements = DisagreementWarner(self.store, self.events)
 
     # ---------------------------------------------------------------- filter

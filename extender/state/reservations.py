@@ -98,8 +98,10 @@ class Reservations:
             self.version += 1
 
     def counts(self) -> dict[str, int]:
-        self.expire()
+        """Reservations by kind, without the lock: /readyz and /metrics never wait on a decision.
+        One copy of the table, made in C under the GIL, is read; ones past their time but not
+        expired yet still count (the next decision expires them)."""
         out = {k.value: 0 for k in (PlacementKind.TENTATIVE, PlacementKind.COMMITTED)}
-        for r in self._by_uid.values():
+        for r in list(self._by_uid.values()):
             out[r.kind.value] += 1
         return out

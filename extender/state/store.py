@@ -539,20 +539,21 @@ class ClusterStore:
         return self.data_version, self.reservations.version
 
     def stats(self) -> dict[str, Any]:
-        with self.lock:
-            return {
-                "nodes": len(self.topology.nodes),
-                "pods": len(self.pods),
-                "statefulsets": len(self.statefulsets),
-                "claims": len(self.claims),
-                "volumes": len(self.volumes),
-                "policies": len(self.policies),
-                "rotations": len(self.rotations),
-                "reservations": self.reservations.counts(),
-                "synced": dict(self.synced),
-                "listed": dict(self.listed),
-                "disconnected_seconds": {k: round(v, 1) for k, v in self.staleness().items()},
-            }
+        """Object counts and sync state, read without the lock (each a len() or one copy, atomic
+        under the GIL): /readyz and /metrics answer while a decision holds the cache."""
+        return {
+            "nodes": len(self.topology.nodes),
+            "pods": len(self.pods),
+            "statefulsets": len(self.statefulsets),
+            "claims": len(self.claims),
+            "volumes": len(self.volumes),
+            "policies": len(self.policies),
+            "rotations": len(self.rotations),
+            "reservations": self.reservations.counts(),
+            "synced": dict(self.synced),
+            "listed": dict(self.listed),
+            "disconnected_seconds": {k: round(v, 1) for k, v in self.staleness().items()},
+        }
 
 
 def _discard(index: dict, key: Any, uid: str) -> None:

@@ -199,12 +199,12 @@ def test_the_deepest_valid_policy_is_well_within_the_depth_limit() -> None:
 
 def test_a_policy_error_message_stays_short_however_many_entries_are_wrong() -> None:
     with pytest.raises(PolicyError) as err:
-        parse_annotation("shardAntiAffinity: [" + "a, " * 10_000 + "]", "annotation on pod db/x")
+        parse_annotation("shardAntiAffinity: [" + "a, " * 16 + "]", "annotation on pod db/x")
     message = str(err.value)
     assert len(message) <= 1024
     assert message.startswith("invalid placement policy in annotation on pod db/x: shardAntiAffinity.0: ")
     assert message.endswith(
-        "shardAntiAffinity.4: Input should be a valid dictionary or instance of ShardAntiAffinity; and 9995 more"
+        "shardAntiAffinity.4: Input should be a valid dictionary or instance of ShardAntiAffinity; and 11 more"
     )
 
 
@@ -218,14 +218,20 @@ def test_thousands_of_caps_get_one_error() -> None:
     )
 
 
-def test_a_policy_object_with_thousands_of_errors_gets_a_short_message() -> None:
-    """A PlacementPolicy object goes through the same formatter: the message is repeated for every
-    node of the answer, so it lists five field errors and counts the rest."""
+def test_a_policy_object_with_thousands_of_entries_gets_a_short_message() -> None:
+    """A PlacementPolicy object goes through the same bounds and formatter: a list past its bound
+    is one error naming it, and an object past MAX_POLICY_OBJECT_BYTES is refused unread."""
     from extender.api.policy import parse_spec
 
     with pytest.raises(PolicyError) as err:
         parse_spec({"shardAntiAffinity": ["a"] * 10_000}, "PlacementPolicy db/p")
-    assert len(str(err.value)) < 600 and str(err.value).endswith("; and 9995 more")
+    assert str(err.value) == (
+        "invalid placement policy in PlacementPolicy db/p: shardAntiAffinity: List should have at most 16 items "
+        "after validation, not 10000"
+    )
+    with pytest.raises(PolicyError) as err:
+        parse_spec({"shardAntiAffinity": ["a" * 100] * 1_000}, "PlacementPolicy db/p")
+    assert "the limit is 65,536" in str(err.value) and len(str(err.value)) < 300
 
 
 # -- 3. lone surrogates -------------------------------------------------------------------------------

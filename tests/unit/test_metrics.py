@@ -133,3 +133,34 @@ def test_readyz_and_the_stale_gauge_report_a_kind_disconnected_past_the_bound() 
     store.connected("pods")
     assert client.get("/readyz").status_code == 200
     assert 'extender_cache_stale_seconds{kind="pods"} 0' in client.get("/metrics").get_data(as_text=True)
+
+
+def test_readyz_and_metrics_answer_while_a_decision_holds_the_cache() -> None:
+    """A decision may hold the store's lock up to its deadline (and a hostile policy once held it
+    26 s): /readyz and /metrics read counts without it, so they answer while it is held. The
+    holder below releases only after both answered; were either to wait, the join times out."""
+    import threading
+
+    store, _, _, client = make()
+    held, release, answered = threading.Event(), threading.Event(), {}
+
+    def long_decision() -> None:
+        with store.lock.held("filter"):
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=long_decision)
+    holder.start()
+    held.wait(5)
+
+    def ask() -> None:
+        answered["readyz"] = client.get("/readyz").status_code
+        answered["metrics"] = client.get("/metrics").status_code
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    asker.join(10)
+    still_held = holder.is_alive()
+    release.set()
+    holder.join(10)
+    assert still_held and answered == {"readyz": 200, "metrics": 200}, answered
