@@ -28,6 +28,15 @@
    its PodScheduled condition and in the extender's InvalidPlacementPolicy event; kube-scheduler
    logged no failed extender call. Both wall times of "good" are in the summary: they are shown,
    not asserted (timings on a 2-core CI runner are figures, not verdicts).
+
+3. A valid policy at every bound (issue 35). "extreme" (3 replicas) carries an inline policy with
+   every list at its bound at once (tests/extreme_policies.py: 64 allowed zones, none with a node,
+   as its ordinal order and weights; 16 caps, spreads and anti-affinity rules; a selector at its
+   bounds; group.size at 10^6): valid, so its pods are refused by the rules and their remedy is
+   searched. Created first, then "good": "good" places in under twice its time alone (the
+   issue's own yardstick: before the bounds, a 5,000-zone policy left 8 of 20 pods of another
+   tenant bound after 240 s), /readyz answers 200 at every sample (0.2 s apart), and kube-scheduler
+   logs no failed or timed-out extender call.
 """
 
 from __future__ import annotations
@@ -48,12 +57,14 @@ from extender.limits import MAX_GROUP_SIZE, MAX_POLICY_ANNOTATION_BYTES, MAX_POL
 
 from .workloads import (
     ZONE,
+    Sampler,
     cap_and_spread_violations,
     count_pods,
     create_statefulset,
     events_for,
     node_zones,
     pods,
+    readyz_status,
     scheduled_at,
     scheduled_message,
     statefulset,
@@ -282,6 +293,7 @@ def test_healthy_set_alone(nodes, scenario) -> None:
     elapsed, placed = good.seconds, good.pods
     found = rule_violations(placed, node_zones(api), 1)
     GOOD_ALONE["figures"] = good.figures()
+    GOOD_ALONE["seconds"] = f"{good.seconds}"
     scenario.repetitions += 1
     scenario.pods_placed += len(placed)
     scenario.violations += len(found)
@@ -405,3 +417,51 @@ def test_over_limit_policies_stay_pending_beside_healthy_set(nodes, scenario) ->
         # Pending pods are retried for as long as they exist: leave none for later modules' figures.
         for name in bad:
             api.delete(f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}")
+
+
+def test_a_valid_policy_at_every_bound_does_not_slow_another_tenant(nodes, scenario) -> None:
+    from extreme_policies import SECTIONS, at_bounds, zone_names
+
+    cluster, _ = nodes
+    api = cluster.admin
+    ns = cluster.namespace("extreme")
+    policy = at_bounds(set(SECTIONS) - {"fallback"}, zone_names(ZONES, 0))
+    assert len(json.dumps(policy).encode()) < MAX_POLICY_ANNOTATION_BYTES
+    scheduler_log = LogMark(cluster.log_dir / "placement-scheduler.log")
+    extreme = statefulset("extreme", BAD_REPLICAS, policy=policy)
+    try:
+        with Sampler(lambda: readyz_status(cluster.ports["extender"])) as readiness:
+            # The tenant at the bounds first, its pods refused (and retried by kube-scheduler, their
+            # remedies searched), then "good": created on its own, as alone, so the comparison is the
+            # scheduling (created together, kube-controller-manager's 20 QPS paced "good" alone).
+            create_statefulset(api, ns, extreme)
+            wait_for(
+                "the extreme pods refused by their rules",
+                lambda: len([p for p in pods(api, ns, "app=extreme") if scheduled_message(p)]) == BAD_REPLICAS,
+                60,
+            )
+            time.sleep(3)  # kube-controller-manager's client (20 QPS, burst 30) back to a full burst, as alone
+            good = place_good(api, ns)
+            time.sleep(2)  # the extreme pods' retries and remedies go on: /readyz is sampled meanwhile
+        found = rule_violations(good.pods, node_zones(api), 1)
+        refused = [p for p in pods(api, ns, "app=extreme") if not p["spec"].get("nodeName")]
+        statuses = Counter(v for _, v in readiness.samples)
+        failures = extender_call_failures(scheduler_log.since())
+        alone = float(GOOD_ALONE.get("seconds", "nan"))
+        scenario.repetitions += 1
+        scenario.pods_placed += len(good.pods)
+        scenario.violations += len(found)
+        scenario.wall_time = good.seconds
+        scenario.note = (
+            f"{GOOD_REPLICAS} pods of 'good' placed in {good.figures()} beside a valid policy at every bound "
+            f"(alone: {GOOD_ALONE.get('figures', 'not measured')}); /readyz {dict(statuses)}; "
+            f"kube-scheduler: {len(failures)} failed extender calls; {len(refused)} extreme pods Pending"
+        )
+        print(f"\n{scenario.note}")
+        assert not found, found
+        assert len(refused) == BAD_REPLICAS, "the extreme pods are refused by their rules (no allowed zone has a node)"
+        assert set(statuses) == {200}, statuses
+        assert not failures, f"kube-scheduler logged {len(failures)} failed extender calls: {failures[:5]}"
+        assert good.seconds < 2 * alone, f"'good' took {good.seconds:.1f}s beside it, {alone:.1f}s alone"
+    finally:
+        api.delete(f"/apis/apps/v1/namespaces/{ns}/statefulsets/extreme")

@@ -6,6 +6,10 @@ builders.py's objects) with random mutations of the kinds outside testing found 
 deep nesting, lone surrogates and odd Unicode, 5,000-digit names and numbers, oversize and deeply
 nested policy annotations in JSON and YAML, odd NodeNames, NaN, broken UTF-8, truncation.
 Its example count comes from the Hypothesis profile (tests/conftest.py): 300 locally, 10,000 in CI.
+
+Valid extreme policies too (tests/extreme_policies.py: every section at its bound, alone and
+combined): among the mutated bodies' policies, and in a test of their own that holds each verb's
+answer, and every hold of the cache's lock, to the decision deadline plus LOCK_HOLD_MARGIN.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from extender.api.policy import INLINE_POLICY_ANNOTATION
 from extender.server.app import create_app
 from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
+from extreme_policies import extreme_policies
 
 from builders import HOST, YAML_FRAGMENTS, ZONE, node, pod, statefulset
 from fakes import RecordedEvents
@@ -138,7 +143,7 @@ class OkBinder:
         pass
 
 
-def fixture_client():
+def fixture_verbs() -> Verbs:
     """The wire fixtures' cluster (6 nodes in zone-a/b/c, StatefulSet db/crdb of 3), a binder
     that succeeds, so bind runs all the way for a pod filter has seen."""
     store = ClusterStore()
@@ -149,10 +154,15 @@ def fixture_client():
     store.apply("statefulsets", "ADDED", statefulset("crdb", 3, claim_templates=("datadir",)))
     store.apply("statefulsets", "ADDED", statefulset("w", 3))
     store.apply("pods", "ADDED", pod("w-2", sts="w", node_name="node-a1", policy=CAPS))
-    return create_app(Verbs(store, binder=OkBinder(), events=RecordedEvents())).test_client()  # type: ignore[arg-type]
+    return Verbs(store, binder=OkBinder(), events=RecordedEvents())  # type: ignore[arg-type]
+
+
+def fixture_client():
+    return create_app(fixture_verbs()).test_client()
 
 
 CAPS = {"caps": [{"topologyKey": HOST, "max": 1}], "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
+FIXTURE_ZONES = ["zone-a", "zone-b", "zone-c"]
 NAMES = [f"node-{z}{i}" for z in "abc" for i in (1, 2)]
 YAML_POLICY = "group:\n  size: 3\ncaps:\n- topologyKey: kubernetes.io/hostname\n  max: 1\nordinalZones: {}\n"
 
@@ -263,6 +273,7 @@ def policy_texts(draw) -> str:
                 "huge-int",
                 "fragments",
                 "valid",
+                "valid-extreme",
             ]
         )
     )
@@ -301,6 +312,8 @@ def policy_texts(draw) -> str:
         return field % ("9" * digits)
     if kind == "fragments":
         return "".join(draw(st.lists(st.sampled_from(YAML_FRAGMENTS), max_size=40)))
+    if kind == "valid-extreme":
+        return json.dumps(draw(extreme_policies(FIXTURE_ZONES)))
     return draw(st.sampled_from([json.dumps(CAPS), YAML_POLICY, "{}", "", "null", "caps: 2024-02-30", "[1]"]))
 
 
@@ -431,3 +444,45 @@ def test_mutated_valid_bodies_are_answered_without_a_server_error(request: tuple
 
 def _no_constant(name: str) -> None:
     raise AssertionError(f"{name} in an answer")
+
+
+EXTREME_HOLDS: list[tuple[float, str]] = []
+EXTREME_VERBS = fixture_verbs()
+EXTREME_VERBS.store.lock.observe = lambda seconds, holder: EXTREME_HOLDS.append((seconds, holder))
+EXTREME_CLIENT = create_app(EXTREME_VERBS).test_client()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(policy=extreme_policies(FIXTURE_ZONES), n=st.integers(0, 10**9))
+def test_valid_extreme_policies_are_answered_within_the_deadline(policy: dict, n: int) -> None:
+    """Each verb for a pod with a valid policy at its bounds: a 200, an answer that is no policy
+    error, in at most the decision deadline plus LOCK_HOLD_MARGIN, and no hold of the cache's
+    lock longer than that (the remedy search included: the pod's is computed each time)."""
+    import time as clock
+
+    from extender.limits import DEFAULT_DECISION_DEADLINE, LOCK_HOLD_MARGIN
+
+    bound = DEFAULT_DECISION_DEADLINE + LOCK_HOLD_MARGIN
+    verbs = EXTREME_VERBS
+    verbs.remedies.last_computed = -1e9
+    EXTREME_HOLDS.clear()
+    obj = pod(f"crdb-{n % 3}", sts="crdb", policy=policy, uid=f"extreme-{n}")
+    names = [f"node-{z}{i}" for z in "abc" for i in (1, 2)]
+    verbs.store.apply("pods", "ADDED", obj)  # as the watch shows it
+    meta = obj["metadata"]
+    for verb, body in (
+        ("/filter", {"Pod": obj, "NodeNames": names}),
+        ("/prioritize", {"Pod": obj, "NodeNames": names}),
+        ("/bind", {"PodName": meta["name"], "PodNamespace": "db", "PodUID": meta["uid"], "Node": names[0]}),
+    ):
+        started = clock.perf_counter()
+        response = EXTREME_CLIENT.post(verb, data=json.dumps(body), content_type="application/json")
+        took = clock.perf_counter() - started
+        assert response.status_code == 200, response.get_data(as_text=True)
+        answer = json.loads(response.get_data())
+        error = (answer.get("Error") or "") if isinstance(answer, dict) else ""  # prioritize answers a list
+        assert "invalid placement policy" not in error, answer
+        assert took <= bound, f"{verb} took {took:.3f}s > {bound}s"
+    verbs.store.apply("pods", "DELETED", obj)
+    longest = max(EXTREME_HOLDS, default=(0.0, "-"))
+    assert longest[0] <= bound, f"{longest[1]} held the cache {longest[0]:.3f}s > {bound}s"
