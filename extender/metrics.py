@@ -123,7 +123,8 @@ class Metrics:
         self.binds = Counter(
             registry,
             "extender_binds_total",
-            "Bind calls by result: bound, refused (a hard rule), failed (API error), unknown_pod, not_synced,"
+            "Bind calls by result: bound, refused (a hard rule), refused_resources (the node's room, counting every"
+            " scheduler's pods), failed (API error), unknown_pod, not_synced,"
             " not_seen (the watch had not shown the pod within the bind's wait).",
             ("result",),
         )

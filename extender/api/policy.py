@@ -47,6 +47,11 @@ POLICY_REF_ANNOTATION = f"{API_GROUP}/policy-name"
 # The scheduling gate an adopted template carries when its policy places pods by ordinal zone: the
 # extender narrows each gated pod's node affinity to its ordinal's zone, then lifts it (gate.py).
 ORDINAL_ZONE_GATE = f"{API_GROUP}/ordinal-zone"
+# In-scheduler mode (README "Two ways to run"): a workload opts in by requesting one of this
+# cluster-level extended resource, which no node advertises (the kubelet drops such requests on
+# admission) and kube-scheduler's fit ignores (managedResources ignoredByScheduler): it only makes
+# kube-scheduler send the pod to the extender. Every other pod is never sent.
+OPT_IN_RESOURCE = f"{API_GROUP}/opt-in"
 # On a pod: the zone requirement the extender ANDed into its node affinity when it lifted the
 # gate (JSON {"key", "values"}); the engine reads the pod's constraints without it.
 NARROWED_ZONES_ANNOTATION = f"{API_GROUP}/narrowed-zones"

@@ -268,11 +268,18 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from ..ops.audit import as_json, audit, render
+    from dataclasses import asdict
 
-    reports = audit(_live_store(args), args.namespace, args.scheduler_name)
-    print(json.dumps(as_json(reports), indent=2) if args.json else render(reports))
-    return 1 if any(r.violations or r.error for r in reports) else 0
+    from ..ops.audit import as_json, audit, overcommitted, render, render_overcommit
+
+    store = _live_store(args)
+    reports = audit(store, args.namespace, args.scheduler_name)
+    nodes = overcommitted(store)
+    if args.json:
+        print(json.dumps({**as_json(reports), "overcommitted_nodes": [asdict(n) for n in nodes]}, indent=2))
+    else:
+        print(render(reports) + (("\n" + render_overcommit(nodes)) if nodes else ""))
+    return 1 if nodes or any(r.violations or r.error for r in reports) else 0
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -560,7 +567,7 @@ def parser() -> argparse.ArgumentParser:
     au = sub.add_parser(
         "audit",
         parents=[quiet],
-        help="every policy group: placement table, broken hard rules, scale-down risks, "
+        help="every policy group: placement table, broken hard rules, scale-down risks, nodes over allocatable, "
         "pending pods; exit 1 on a violation",
     )
     au.add_argument("-n", "--namespace", help="only this namespace")

@@ -36,6 +36,7 @@ from .model import (
 from .plan import Fit, group_fits, nodes_to_add, ordinal_pods_to_try, without_nodes
 from .preemption import zone_left_empty
 from .remedy import Remedy, remedies
+from .resources import node_allocatable, pod_requests, resource_shortfall, sum_requests
 from .rules import Exactness, Failure, Gap, ImpliedFragment, Mirror, NativeFragment, imply_rules, translate_rules
 from .scale_down import deletion_costs, deletion_order
 from .scoring import MAX_SCORE, break_tie
@@ -79,6 +80,10 @@ __all__ = [
     "nodes_to_add",
     "ordinal_pods_to_try",
     "remedies",
+    "node_allocatable",
+    "pod_requests",
+    "resource_shortfall",
+    "sum_requests",
     "deletion_costs",
     "deletion_order",
     "without_nodes",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..api.policy import PlacementPolicySpec, PolicyError, parse_annotation
+from ..api.policy import OPT_IN_RESOURCE, PlacementPolicySpec, PolicyError, parse_annotation
 from ..engine import Topology
 from ..engine.checker import Member, violations, zones_of
 from ..engine.implied import pod_disagreements
@@ -284,6 +284,45 @@ def _volume_zone(store: ClusterStore, pod: PodRecord) -> str | None:
         if zone is not None:
             return zone
     return None
+
+
+@dataclass
+class Overcommit:
+    """A node whose bound pods request more than it has (two schedulers each gave the same room
+    away: the kubelet rejects the excess with OutOf<resource>)."""
+
+    node: str
+    short: list[str]  # per resource: requested vs allocatable
+    pods: list[str]  # every pod on the node, with its scheduler
+
+
+def overcommitted(store: ClusterStore) -> list[Overcommit]:
+    """Nodes whose pods (every scheduler's, terminating ones included) request more than the
+    node's allocatable, and the pods involved (engine/resources.py counts as kube-scheduler)."""
+    out = []
+    for node, used in sorted(store.node_requests.items()):
+        capacity = store.allocatable.get(node)
+        if capacity is None:
+            continue
+        short = [
+            f"{name}: {amount} requested of {capacity.get(name, 0)}"
+            for name, amount in sorted(used.items())
+            if name != OPT_IN_RESOURCE and amount > capacity.get(name, 0)
+        ]
+        if short:
+            pods = sorted(
+                f"{p.key} ({p.scheduler_name})" for p in store.pods.values() if p.node == node and not p.finished
+            )
+            out.append(Overcommit(node, short, pods))
+    return out
+
+
+def render_overcommit(nodes: list[Overcommit]) -> str:
+    lines = []
+    for n in nodes:
+        lines.append(f"== node {n.node}: OVERCOMMITTED ({'; '.join(n.short)})")
+        lines.append(f"   pods: {', '.join(n.pods)}")
+    return "\n".join(lines)
 
 
 def render(reports: list[GroupReport]) -> str:

@@ -5,7 +5,7 @@ Binding is written."""
 from __future__ import annotations
 
 from ..api.policy import PolicyError
-from ..engine import evaluate
+from ..engine import PlacementKind, evaluate, resource_shortfall
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore
 
@@ -36,3 +36,31 @@ def hard_rule_refusal(store: ClusterStore, pod: PodRecord, node: str) -> str | N
         if in_flight_counted.passed:
             verdict = in_flight_counted
     return None if verdict.passed else verdict.reason
+
+
+def resource_refusal(
+    store: ClusterStore, pod: PodRecord, node: str, ignored: frozenset[str] = frozenset()
+) -> str | None:
+    """Why `node` has no room for the pod, counting every pod the watch shows there (any
+    scheduler's, terminating ones included) and the pods this extender committed there that the
+    watch does not show yet; None when it fits, or when the node's allocatable is unknown (its
+    own kube-scheduler's NodeResourcesFit then stands alone). Called under the store lock.
+
+    A second kube-scheduler sees the first's pods only once they are bound; this is the last
+    moment to notice one that took the room meanwhile (engine/resources.py)."""
+    capacity = store.allocatable.get(node)
+    if capacity is None:
+        return None
+    used = dict(store.node_requests.get(node, {}))
+    for reservation in store.reservations.peek_all():
+        other = reservation.pod
+        if reservation.node == node and reservation.kind is PlacementKind.COMMITTED and other.uid != pod.uid:
+            if other.uid not in store.pods or store.pods[other.uid].node is None:
+                for name, amount in other.requests:
+                    used[name] = used.get(name, 0) + amount
+    if store.pods.get(pod.uid) is not None and store.pods[pod.uid].node == node:
+        return None  # already there (a retried bind of a bound pod): counted once
+    short = resource_shortfall(dict(pod.requests), used, capacity, ignored)
+    if not short:
+        return None
+    return f"node {node} has no room for the pod now (another scheduler may have bound there): " + "; ".join(short)

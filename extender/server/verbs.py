@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..api.policy import PlacementPolicySpec, PolicyError
+from ..api.policy import OPT_IN_RESOURCE, PlacementPolicySpec, PolicyError
 from ..api.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -35,7 +35,7 @@ from ..limits import DEFAULT_DECISION_DEADLINE
 from ..metrics import Metrics
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore
-from .bind_check import hard_rule_refusal
+from .bind_check import hard_rule_refusal, resource_refusal
 from .disagreements import DisagreementWarner
 from .gate_answers import GateAnswer, gate_answer
 from .ports import Binder, BindError, EventSink, RecordWriter
@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 # The watch is usually ahead of kube-scheduler's own bind; the wait is the rare case's bound, well
 # inside kube-scheduler's bind timeout (httpTimeout, 5 s in config/).
 BIND_WATCH_WAIT = 1.0
+# Resources the bind's room check leaves out: in-scheduler mode's opt-in resource, which no node
+# advertises and kube-scheduler's fit ignores (managedResources ignoredByScheduler).
+IGNORED_RESOURCES = frozenset({OPT_IN_RESOURCE})
 
 
 @dataclass
@@ -214,11 +217,14 @@ class Verbs:
         return seen
 
     def _recheck(self, pod: PodRecord, node: str) -> str | None:
-        """A refusal (the reservation released), or None after committing the pod to `node`."""
-        reason = hard_rule_refusal(self.store, pod, node)
+        """A refusal (the reservation released), or None after committing the pod to `node`:
+        the hard rules again, then the node's room (another scheduler may have bound there)."""
+        reason, result = hard_rule_refusal(self.store, pod, node), "refused"
+        if reason is None:
+            reason, result = resource_refusal(self.store, pod, node, IGNORED_RESOURCES), "refused_resources"
         if reason is not None:
             self.store.reservations.release(pod.uid)
-            self.metrics.binds.inc(result="refused")
+            self.metrics.binds.inc(result=result)
             log.info("refused to bind %s to %s: %s", pod.key, node, reason)
             return f"refused to bind to {node}: {reason}"
         self.store.reservations.commit(pod, node)

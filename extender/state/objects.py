@@ -20,7 +20,16 @@ from ..api.policy import (
     ZONE_KEY,
 )
 from ..api.rotation import parse_rotation_spec
-from ..engine import NO_CONSTRAINTS, NodeConstraints, NodeInfo, Requirement, Taint, Toleration
+from ..engine import (
+    NO_CONSTRAINTS,
+    NodeConstraints,
+    NodeInfo,
+    Requirement,
+    Taint,
+    Toleration,
+    node_allocatable,
+    pod_requests,
+)
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
@@ -97,6 +106,8 @@ class PodRecord:
     # Its DoNotSchedule spreads and required pod anti-affinity, as written (None: it has none):
     # compared with what its policy implies (extender/engine/implied.py disagreements).
     hard_native: dict[str, Any] | None = None
+    # What it takes from a node, as kube-scheduler counts it (engine/resources.py): (resource, amount)
+    requests: tuple[tuple[str, int], ...] = ()
 
     @property
     def key(self) -> str:
@@ -154,6 +165,7 @@ def parse_pod(obj: Any) -> PodRecord:
             isinstance(g, dict) and g.get("name") == ORDINAL_ZONE_GATE for g in _items(spec.get("schedulingGates"))
         ),
         hard_native=_hard_native(spec),
+        requests=_requests_of(spec),
         nominated_node=status.get("nominatedNodeName") if isinstance(status.get("nominatedNodeName"), str) else None,
         unschedulable=next(
             (
@@ -164,6 +176,20 @@ def parse_pod(obj: Any) -> PodRecord:
             None,
         ),
     )
+
+
+# Pods of one template request alike: one shared tuple each, bounded as the constraints below.
+_REQUESTS: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
+
+
+def _requests_of(spec: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    found = tuple(sorted(pod_requests(spec).items()))
+    shared = _REQUESTS.get(found)
+    if shared is None:
+        if len(_REQUESTS) >= _MAX_INTERNED:
+            _REQUESTS.clear()
+        shared = _REQUESTS[found] = found
+    return shared
 
 
 _DO_NOT_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
@@ -274,6 +300,21 @@ def parse_node(obj: Any) -> NodeInfo:
     return NodeInfo(
         name=meta["name"], labels=labels, schedulable=ready and not spec.get("unschedulable", False), taints=taints
     )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A node as the watch cache keeps it: what the rules read, and its allocatable resources
+    (what the bind's resource check reads, engine/resources.py)."""
+
+    info: NodeInfo
+    allocatable: dict[str, int] | None  # None: the node reports none yet (the room check then skips it)
+
+
+def parse_node_record(obj: Any) -> NodeRecord:
+    status = _dict(_dict(obj).get("status"))
+    reported = isinstance(status.get("allocatable"), dict) and bool(status.get("allocatable"))
+    return NodeRecord(parse_node(obj), node_allocatable(status) if reported else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,13 +21,14 @@ from .groups import GroupIndexes, group_key
 from .lock import TimedLock
 from .objects import (
     ClaimRecord,
+    NodeRecord,
     PodRecord,
     PolicyRecord,
     RotationRecord,
     StatefulSetRecord,
     VolumeRecord,
     parse_claim,
-    parse_node,
+    parse_node_record,
     parse_pod,
     parse_policy,
     parse_rotation,
@@ -39,7 +40,7 @@ from .reservations import Reservations
 
 KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies", "rotations")
 PARSERS = {
-    "nodes": parse_node,
+    "nodes": parse_node_record,
     "pods": parse_pod,
     "statefulsets": parse_statefulset,
     "claims": parse_claim,
@@ -56,6 +57,11 @@ class ClusterStore:
         self.lock = TimedLock()
         self.clock = clock
         self.topology = Topology()
+        # Node -> allocatable resources, and node -> what the pods the watch shows there request
+        # (every scheduler's, terminating ones included, finished ones not): the bind's resource
+        # check when another scheduler shares the nodes (engine/resources.py).
+        self.allocatable: dict[str, dict[str, int]] = {}
+        self.node_requests: dict[str, dict[str, int]] = {}
         self.pods: dict[str, PodRecord] = {}
         self._pod_waiters: dict[str, threading.Event] = {}  # uid -> set when the watch shows the pod
         self._pod_uid: dict[tuple[str, str], str] = {}
@@ -180,6 +186,7 @@ class ClusterStore:
         if kind == "nodes":
             for name in list(self.topology.nodes):
                 self.topology.remove(name)
+            self.allocatable.clear()
         elif kind == "pods":
             self.groups.clear()  # rebuilt from the new list by the next decision that asks
             for record in list(self.pods.values()):
@@ -199,11 +206,17 @@ class ClusterStore:
         elif kind == "rotations":
             self.rotations.clear()
 
-    def _put_nodes(self, deleted: bool, node: NodeInfo) -> None:
+    def _put_nodes(self, deleted: bool, record: NodeRecord | NodeInfo) -> None:
+        node = record.info if isinstance(record, NodeRecord) else record
         if deleted:
             self.topology.remove(node.name)
+            self.allocatable.pop(node.name, None)
         else:
             self.topology.upsert(node)
+            if isinstance(record, NodeRecord) and record.allocatable is not None:
+                self.allocatable[node.name] = record.allocatable
+            else:
+                self.allocatable.pop(node.name, None)
 
     def _put_pods(self, deleted: bool, record: PodRecord) -> None:
         old = self.pods.get(record.uid)
@@ -228,12 +241,27 @@ class ClusterStore:
         if record.node is not None:
             self.reservations.release(record.uid)  # the watch shows it now: no stand-in needed
             if not record.finished:
+                self._count_requests(record.node, record.requests, 1)
                 kind = PlacementKind.TERMINATING if record.terminating else PlacementKind.BOUND
                 self._bound[record.uid] = Placement(record.key, record.node, record.shard, record.ordinal, kind)
         self.groups.pod_added(record, self._bound.get(record.uid))
 
+    def _count_requests(self, node: str, requests: tuple[tuple[str, int], ...], sign: int) -> None:
+        used = self.node_requests.get(node)
+        if used is None:
+            used = self.node_requests[node] = {}
+        for name, amount in requests:
+            left = used.get(name, 0) + sign * amount
+            if left:
+                used[name] = left
+            else:
+                used.pop(name, None)
+        if not used:
+            del self.node_requests[node]
+
     def _remove_pod(self, record: PodRecord) -> None:
-        self.pods.pop(record.uid, None)
+        if self.pods.pop(record.uid, None) is not None and record.node is not None and not record.finished:
+            self._count_requests(record.node, record.requests, -1)
         self.gated.discard(record.uid)
         self.groups.pod_removed(record, self._bound.pop(record.uid, None))
         if self._pod_uid.get((record.namespace, record.name)) == record.uid:
