@@ -364,11 +364,25 @@ def _adopt(args: argparse.Namespace) -> int:
         workload = {"kind": kind, **api.call("GET", path)}
         if args.policy_name:
             spec = _named_policy(api, args.namespace, args.policy_name)
-            change = adopt(workload, spec, scheduler_name=args.scheduler_name, policy_name=args.policy_name)
+            change = adopt(
+                workload,
+                spec,
+                scheduler_name=args.scheduler_name,
+                policy_name=args.policy_name,
+                mode=args.mode,
+                node_pool=_node_pool(args.node_pool),
+            )
         else:
             spec = _policy_file(args.policy_file)
             inline = spec.model_dump_json(exclude_defaults=True)
-            change = adopt(workload, spec, scheduler_name=args.scheduler_name, inline_policy=inline)
+            change = adopt(
+                workload,
+                spec,
+                scheduler_name=args.scheduler_name,
+                inline_policy=inline,
+                mode=args.mode,
+                node_pool=_node_pool(args.node_pool),
+            )
         rollout = None
         if kind == "StatefulSet":
             rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
@@ -386,6 +400,15 @@ def _adopt(args: argparse.Namespace) -> int:
         return 2
     _show_change(args, "adopted", kind, change)
     return 0
+
+
+def _node_pool(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    key, sep, value = text.partition("=")
+    if not sep or not key or not value:
+        raise ValueError(f"--node-pool {text!r}: give it as KEY=VALUE, the label (and taint) of the pool's nodes")
+    return key, value
 
 
 def _show_rollout(rollout) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck

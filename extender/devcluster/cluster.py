@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULER_CONFIG = REPO / "config" / "scheduler-config.yaml"
+IN_SCHEDULER_CONFIG = REPO / "config" / "in-scheduler" / "scheduler-config.yaml"
 BUILD_SCRIPT = REPO / "hack" / "kube" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 SCHEDULER_NAME = "placement-scheduler"
@@ -128,6 +129,7 @@ class LocalCluster:
         leader_election: dict[str, str] | None = None,
         apiserver_args: Iterable[str] = (),
         extender_config: dict[str, Any] | None = None,
+        mode: str = "second-scheduler",
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self._sigterm = SigtermAsInterrupt()  # a SIGTERM to the harness stops the plane, as Ctrl-C does
@@ -145,6 +147,12 @@ class LocalCluster:
         self.apiserver_args = list(apiserver_args)  # appended to kube-apiserver's flags
         # Merged into config/scheduler-config.yaml's extender stanza, e.g. {"nodeCacheCapable": False}.
         self.extender_config = dict(extender_config or {})
+        # "second-scheduler": a kube-scheduler of our own (schedulerName placement-scheduler) beside
+        # the default one; "in-scheduler": the default kube-scheduler itself calls the extender for
+        # the pods requesting the opt-in resource (config/in-scheduler/scheduler-config.yaml).
+        if mode not in ("second-scheduler", "in-scheduler"):
+            raise ValueError(f"mode must be second-scheduler or in-scheduler, not {mode!r}")
+        self.mode = mode
         self.processes: list[Process] = []
         self.ports: dict[str, int] = {}
         self.admin: Api | None = None
@@ -201,7 +209,8 @@ class LocalCluster:
         self._bootstrap_objects()
         if self.with_extender:
             self.start_extender()
-        self._start_placement_scheduler(self.service_account_kubeconfig("placement-scheduler"))
+        if self.mode == "second-scheduler":
+            self._start_placement_scheduler(self.service_account_kubeconfig("placement-scheduler"))
         log.info("control plane up in %.1fs (workdir %s)", time.monotonic() - started, self.workdir)
 
     def stop(self) -> None:
@@ -346,7 +355,18 @@ class LocalCluster:
         """The default kube-scheduler: flags only, as ever, unless a client rate limit is asked
         for; then a KubeSchedulerConfiguration of its own carries clientConnection qps/burst."""
         argv = [self._bin("kube-scheduler")]
-        if self.scheduler_qps is None and self.scheduler_burst is None:
+        if self.mode == "in-scheduler":
+            config = yaml.safe_load(IN_SCHEDULER_CONFIG.read_text())
+            config["clientConnection"] = self._client_connection(kubeconfig)
+            extender = config["extenders"][0]
+            extender["urlPrefix"] = f"http://127.0.0.1:{self.ports['extender']}"  # loopback: no TLS here
+            extender["enableHTTPS"] = False
+            extender.pop("tlsConfig", None)
+            extender.update(self.extender_config)
+            path = self.workdir / "kube-scheduler.yaml"
+            path.write_text(yaml.safe_dump(config))
+            argv.append(f"--config={path}")
+        elif self.scheduler_qps is None and self.scheduler_burst is None:
             argv += [f"--kubeconfig={kubeconfig}", "--leader-elect=false"]
         else:
             config = {

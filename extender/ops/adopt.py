@@ -7,7 +7,9 @@ what the extender needs) and, when the policy places pods by ordinal zone, the s
 the extender lifts pod by pod (extender/server/gate_patch.py). The template's IMPLIED_ANNOTATION records what
 was added. Adopting again (a changed policy) first takes the old additions out.
 
-retire takes out exactly what adopt added, sets `schedulerName` back (default-scheduler), and
+In in-scheduler mode adopt requests the opt-in resource instead of setting `schedulerName`.
+
+retire takes out exactly what adopt added (the opt-in resource too), sets `schedulerName` back (default-scheduler), and
 writes translate's closest native constraints instead (extender/ops/translate.py), unless asked not
 to; the policy annotation stays, so adopting again is one command.
 
@@ -25,6 +27,7 @@ from typing import Any
 from ..api.policy import (
     IMPLIED_ANNOTATION,
     INLINE_POLICY_ANNOTATION,
+    OPT_IN_RESOURCE,
     POLICY_REF_ANNOTATION,
     PlacementPolicySpec,
 )
@@ -72,8 +75,14 @@ def adopt(
     scheduler_name: str,
     policy_name: str | None = None,
     inline_policy: str | None = None,
+    mode: str = "second-scheduler",
+    node_pool: tuple[str, str] | None = None,
 ) -> Change:
-    """The workload with the extender as its scheduler, its policy and the implied constraints."""
+    """The workload with the extender as its scheduler, its policy and the implied constraints.
+
+    `mode` "second-scheduler" sets `schedulerName` (the extender's own kube-scheduler);
+    "in-scheduler" leaves it and requests the opt-in resource instead (the cluster's one
+    kube-scheduler sends the pods that request it to the extender: README "Two ways to run")."""
     kind = workload.get("kind", "")
     if kind not in KINDS.values():
         raise ValueError(f"adopt takes a StatefulSet or a Deployment, not {kind or 'an object without a kind'}")
@@ -91,7 +100,13 @@ def adopt(
         shard_labels=labels if kind == "StatefulSet" and labels else None,
     )
     new_spec, added, conflicts = add_to_spec(pod_spec, imp)
-    new_spec["schedulerName"] = scheduler_name
+    if node_pool is not None:
+        new_spec = on_node_pool(new_spec, *node_pool)
+    if mode == "in-scheduler":
+        new_spec = with_opt_in(new_spec, True)
+    else:
+        new_spec = with_opt_in(new_spec, False)
+        new_spec["schedulerName"] = scheduler_name
     out["spec"]["template"]["spec"] = new_spec
     annotations = meta.setdefault("annotations", {})
     annotations.pop(INLINE_POLICY_ANNOTATION, None)
@@ -118,6 +133,7 @@ def retire(workload: dict[str, Any], spec: PlacementPolicySpec | None, *, transl
     meta, pod_spec = _template(out)
     pod_spec = _take_out_previous(meta, pod_spec)
     pod_spec = remove_from_spec(pod_spec, {})  # the gate, whoever put it there
+    pod_spec = with_opt_in(pod_spec, False)
     pod_spec["schedulerName"] = DEFAULT_SCHEDULER
     notes: list[str] = []
     if translated and spec is not None:
@@ -129,6 +145,41 @@ def retire(workload: dict[str, Any], spec: PlacementPolicySpec | None, *, transl
         notes += [f"{g.rule}: {g.limitation} ({g.cost})" for g in result.gaps]
     out["spec"]["template"]["spec"] = pod_spec
     return Change(out, [], notes)
+
+
+def on_node_pool(pod_spec: dict[str, Any], key: str, value: str) -> dict[str, Any]:
+    """The pod spec kept to a dedicated node pool: nodeSelector key=value and a toleration of the
+    pool's taint key=value:NoSchedule. On a managed cluster whose default scheduler cannot be
+    configured, a pool only the extender's workloads use is the way to share no node with the
+    default scheduler at all (README "Two ways to run"): taint the pool's nodes so nothing else
+    lands there, and label them."""
+    new = copy.deepcopy(pod_spec)
+    new.setdefault("nodeSelector", {})[key] = value
+    toleration = {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
+    tolerations = new.setdefault("tolerations", [])
+    if toleration not in tolerations:
+        tolerations.append(toleration)
+    return new
+
+
+def with_opt_in(pod_spec: dict[str, Any], on: bool) -> dict[str, Any]:
+    """The pod spec requesting one OPT_IN_RESOURCE in its first container (requests and limits,
+    as an extended resource needs), or none in any container."""
+    new = copy.deepcopy(pod_spec)
+    containers = [c for c in new.get("containers") or [] if isinstance(c, dict)]
+    for i, container in enumerate(containers):
+        resources = container.setdefault("resources", {})
+        for part in ("requests", "limits"):
+            values = resources.setdefault(part, {})
+            if on and i == 0:
+                values[OPT_IN_RESOURCE] = "1"
+            else:
+                values.pop(OPT_IN_RESOURCE, None)
+            if not values:
+                del resources[part]
+        if not resources:
+            del container["resources"]
+    return new
 
 
 def merge_fragment(pod_spec: dict[str, Any], fragment: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -67,6 +67,12 @@ GroupKey = tuple[str, str, str]  # namespace, how the group is named, where its 
 SCHEDULER_NAME = "placement-scheduler"
 
 
+def is_ours(pod: PodRecord, scheduler_name: str) -> bool:
+    """Placed through the extender: by its own kube-scheduler, or (in-scheduler mode) by the
+    cluster's one, which sends the extender only the pods requesting the opt-in resource."""
+    return pod.scheduler_name == scheduler_name or any(name == OPT_IN_RESOURCE for name, _ in pod.requests)
+
+
 def audit(store: ClusterStore, namespace: str | None = None, scheduler_name: str = SCHEDULER_NAME) -> list[GroupReport]:
     return [
         entry if isinstance(entry, GroupReport) else _report(store, *entry, scheduler_name=scheduler_name)
@@ -105,7 +111,7 @@ def _groups(
             continue
         if pod.policy_ref is None and pod.policy_annotation is None:
             continue
-        mine = pod.scheduler_name == scheduler_name
+        mine = is_ours(pod, scheduler_name)
         try:
             spec, counted = _policy_for(store, pod)
         except PolicyError as err:
@@ -197,7 +203,7 @@ def _report(
             _volume_zone(store, r),
             r.constraints,
             r.terminating,
-            ours=r.scheduler_name == scheduler_name,
+            ours=is_ours(r, scheduler_name),
         )
         for r in records
         if r.node
@@ -224,7 +230,7 @@ def _report(
     report.pending = {r.key: r.unschedulable or "not scheduled yet" for r in records if not r.node}
     report.next_scale_down_breaks = _replicaset_scale_down(spec, records, members, nodes, snap, found)
     for r in records:
-        if r.scheduler_name != scheduler_name:
+        if not is_ours(r, scheduler_name):
             continue  # constraints another scheduler's pod carries are its own (e.g. what retire wrote)
         sts = store.statefulsets.get((r.namespace, r.shard)) if r.shard else None
         found = pod_disagreements(r, spec, sts.selector_labels if sts else None)

@@ -33,11 +33,18 @@ SCALE_DOWN = f"system:serviceaccount:{SYSTEM_NAMESPACE}:placement-scale-down"
 POLICIES = f"/apis/placement.extender.dev/v1alpha1/namespaces/{SYSTEM_NAMESPACE}/placementpolicies"
 
 
-@pytest.mark.parametrize("path", ["deploy", "deploy/overlays/tls"])
+@pytest.mark.parametrize("path", ["deploy", "deploy/overlays/tls", "deploy/overlays/in-scheduler"])
 def test_manifests_pass_server_side_dry_run(cluster, path: str) -> None:
     rendered = cluster.kubectl("kustomize", str(REPO / path)).stdout
-    kinds = {d["kind"] for d in yaml.safe_load_all(rendered)}
-    assert {"Deployment", "ClusterRole", "PodDisruptionBudget", "ConfigMap", "CustomResourceDefinition"} <= kinds
+    docs = list(yaml.safe_load_all(rendered))
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "ClusterRole", "ConfigMap", "CustomResourceDefinition"} <= kinds
+    if path.endswith("in-scheduler"):  # no second kube-scheduler, nor its identity
+        names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+        assert ("Deployment", "placement-extender") in names and ("Service", "placement-extender") in names
+        assert not [n for n in names if "placement-scheduler" in n[1]], names
+    else:
+        assert "PodDisruptionBudget" in kinds
     result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
 

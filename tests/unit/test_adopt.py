@@ -124,3 +124,32 @@ def test_workload_names_as_kubectl_spells_them(ref, kind) -> None:
 def test_an_unknown_workload_kind_says_how_to_name_one() -> None:
     with pytest.raises(ValueError, match="statefulset/NAME or deployment/NAME"):
         _workload_path("pod/db-0", "ns")
+
+
+def test_in_scheduler_mode_requests_the_opt_in_resource_and_retire_takes_it_out() -> None:
+    """In-scheduler mode: schedulerName stays (the cluster's one kube-scheduler); the first
+    container requests one opt-in resource, requests and limits alike as an extended resource
+    needs; switching modes or retiring leaves no trace of it."""
+    from extender.api.policy import OPT_IN_RESOURCE
+
+    two = {"containers": [{"name": "db", "image": "db:1", "resources": {"requests": {"cpu": "1"}}}, {"name": "s"}]}
+    change = adopt(workload(pod_spec=two), CAP1_ORDINAL, scheduler_name="x", policy_name="db", mode="in-scheduler")
+    _, spec = template(change.workload)
+    assert "schedulerName" not in spec
+    first, second = spec["containers"]
+    assert first["resources"] == {"requests": {"cpu": "1", OPT_IN_RESOURCE: "1"}, "limits": {OPT_IN_RESOURCE: "1"}}
+    assert "resources" not in second
+    back = adopt(change.workload, CAP1_ORDINAL, scheduler_name="placement-scheduler", policy_name="db")
+    assert template(back.workload)[1]["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
+    retired = retire(change.workload, CAP1_ORDINAL, translated=False).workload
+    _, spec = template(retired)
+    assert spec["containers"] == two["containers"] and spec["schedulerName"] == "default-scheduler"
+
+
+def test_adopt_can_keep_a_workload_on_a_dedicated_node_pool() -> None:
+    change = adopt(workload(), CAP1_ORDINAL, scheduler_name="p", policy_name="db", node_pool=("pool", "placement"))
+    _, spec = template(change.workload)
+    assert spec["nodeSelector"] == {"pool": "placement"}
+    assert spec["tolerations"] == [{"key": "pool", "operator": "Equal", "value": "placement", "effect": "NoSchedule"}]
+    again = adopt(change.workload, CAP1_ORDINAL, scheduler_name="p", policy_name="db", node_pool=("pool", "placement"))
+    assert template(again.workload)[1]["tolerations"] == spec["tolerations"]
