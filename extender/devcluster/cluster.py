@@ -407,6 +407,8 @@ class LocalCluster:
             str(base / "crd-zonerotation.yaml"),
             "-f",
             str(base / "rbac.yaml"),
+            "-f",
+            str(base / "admission.yaml"),
         )
         api.ensure(
             "/apis/storage.k8s.io/v1/storageclasses",

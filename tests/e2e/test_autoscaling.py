@@ -203,3 +203,44 @@ def test_retire_takes_out_what_adopt_wrote_through_the_api_server(cluster, tmp_p
     out = cli(cluster, "retire", "statefulset/rt", "-n", ns)  # translate's constraints in their place
     assert out.returncode == 0, out.stderr
     assert api.get(path)["spec"]["template"]["spec"]["topologySpreadConstraints"]
+
+
+def test_a_set_retired_under_a_cap_of_one_keeps_it_and_gets_new_nodes(autoscaler, scenario, tmp_path) -> None:  # noqa: ANN001
+    """Retired from the extender, a StatefulSet under a per-node cap of 1 keeps the cap's exact
+    native form (required pod anti-affinity, what adopt wrote), so scaled past its node count under
+    the default scheduler it gets new nodes from Karpenter and never two pods on one node. Before
+    issue 37, retire wrote a hostname spread of maxSkew 1: two pods on one node in 6 of 6 runs."""
+    cluster = autoscaler
+    api = cluster.admin
+    ns, name = scenario_workload(cluster, "retired", 3, scheduler="default-scheduler")
+    adopt(cluster, ns, name, {"caps": [{"topologyKey": HOST, "max": 1}]}, tmp_path)
+    out = cli(cluster, "retire", f"statefulset/{name}", "-n", ns)
+    assert out.returncode == 0, out.stdout + out.stderr
+    template = api.get(f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}")["spec"]["template"]["spec"]
+    assert template["schedulerName"] == "default-scheduler"
+    (term,) = template["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == HOST
+
+    def most_on_a_node() -> int:
+        on = Counter(p["spec"]["nodeName"] for p in pods(api, ns, f"app={name}") if p["spec"].get("nodeName"))
+        return max(on.values(), default=0)
+
+    from .workloads import Sampler
+
+    with Sampler(most_on_a_node) as sampler:
+        started = time.monotonic()
+        scale(api, ns, name, 6)
+        placed = wait_settled(api, ns, f"app={name}", 6, timeout=180)
+        took = time.monotonic() - started
+    samples = [v for _, v in sampler.samples if isinstance(v, int)]
+    doubled = sum(1 for v in samples if v > 1)
+    per_node = Counter(p["spec"]["nodeName"] for p in placed)
+    created = karpenter.created_nodes(cluster, name)
+    scenario.repetitions, scenario.pods_placed, scenario.violations = 1, len(placed), doubled
+    scenario.wall_time = took
+    scenario.note = (
+        f"retired under cap 1 and scaled 3 -> 6 under the default scheduler: Karpenter created {len(created)} nodes; "
+        f"{len(samples)} samples, {doubled} with a node doubled; placed in {took:.1f} s"
+    )
+    assert doubled == 0 and max(per_node.values()) == 1, per_node
+    assert len(created) >= 3, [n["metadata"]["name"] for n in created]

@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 import yaml
 
 from extender.api.policy import PolicyError, parse_spec
-from extender.devcluster.api import Api, ApiError
+from extender.devcluster.api import Api, ApiError, wait_for
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE
 from extender.kube.versions import SUPPORTED_MINORS
 from extender.state.watcher import RESOURCES
@@ -314,6 +315,10 @@ def scale_down_identity(cluster):
             cluster.admin.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", doc)
         elif doc["kind"] == "ClusterRoleBinding":
             cluster.admin.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", doc)
+        elif doc["kind"] == "ValidatingAdmissionPolicy":
+            cluster.admin.create("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", doc)
+        elif doc["kind"] == "ValidatingAdmissionPolicyBinding":
+            cluster.admin.create("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", doc)
     return SCALE_DOWN
 
 
@@ -485,3 +490,122 @@ def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None
             session.get(f"http://127.0.0.1:{port}/readyz", timeout=2)  # plain HTTP
     finally:
         proc.stop()
+
+
+# -- admission: what the identities' `patch` on pods may change (deploy/base/admission.yaml) --------
+
+GATE = "placement.extender.dev/ordinal-zone"
+# A JSON patch: the API server's own validation lets a pod's image change (a merge patch of the
+# containers list would also drop their other fields, which it refuses before admission).
+IMAGE_PATCH = [{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.invalid/evil:1"}]
+
+
+def _as(cluster, user: str) -> Api:
+    """The admin's client, impersonating `user` (a ServiceAccount: the API server adds its groups)."""
+    admin = cluster.admin
+    api = Api(admin.server, admin.session.verify, *admin.session.cert)
+    api.session.headers["Impersonate-User"] = user
+    return api
+
+
+def _patch(api: Api, path: str, body, kind: str = "application/merge-patch+json"):  # noqa: ANN001
+    """A PATCH as `api`'s identity; None when allowed, else the API server's message."""
+    response = api.session.request(
+        "PATCH", api.server + path, data=json.dumps(body), headers={"Content-Type": kind}, timeout=30
+    )
+    if response.status_code < 400:
+        return None
+    return response.json().get("message", response.text)
+
+
+def _pod(cluster, ns: str, name: str, gates: list[str]) -> str:  # noqa: ANN001
+    """A pod no scheduler serves (schedulerName nobody), with `gates`; its path."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "held"}, "annotations": {"team": "db"}},
+        "spec": {
+            "schedulerName": "nobody",
+            "schedulingGates": [{"name": g} for g in gates],
+            "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
+        },
+    }
+    if not gates:
+        del body["spec"]["schedulingGates"]
+    cluster.admin.create(f"/api/v1/namespaces/{ns}/pods", body)
+    return f"/api/v1/namespaces/{ns}/pods/{name}"
+
+
+def test_the_extenders_pod_writes_are_held_to_the_gate_and_its_annotations(cluster, tls_overlay_identity) -> None:
+    """As the extender's identity (the pod's, and the TLS overlay's): lifting its own gate with
+    the narrowing is allowed, and so is its retry annotation on any pod; a label, another
+    annotation, an image, a toleration, another's gate, or affinity on a pod without its gate
+    are denied with the policy's message. SubjectAccessReviews above still show `patch` granted:
+    RBAC cannot say this, admission does."""
+    from extender.server.gate_patch import lift_patch
+
+    ns = cluster.namespace("admission")
+    for user in (SCHEDULER, EXTENDER):
+        api = _as(cluster, user)
+        tag = user.rsplit(":", 1)[1]
+        gated = _pod(cluster, ns, f"gated-{tag}", [GATE])
+        pod = cluster.admin.get(gated)
+        requirement = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}
+        assert _patch(api, gated, lift_patch(pod, requirement), "application/json-patch+json") is None
+        lifted = cluster.admin.get(gated)
+        assert not lifted["spec"].get("schedulingGates") and lifted["spec"]["affinity"]["nodeAffinity"]
+
+        plain = _pod(cluster, ns, f"plain-{tag}", [])
+        retry = {"metadata": {"annotations": {"placement.extender.dev/policy-generation": "7"}}}
+        assert _patch(api, plain, retry) is None, "the retry annotation, on a pod without the gate"
+        other = _pod(cluster, ns, f"other-{tag}", ["example.com/someone-elses"])
+        held = _pod(cluster, ns, f"held-{tag}", [GATE])
+        denied = {
+            "a label": (plain, {"metadata": {"labels": {"app": "stolen"}}}, "labels"),
+            "another annotation": (plain, {"metadata": {"annotations": {"team": "other"}}}, "own annotations"),
+            "an image": (plain, IMAGE_PATCH, "containers"),
+            "a toleration": (
+                plain,
+                [{"op": "add", "path": "/spec/tolerations/-", "value": {"operator": "Exists"}}],
+                "tolerations",
+            ),
+            "another's gate": (other, {"spec": {"schedulingGates": None}}, "only its own scheduling gate"),
+            "an image on a gated pod": (held, IMAGE_PATCH, "containers"),
+        }
+        for what, (path, body, words) in denied.items():
+            kind = "application/json-patch+json" if isinstance(body, list) else "application/merge-patch+json"
+            message = _patch(api, path, body, kind)
+            assert message is not None and "placement-extender-pod-writes" in message and words in message, (
+                user,
+                what,
+                message,
+            )
+
+
+def test_the_scale_down_identity_may_write_the_deletion_cost_only(cluster, scale_down_identity) -> None:
+    ns = cluster.namespace("admission-scale-down")
+    api = _as(cluster, scale_down_identity)
+    path = _pod(cluster, ns, "costed", [])
+    tries = iter(range(10_000))
+    # A policy just created takes a moment to be enforced (the fixture created it): a label changed
+    # each try (the same value again would be no change, which the policy rightly lets through)
+    wait_for(
+        "the scale-down policy enforced",
+        lambda: _patch(api, path, {"metadata": {"labels": {"app": f"try-{next(tries)}"}}}) is not None,
+        30,
+    )
+    stolen = {"metadata": {"labels": {"app": "stolen"}}}
+    cost = {"metadata": {"annotations": {"controller.kubernetes.io/pod-deletion-cost": "3"}}}
+    assert _patch(api, path, cost) is None
+    for body in (stolen, {"metadata": {"annotations": {"team": "other"}}}, IMAGE_PATCH):
+        kind = "application/json-patch+json" if isinstance(body, list) else "application/merge-patch+json"
+        message = _patch(api, path, body, kind)
+        assert message is not None and "placement-scale-down-pod-writes" in message, (body, message)
+
+
+def test_other_identities_are_not_held_by_the_policy(cluster) -> None:
+    """The match condition: the admin's own writes to a gated pod are not evaluated."""
+    ns = cluster.namespace("admission-others")
+    path = _pod(cluster, ns, "mine", [GATE])
+    cluster.admin.merge_patch(path, {"metadata": {"labels": {"app": "relabelled"}, "annotations": {"x": "y"}}})
+    assert cluster.admin.get(path)["metadata"]["labels"]["app"] == "relabelled"

@@ -317,3 +317,16 @@ def test_retire_leaves_nothing_behind() -> None:
     (report,) = audit(store, "db")
     assert report.violations == [f"caps: {HOST}=n0 holds 2 pods (db/crdb-0, db/crdb-1); at most 1 per {HOST} allows 1"]
     assert report.native_disagreements == {}
+
+
+def test_a_deleted_policy_that_pods_still_name_is_reported_loudly() -> None:
+    """A PlacementPolicy deleted while pods name it: audit reports every such group as a policy
+    error (exit 1), with the running pods, and the Pending ones with the message the filter gives
+    them (and its InvalidPlacementPolicy event). It is not protected from deletion: README says so."""
+    store = cluster(policy_name="crdb")
+    store.apply("pods", "ADDED", pod("crdb-3", sts="crdb", labels=LABELS, policy_name="crdb"))
+    store.apply("policies", "DELETED", policy_object("crdb", CAP))
+    reports = audit(store, "db")
+    assert reports and all(r.error and "PlacementPolicy db/crdb not found" in r.error for r in reports), reports
+    assert any("db/crdb-3" in r.pending for r in reports)
+    assert "policy error" in render(reports)

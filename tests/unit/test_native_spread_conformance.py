@@ -434,6 +434,24 @@ FILTER_CASES = [
         PODS_A_B_Y_1,
         codes(node_a=UNSCHEDULABLE, node_b=UNSCHEDULABLE, node_x=SUCCESS, node_y=UNSCHEDULABLE),
     ),
+    # Not upstream's own case: issue 37's. kubectl cordon sets spec.unschedulable and the node
+    # lifecycle controller adds the unschedulable taint; with the default nodeTaintsPolicy Ignore,
+    # native still counts the cordoned zone as an eligible domain holding 0 pods.
+    case(
+        "Departure",
+        "the only node of a zone cordoned, nodeTaintsPolicy Ignore",
+        incoming(spread(1, "zone")),
+        [
+            zoned("node-a", "zone1"),
+            zoned("node-x", "zone2"),
+            {**zoned("node-c", "zone3"), "spec": {"unschedulable": True, "taints": TAINTS}},
+        ],
+        [pod("p-a1", "node-a"), pod("p-x1", "node-x")],
+        codes(node_a=UNSCHEDULABLE, node_x=UNSCHEDULABLE, node_c=UNSCHEDULABLE),
+        departure="departure: a cordoned node is no eligible domain for the extender (README 'Where the extender "
+        "departs from native'): native counts zone3 with 0 pods and refuses node-a and node-x (skew 2) until the "
+        "zone is uncordoned; the extender passes them (1 vs 1)",
+    ),
 ]
 
 

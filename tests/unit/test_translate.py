@@ -13,10 +13,15 @@ from extender.ops.translate import translate
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
 
 
-def netease(size: int) -> PlacementPolicySpec:
+def netease(size: int | None) -> PlacementPolicySpec:
+    """Seed 002's policy. With its size given (group.size), its caps have exact native forms; the
+    seed's formulas are for a size known only from the StatefulSets (translate's group_size)."""
+    group: dict = {"selector": {"matchLabels": {"cluster": "redis-a"}}}
+    if size is not None:
+        group["size"] = size
     return PlacementPolicySpec.model_validate(
         {
-            "group": {"selector": {"matchLabels": {"cluster": "redis-a"}}, "size": size},
+            "group": group,
             "zones": {"allowed": ["zoneA", "zoneB", "zoneC"]},
             "caps": [
                 {"topologyKey": HOST, "fraction": "1/3", "comparison": "LessThan"},
@@ -34,7 +39,7 @@ def skews(fragment: dict) -> dict[tuple[str, str], int]:
 @pytest.mark.parametrize("size", [2, 3, 4, 5, 6, 7, 9, 10, 12, 18, 20])
 def test_seed_002_formulas(size: int) -> None:
     """maxSkew = floor(N/3), minus 1 when 3 divides N; per zone floor(N/2), minus 1 when 2 divides N."""
-    got = skews(translate(netease(size)).fragment)
+    got = skews(translate(netease(None), group_size=size).fragment)
     assert got[(HOST, "DoNotSchedule")] == size // 3 - (1 if size % 3 == 0 else 0)
     assert got[(ZONE, "DoNotSchedule")] == size // 2 - (1 if size % 2 == 0 else 0)
 
@@ -42,7 +47,7 @@ def test_seed_002_formulas(size: int) -> None:
 def test_seed_002_example_fragment() -> None:
     """The seed's 6-pod cluster: maxSkew 1 per node and 2 per zone (hard), 1 and 1 (soft), required
     zones as node affinity, shard anti-affinity by zone as required pod anti-affinity."""
-    result = translate(netease(6))
+    result = translate(netease(None), group_size=6)
     assert skews(result.fragment) == {
         (HOST, "DoNotSchedule"): 1,
         (ZONE, "DoNotSchedule"): 2,
@@ -51,12 +56,6 @@ def test_seed_002_example_fragment() -> None:
     }
     for c in result.fragment["topologySpreadConstraints"]:
         assert c["labelSelector"] == {"matchLabels": {"cluster": "redis-a"}}
-    zone_hard = next(
-        c
-        for c in result.fragment["topologySpreadConstraints"]
-        if c["topologyKey"] == ZONE and c["whenUnsatisfiable"] == "DoNotSchedule"
-    )
-    assert zone_hard["minDomains"] == 3
     affinity = result.fragment["affinity"]
     terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zoneA", "zoneB", "zoneC"]}]}]
@@ -107,7 +106,7 @@ def test_cap_and_spread_on_one_key_merge_to_the_tighter() -> None:
 def test_what_cannot_be_expressed_is_listed() -> None:
     spec = PlacementPolicySpec.model_validate({"ordinalZones": {}, "caps": [{"topologyKey": HOST, "max": 1}]})
     rules = {g.rule for g in translate(spec, match_labels={"app": "crdb"}).gaps}
-    assert {"ordinalZones", "caps", "deadEndAvoidance"} <= rules
+    assert {"ordinalZones", "deadEndAvoidance"} <= rules and "caps" not in rules  # a cap of 1 is kept exactly
     spec = PlacementPolicySpec.model_validate({"zones": {"fallbackGroups": [["a", "b"], ["c"]], "weights": {"a": 20}}})
     result = translate(spec, match_labels={"app": "x"})
     assert "zones.fallbackGroups" in {g.rule for g in result.gaps}
@@ -207,18 +206,27 @@ def test_spread_refinements_translate_one_to_one(spread: dict, expected: dict) -
 
 
 def test_spread_refinements_survive_a_tighter_cap_on_the_same_key() -> None:
+    """A cap of 2 on a key the policy's own spread holds has no exact form (one DoNotSchedule
+    spread per key): its approximation merges, the spread's refinements kept. A cap of 1 there is
+    required anti-affinity, and the spread keeps its own form."""
+    spread = {"topologyKey": ZONE, "maxSkew": 3, "minDomains": 3, "nodeTaintsPolicy": "Honor"}
     spec = PlacementPolicySpec.model_validate(
-        {
-            "group": SELECTOR,
-            "caps": [{"topologyKey": ZONE, "max": 1}],
-            "spread": [{"topologyKey": ZONE, "maxSkew": 2, "minDomains": 3, "nodeTaintsPolicy": "Honor"}],
-        }
+        {"group": SELECTOR, "caps": [{"topologyKey": ZONE, "max": 2}], "spread": [spread]}
     )
     constraint = hard(translate(spec).fragment, ZONE)
-    assert (constraint["maxSkew"], constraint["minDomains"], constraint["nodeTaintsPolicy"]) == (1, 3, "Honor")
+    assert (constraint["maxSkew"], constraint["minDomains"], constraint["nodeTaintsPolicy"]) == (2, 3, "Honor")
+    spec = PlacementPolicySpec.model_validate(
+        {"group": SELECTOR, "caps": [{"topologyKey": ZONE, "max": 1}], "spread": [spread]}
+    )
+    fragment = translate(spec).fragment
+    assert hard(fragment, ZONE)["maxSkew"] == 3
+    (term,) = fragment["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == ZONE
 
 
-def test_explicit_min_domains_wins_over_allowed_zones() -> None:
+def test_allowed_zones_leave_the_spreads_min_domains_as_the_policy_says() -> None:
+    """Allowed zones add required node affinity only: a minDomains the policy did not write would
+    count zones without nodes as empty domains, stricter than the rule (and than adopt's form)."""
     zone_spread = {"topologyKey": ZONE, "maxSkew": 1, "minDomains": 3}
     spec = PlacementPolicySpec.model_validate(
         {"group": SELECTOR, "zones": {"allowed": ["a", "b"]}, "spread": [zone_spread]}
@@ -227,7 +235,7 @@ def test_explicit_min_domains_wins_over_allowed_zones() -> None:
     spec = PlacementPolicySpec.model_validate(
         {"group": SELECTOR, "zones": {"allowed": ["a", "b"]}, "spread": [{"topologyKey": ZONE, "maxSkew": 1}]}
     )
-    assert hard(translate(spec).fragment, ZONE)["minDomains"] == 2
+    assert "minDomains" not in hard(translate(spec).fragment, ZONE)
 
 
 def test_match_label_keys_go_on_every_constraint_and_anti_affinity_term() -> None:
@@ -241,8 +249,12 @@ def test_match_label_keys_go_on_every_constraint_and_anti_affinity_term() -> Non
     fragment = translate(spec).fragment
     assert fragment["topologySpreadConstraints"]
     assert all(c["matchLabelKeys"] == ["pod-template-hash"] for c in fragment["topologySpreadConstraints"])
-    (term,) = fragment["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert term["matchLabelKeys"] == ["controller-revision-hash", "pod-template-hash"]
+    terms = {
+        t["topologyKey"]: t
+        for t in fragment["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    }
+    assert terms[ZONE]["matchLabelKeys"] == ["controller-revision-hash", "pod-template-hash"]  # the shards'
+    assert terms[HOST]["matchLabelKeys"] == ["pod-template-hash"]  # the cap of 1, over the group
 
 
 def test_unknown_size_is_said_in_words() -> None:
@@ -251,3 +263,52 @@ def test_unknown_size_is_said_in_words() -> None:
     )
     text = " ".join(f"{g.limitation} {g.cost}" for g in translate(spec).gaps)
     assert "None" not in text and "fewer than 1/3 of the group (size unknown)" in text
+
+
+LABELS = {"app": "crdb"}
+EXACT_CASES = [
+    pytest.param({"caps": [{"topologyKey": HOST, "max": 1}]}, id="cap-of-1"),
+    pytest.param({"caps": [{"topologyKey": ZONE, "max": 2}]}, id="cap-of-2"),
+    pytest.param(
+        {"group": {"size": 6}, "caps": [{"topologyKey": HOST, "fraction": "1/3", "comparison": "AtMost"}]},
+        id="fraction-of-a-fixed-size",
+    ),
+    pytest.param({"spread": [{"topologyKey": ZONE, "maxSkew": 1, "minDomains": 3}]}, id="spread"),
+    pytest.param({"zones": {"allowed": ["a", "b"]}}, id="allowed-zones"),
+    pytest.param({"shardAntiAffinity": [{"topologyKey": ZONE}]}, id="shard-anti-affinity"),
+    pytest.param(
+        {
+            "zones": {"allowed": ["a", "b", "c"]},
+            "caps": [{"topologyKey": HOST, "max": 1}],
+            "spread": [{"topologyKey": ZONE, "maxSkew": 1}],
+        },
+        id="combined",
+    ),
+]
+
+
+@pytest.mark.parametrize("policy", EXACT_CASES)
+def test_translate_keeps_exactly_what_adopt_implies_where_the_mirror_is_exact(policy: dict) -> None:
+    """One native form per rule: wherever adopt's implied constraint is exact, retire's
+    translation carries that very constraint (a cap of 1 as required pod anti-affinity, not a
+    hostname spread that lets a node hold 2 once every node holds 1: 6 of 6 autoscaled runs
+    doubled up so before). Ordinal zones have no template form (per pod, through the gate)."""
+    from extender.engine import Exactness
+    from extender.engine.implied import implied
+
+    spec = PlacementPolicySpec.model_validate({**policy, "deadEndAvoidance": False})
+    imp = implied(spec, group_labels=LABELS, shard_labels=LABELS)
+    assert imp.mirrors and all(m.exactness is Exactness.EXACT for m in imp.mirrors), imp.mirrors
+    fragment = translate(spec, match_labels=LABELS).fragment
+    hard_spreads = [c for c in fragment["topologySpreadConstraints"] if c["whenUnsatisfiable"] == "DoNotSchedule"]
+    affinity = fragment.get("affinity", {})
+    anti = affinity.get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+    terms = affinity.get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    node_expressions = [e for t in terms.get("nodeSelectorTerms", []) for e in t["matchExpressions"]]
+    for spread in imp.spreads:
+        assert spread in hard_spreads, (spread, hard_spreads)
+    for term in imp.pod_anti:
+        assert term in anti, (term, anti)
+    for requirement in imp.node_requirements:
+        assert requirement in node_expressions, (requirement, node_expressions)
+    assert len(hard_spreads) == len(imp.spreads) and len(anti) == len(imp.pod_anti), "nothing looser beside it"

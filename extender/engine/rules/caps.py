@@ -6,7 +6,10 @@ a fraction of the group size; `max` is an absolute count.
 
 from __future__ import annotations
 
-from ...api.policy import PlacementPolicySpec
+from collections.abc import Container
+from typing import Any
+
+from ...api.policy import Cap, PlacementPolicySpec
 from ..context import Context
 from ..model import NodeInfo, Outcome
 from .base import (
@@ -62,10 +65,43 @@ def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
         terms.caps.append((key, limit))
 
 
+def exact_form(spec: PlacementPolicySpec, cap: Cap, taken: Container[str]) -> tuple[str, int] | None:
+    """The one native form that keeps the cap exactly, or None: ("anti", 1) for a limit of 1
+    (required pod anti-affinity on its key over the group), ("spread", L) for a fixed limit L >= 2
+    (a DoNotSchedule spread, maxSkew L, minDomains no cluster reaches, nodeAffinityPolicy Ignore),
+    when the key is free (`taken`: keys whose one DoNotSchedule spread the policy's own spread
+    holds). Fixed means an absolute max, or a fraction of an explicit group.size. What `adopt`
+    writes (imply) and what `retire` writes (translate) both come from here."""
+    limit = cap.limit(spec.group.size)
+    key = spec.canonical_key(cap.topologyKey)
+    if limit is None or limit <= 0:
+        return None
+    if limit == 1:
+        return ("anti", 1)
+    if key in taken:
+        return None
+    return ("spread", limit)
+
+
 def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
-    """Natively a cap can only be approximated by maxSkew = its limit (seed 002's formula)."""
+    """The exact form where there is one (exact_form, as adopt writes it); otherwise seed 002's
+    approximation, maxSkew = the limit, with what it gives up."""
+    taken = {spec.canonical_key(s.topologyKey) for s in spec.spread if s.whenUnsatisfiable == "DoNotSchedule"}
     for cap in spec.caps:
         key = spec.canonical_key(cap.topologyKey)
+        form = exact_form(spec, cap, taken)
+        if form is not None and form[0] == "anti":
+            term: dict[str, Any] = {"labelSelector": out.selector, "topologyKey": key}
+            if spec.group.matchLabelKeys:
+                term["matchLabelKeys"] = list(spec.group.matchLabelKeys)
+            if term not in out.required_pods:
+                out.required_pods.append(term)
+            continue
+        if form is not None:
+            out.constraint(
+                key, form[1], "DoNotSchedule", minDomains=UNREACHABLE_MIN_DOMAINS, nodeAffinityPolicy="Ignore"
+            )
+            continue
         limit = cap.limit(out.size)
         if limit is None:
             out.gap(
@@ -82,7 +118,7 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
             "once every domain holds a pod, a domain can exceed the cap (seed 002, conclusion 2); with fewer "
             "domains than needed the cap is not kept at all",
         )
-    if any(c.fraction is not None for c in spec.caps) and out.size is not None:
+    if any(c.fraction is not None for c in spec.caps) and spec.group.size is None and out.size is not None:
         out.gap(
             NAME,
             f"fractional caps become fixed maxSkew values for a group of {out.size}",
@@ -110,6 +146,7 @@ def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
         key = spec.canonical_key(cap.topologyKey)
         limit = cap.limit(spec.group.size)
         text = cap.describe(spec.group.size)
+        form = exact_form(spec, cap, out.spreads.keys())
         if limit is None:
             out.mirror(
                 NAME,
@@ -117,12 +154,12 @@ def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
                 f"'{cap.describe(None)}' depends on the group size, which changes: no fixed native form "
                 "(set group.size to get one)",
             )
-        elif limit <= 0:
+        elif form is None and limit <= 0:
             out.mirror(NAME, Exactness.NONE, f"'{text}' allows no pod: no native constraint refuses every node")
-        elif limit == 1:
+        elif form is not None and form[0] == "anti":
             out.anti(out.selector, key)
             out.mirror(NAME, Exactness.EXACT, f"'{text}': required pod anti-affinity on {key} over the group")
-        elif key in out.spreads:
+        elif form is None:
             out.mirror(
                 NAME,
                 Exactness.NONE,

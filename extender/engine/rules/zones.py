@@ -74,11 +74,12 @@ def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
 
 
 def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
-    """Required node affinity on the zone; fallback groups and weights only as preferences."""
+    """Required node affinity on the zone, the very constraint imply gives adopt; fallback groups
+    and weights only as preferences."""
     zone = spec.topology.zone
     permitted = spec.zones.permitted() if spec.zones else None
-    if permitted is not None and zone in out.hard:
-        out.hard[zone].setdefault("minDomains", len(permitted))  # spread over all allowed zones, even empty ones
+    # No minDomains on the zone spread: the rule's eligible domains are the permitted zones that
+    # have schedulable nodes, which is what native counts under this required affinity (Honor).
     if permitted is not None:
         out.required_nodes.append({"matchExpressions": [{"key": zone, "operator": "In", "values": sorted(permitted)}]})
     groups = spec.zones.fallbackGroups if spec.zones else None
