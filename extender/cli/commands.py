@@ -625,6 +625,19 @@ def parser() -> argparse.ArgumentParser:
                 default="placement-scheduler",
                 help="the schedulerName of the kube-scheduler that calls the extender (default placement-scheduler)",
             )
+            cmd.add_argument(
+                "--mode",
+                choices=["second-scheduler", "in-scheduler"],
+                default="second-scheduler",
+                help="second-scheduler (default): set schedulerName; in-scheduler: request the opt-in resource "
+                "placement.extender.dev/opt-in instead (the cluster's own kube-scheduler calls the extender)",
+            )
+            cmd.add_argument(
+                "--node-pool",
+                metavar="KEY=VALUE",
+                help="keep the workload on a dedicated node pool: nodeSelector KEY=VALUE and a toleration of the "
+                "taint KEY=VALUE:NoSchedule (nodes no other scheduler's pods share: README 'Two ways to run')",
+            )
         else:
             cmd.add_argument("--no-translate", action="store_true", help="do not write translate's constraints")
 

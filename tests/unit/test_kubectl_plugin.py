@@ -116,3 +116,17 @@ def test_operator_commands_log_only_warnings_unless_asked(argv: list[str], level
     assert log_level(parser().parse_args(argv)) == level
     monkeypatch.setenv("EXTENDER_LOG_LEVEL", "debug")  # the server's variable: the operator commands keep quiet
     assert log_level(parser().parse_args(argv)) == (level if argv[0] != "serve" else "debug")
+
+
+def test_adopt_parses_every_option_its_function_takes() -> None:
+    """The CLI's adopt passes mode and node pool through (a missing flag once broke every adopt)."""
+    from extender.cli.commands import _node_pool, parser
+
+    args = parser().parse_args(
+        ["adopt", "statefulset/db", "--policy-name", "p", "--mode", "in-scheduler", "--node-pool", "pool=db"]
+    )
+    assert (args.mode, _node_pool(args.node_pool)) == ("in-scheduler", ("pool", "db"))
+    plain = parser().parse_args(["adopt", "statefulset/db", "--policy-name", "p"])
+    assert (plain.mode, plain.node_pool) == ("second-scheduler", None)
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        _node_pool("pool")
