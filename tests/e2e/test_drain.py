@@ -94,6 +94,16 @@ def _drain_one(api, ns: str, name: str, victim: dict, checks) -> None:  # noqa: 
     api.merge_patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": False}})
 
 
+def _count(scenario, skews: list[int], api, ns: str, name: str, drain: int) -> None:  # noqa: ANN001
+    """One drain's outcome, read from the API server: the zone skew of the pods that stay."""
+    skew, counts = _skew(api, ns, name)
+    skews.append(skew)
+    scenario.repetitions += 1
+    scenario.pods_placed += 1
+    scenario.violations += int(skew > 1)
+    assert skew <= 1, (drain, counts)
+
+
 def _victims(api, ns: str, name: str, count: int) -> list[dict]:  # noqa: ANN001
     """The next pod to drain: round the zones, so every zone is drained in turn."""
     zone_of = _zone_of(api)
@@ -119,12 +129,7 @@ def test_graceful_drains_keep_a_zone_spread(cluster, scenario, drain_nodes) -> N
 
     for drain in range(DRAINS):
         _drain_one(api, ns, name, _victims(api, ns, name, drain)[0], while_terminating)
-        skew, counts = _skew(api, ns, name)
-        skews.append(skew)
-        scenario.repetitions += 1
-        scenario.pods_placed += 1
-        scenario.violations += int(skew > 1)
-        assert skew <= 1, (drain, counts)
+        _count(scenario, skews, api, ns, name, drain)
         audit = cli(cluster, "audit", "-n", ns)
         assert audit.returncode == 0, audit.stdout + audit.stderr
     scenario.note = f"zone skew after each of {DRAINS} drains (held {HOLD_SECONDS} s): {skews}"
@@ -231,12 +236,7 @@ def test_drains_with_no_grace_period_keep_the_spread(cluster, scenario, drain_no
             lambda: len([p for p in _live(api, ns, name) if p["spec"].get("nodeName")]) == 6,
             60,
         )
-        skew, counts = _skew(api, ns, name)
-        skews.append(skew)
-        scenario.repetitions += 1
-        scenario.pods_placed += 1
-        scenario.violations += int(skew > 1)
-        assert skew <= 1, (drain, counts)
+        _count(scenario, skews, api, ns, name, drain)
     waits = {k: v - waits_before.get(k, 0) for k, v in _counter(port, "extender_bind_watch_waits_total").items()}
     binds = {k: v - binds_before.get(k, 0) for k, v in _counter(port, "extender_binds_total").items()}
     scenario.note = f"zone skew after each of {DRAINS} drains (0 s grace): {skews}; bind waits {waits}, binds {binds}"

@@ -40,6 +40,15 @@ def placed_by_default(layout: list[str], zones: str = "aabbcc", rotations: bool 
     return store
 
 
+def record(store: ClusterStore, order: list[str], adopted: dict[int, str] | None = None) -> None:
+    """The set's ZoneRotation, as the watch shows it."""
+    spec: dict = {"statefulSet": "db", "order": order}
+    if adopted:
+        spec["adopted"] = {str(k): v for k, v in adopted.items()}
+    obj = {"apiVersion": "placement.extender.dev/v1alpha1", "kind": "ZoneRotation"}
+    store.apply("rotations", "ADDED", {**obj, "metadata": {"name": "db", "namespace": "db"}, "spec": spec})
+
+
 def zone(store: ClusterStore, name: str) -> str:
     return store.topology.nodes[name].labels[ZONE]
 
@@ -75,16 +84,7 @@ def test_a_rollout_that_cannot_complete_is_refused_naming_what_frees_it() -> Non
 
 def test_an_existing_record_gains_the_outliers_and_keeps_its_order() -> None:
     store = placed_by_default(["n0", "n2", "n4", "n1", "n3", "n5"])  # follows a, b, c
-    store.apply(
-        "rotations",
-        "ADDED",
-        {
-            "apiVersion": "placement.extender.dev/v1alpha1",
-            "kind": "ZoneRotation",
-            "metadata": {"name": "db", "namespace": "db"},
-            "spec": {"statefulSet": "db", "order": ["b", "c", "a"]},
-        },
-    )
+    record(store, ["b", "c", "a"])
     check = check_adoption(store, "db", "db", parse_spec(ORDINAL_CAP1, "t"))
     assert check.completes, check.problems
     assert check.record_exists and check.record == RotationRecord(
@@ -103,27 +103,14 @@ def test_any_placement_one_pod_a_node_adopts_with_a_rollout_that_completes(layou
     spec = parse_spec(ORDINAL_CAP1, "t")
     check = check_adoption(store, "db", "db", spec)
     assert check.completes and check.steps == [f"db-{i} -> its own node" for i in range(5, -1, -1)]
-    record = check.record
-    assert record is not None
-    store.apply(
-        "rotations",
-        "ADDED",
-        {
-            "apiVersion": "placement.extender.dev/v1alpha1",
-            "kind": "ZoneRotation",
-            "metadata": {"name": "db", "namespace": "db"},
-            "spec": {
-                "statefulSet": "db",
-                "order": list(record.order),
-                "adopted": {str(k): v for k, v in record.adopted.items()},
-            },
-        },
-    )
+    decided = check.record
+    assert decided is not None
+    record(store, list(decided.order), dict(decided.adopted))
     for i, where in enumerate(layout):
         recreated = store.pod_by_name("db", f"db-{i}")
         assert recreated is not None
         request, snap = store.decision_inputs(recreated, spec)
-        assert evaluate(spec, request, snap, [where]).verdicts[where].passed, (i, where, record)
+        assert evaluate(spec, request, snap, [where]).verdicts[where].passed, (i, where, decided)
 
 
 @pytest.mark.parametrize("layout", list(itertools.islice(itertools.permutations(["n0", "n2", "n4"]), 3)))
