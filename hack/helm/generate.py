@@ -3,7 +3,8 @@
     python hack/helm/generate.py [--kubectl PATH] [--check]
 
 Renders `deploy/` and `deploy/overlays/tls/` with `kubectl kustomize`, reads
-`deploy/optional/audit-cronjob.yaml`, and writes `deploy/helm/placement-scheduler/templates/`:
+`deploy/optional/audit-cronjob.yaml`, and writes `deploy/helm/placement-scheduler/templates/`
+(the in-scheduler overlay's objects under `.Values.inScheduler.enabled`):
 one file per object, objects of the sidecar install only under `not .Values.tls.enabled`, those
 of the TLS install only under `.Values.tls.enabled`, the audit objects under
 `.Values.audit.enabled`, the scale-down controller's (deploy/optional/scale-down.yaml) under
@@ -85,6 +86,7 @@ def as_template(obj: dict[str, Any], condition: str | None) -> str:
 def templates(kubectl: str) -> dict[str, str]:
     base = {identity(o): o for o in kustomize(kubectl, "deploy")}
     tls = {identity(o): o for o in kustomize(kubectl, "deploy/overlays/tls")}
+    inscheduler = {identity(o): o for o in kustomize(kubectl, "deploy/overlays/in-scheduler")}
     audit = [d for d in yaml.safe_load_all((REPO / "deploy/optional/audit-cronjob.yaml").read_text()) if d]
     scale_down = [d for d in yaml.safe_load_all((REPO / "deploy/optional/scale-down.yaml").read_text()) if d]
     files: dict[str, str] = {}
@@ -94,14 +96,27 @@ def templates(kubectl: str) -> dict[str, str]:
         safe = "".join(c if c.isalnum() or c in "-." else "-" for c in name)
         files[f"{variant}{kind.lower()}-{safe}.yaml"] = as_template(obj, condition)
 
+    # Three installs: the sidecar (deploy/), TLS (deploy/overlays/tls) and in-scheduler
+    # (deploy/overlays/in-scheduler: TLS's extender without the second scheduler or its identity).
+    # Each object is rendered under the condition naming the installs it belongs to, unchanged.
+    sidecar_only = "and (not .Values.tls.enabled) (not .Values.inScheduler.enabled)"
     for key, obj in base.items():
-        if tls.get(key) == obj:
+        if tls.get(key) == obj and inscheduler.get(key) == obj:
             add(obj, None)
+        elif tls.get(key) == obj:
+            add(obj, "not .Values.inScheduler.enabled")
         else:
-            add(obj, "not .Values.tls.enabled", "sidecar-")
+            add(obj, sidecar_only, "sidecar-")
     for key, obj in tls.items():
-        if base.get(key) != obj:
-            add(obj, ".Values.tls.enabled", "tls-")
+        if base.get(key) == obj:
+            continue
+        if inscheduler.get(key) == obj:
+            add(obj, "or .Values.tls.enabled .Values.inScheduler.enabled", "tls-")
+        else:
+            add(obj, "and .Values.tls.enabled (not .Values.inScheduler.enabled)", "tls-")
+    for key, obj in inscheduler.items():
+        if base.get(key) != obj and tls.get(key) != obj:
+            add(obj, ".Values.inScheduler.enabled", "in-scheduler-")
     for obj in audit:
         add(obj, ".Values.audit.enabled", "audit-")
     for obj in scale_down:

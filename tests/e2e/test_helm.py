@@ -61,8 +61,9 @@ def test_helm_lint_passes(helm) -> None:
         (("tls.enabled=true",), "deploy/overlays/tls", None),
         (("audit.enabled=true",), "deploy", "deploy/optional/audit-cronjob.yaml"),
         (("scaleDown.enabled=true",), "deploy", "deploy/optional/scale-down.yaml"),
+        (("inScheduler.enabled=true",), "deploy/overlays/in-scheduler", None),
     ],
-    ids=["defaults", "tls", "audit", "scale-down"],
+    ids=["defaults", "tls", "audit", "scale-down", "in-scheduler"],
 )
 def test_the_chart_renders_the_same_objects_as_kustomize(cluster, helm, values, kustomization, extra) -> None:
     wanted = objects(cluster.kubectl("kustomize", str(REPO / kustomization)).stdout)
@@ -94,8 +95,8 @@ def test_values_reach_the_objects(helm) -> None:
 
 @pytest.mark.parametrize(
     "values",
-    [(), ("tls.enabled=true",), ("audit.enabled=true",), ("scaleDown.enabled=true",)],
-    ids=["defaults", "tls", "audit", "scale-down"],
+    [(), ("tls.enabled=true",), ("audit.enabled=true",), ("scaleDown.enabled=true",), ("inScheduler.enabled=true",)],
+    ids=["defaults", "tls", "audit", "scale-down", "in-scheduler"],
 )
 def test_the_rendered_chart_passes_a_server_side_dry_run(cluster, helm, values) -> None:
     result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=template(helm, *values), check=False)
