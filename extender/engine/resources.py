@@ -19,6 +19,7 @@ before it, the highest of those if above; the pod's overhead added; pod-level re
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -35,6 +36,7 @@ _DECIMAL |= {"M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12), "P"
 Resources = dict[str, int]
 
 
+@functools.lru_cache(maxsize=4096)  # a cluster's pods repeat a few dozen strings ("100m", "64Mi")
 def quantity(name: str, value: Any) -> int | None:
     """A Kubernetes quantity in the unit kube-scheduler counts it in: CPU in millicores, every
     other resource in its base unit (bytes, devices), rounded up as the API server rounds. None
@@ -63,7 +65,7 @@ def _requests(resources: Any) -> Resources:
     out: Resources = {}
     if isinstance(requests, dict):
         for name, value in requests.items():
-            amount = quantity(str(name), value)
+            amount = quantity(str(name), value if isinstance(value, (str, int)) else str(value))
             if amount:
                 out[str(name)] = amount
     return out
@@ -123,7 +125,7 @@ def node_allocatable(status: Mapping[str, Any]) -> Resources:
     out: Resources = {}
     if isinstance(found, dict):
         for name, value in found.items():
-            amount = quantity(str(name), value)
+            amount = quantity(str(name), value if isinstance(value, (str, int)) else str(value))
             if amount is not None:
                 out[str(name)] = amount
     return out
