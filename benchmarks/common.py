@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import statistics
@@ -243,3 +244,71 @@ def build_go_floor(*, timeout: float = 900.0, log=print) -> GoFloorBuild:
     except OSError as exc:
         return GoFloorBuild(None, f"cannot build: {exc}", key=key)
     return GoFloorBuild(binary, key=key, build_seconds=time.monotonic() - started)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """One Prometheus histogram series: cumulative bucket counts by upper bound, sum and count."""
+
+    buckets: tuple[tuple[float, float], ...]  # (le, cumulative count), ascending, +Inf last
+    total: float
+    count: float
+
+    def minus(self, earlier: Histogram | None) -> Histogram:
+        """What happened between two scrapes of the same series (counters only grow)."""
+        if earlier is None:
+            return self
+        before = dict(earlier.buckets)
+        return Histogram(
+            tuple((le, n - before.get(le, 0.0)) for le, n in self.buckets),
+            self.total - earlier.total,
+            self.count - earlier.count,
+        )
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile (0..1) as Prometheus's histogram_quantile estimates it, linear within a
+        bucket; math.inf when the rank lies beyond the last finite bound (nothing more is known)."""
+        if self.count <= 0:
+            return math.nan
+        rank = q * self.count
+        lower_le, lower_n = 0.0, 0.0
+        for le, n in self.buckets:
+            if n >= rank and n > 0:
+                if le == math.inf:
+                    return math.inf
+                return lower_le + (le - lower_le) * ((rank - lower_n) / (n - lower_n) if n > lower_n else 1.0)
+            lower_le, lower_n = le, n
+        return math.inf
+
+    def summary_ms(self) -> dict[str, float | str]:
+        """calls, mean, and the bucket-estimated median, p90, p99, in milliseconds; a quantile past
+        the last finite bucket is written ">bound" (kube-scheduler's Bind buckets end at 204.8 ms)."""
+        if self.count <= 0:
+            return {"calls": 0}
+        finite = [le for le, _ in self.buckets if le != math.inf]
+        out: dict[str, float | str] = {"calls": int(self.count), "mean": round(1000 * self.total / self.count, 2)}
+        for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+            value = self.quantile(q)
+            out[name] = round(1000 * value, 2) if value != math.inf else f">{1000 * max(finite, default=0):g}"
+        return out
+
+
+def read_histograms(text: str, name: str) -> dict[tuple[tuple[str, str], ...], Histogram]:
+    """Every series of the histogram `name` in a /metrics text, keyed by its labels (le aside), parsed
+    with prometheus_client's own exposition parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    series: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != name:
+            continue
+        for sample in family.samples:
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))
+            entry = series.setdefault(labels, {"buckets": [], "sum": 0.0, "count": 0.0})
+            if sample.name.endswith("_bucket"):
+                entry["buckets"].append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_sum"):
+                entry["sum"] = sample.value
+            elif sample.name.endswith("_count"):
+                entry["count"] = sample.value
+    return {labels: Histogram(tuple(sorted(e["buckets"])), e["sum"], e["count"]) for labels, e in series.items()}

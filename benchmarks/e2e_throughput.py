@@ -52,12 +52,15 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
+import urllib3  # noqa: E402
 
 from benchmarks.common import (  # noqa: E402
+    Histogram,
     build_go_floor,
     code_version,
     loadavg,
     machine,
+    read_histograms,
     table,
     verdict,
     write_result,
@@ -80,14 +83,14 @@ POLICY = {
 ZONES = ("zone-a", "zone-b", "zone-c")
 TARGET_RATIO = 0.8
 CLK_TCK = 100
-VARIANTS = ("shipped", "equal-qps", "go-floor")
+VARIANTS = ("shipped", "equal-qps", "go-floor", "before")
 
 
 def variant_limits(variant: str, qps: float, burst: int) -> tuple[float | None, int | None]:
     """Both kube-schedulers' client (qps, burst) for a variant; None keeps kube-scheduler's default."""
     if variant == "shipped":
         return None, None
-    if variant in ("equal-qps", "go-floor"):
+    if variant in ("equal-qps", "go-floor", "before"):
         return qps, burst
     raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
 
@@ -102,6 +105,8 @@ class BenchCluster(LocalCluster):
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None):
         if name == "kube-controller-manager" and self.kcm_qps > 0:
             argv = [*argv, f"--kube-api-qps={self.kcm_qps}", f"--kube-api-burst={2 * self.kcm_qps}"]
+        if name in SCHEDULER_PORTS:  # their /metrics, read anonymously on loopback for the Bind durations
+            argv = [*argv, "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]
         return super()._spawn(name, argv, env)
 
     def cpu_seconds(self) -> dict[str, float]:
@@ -112,6 +117,23 @@ class BenchCluster(LocalCluster):
                 continue
             out[p.name] = _tree_cpu(p.popen.pid)
         return out
+
+
+class BeforeCluster(BenchCluster):
+    """BenchCluster whose extender runs the code of another checkout (--before-tree, e.g. a `git
+    worktree` of the last release): the same control plane, deploy/ objects and harness, so the
+    two extenders' figures differ by their code alone. `python -P` keeps the working directory off
+    sys.path, so PYTHONPATH alone decides which `extender` package is imported."""
+
+    def __init__(self, tree: Path, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tree = tree
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None):
+        if name == "extender":
+            argv = [argv[0], "-P", *argv[1:]]
+            env = {**(env or {}), "PYTHONPATH": str(self.tree)}
+        return super()._spawn(name, argv, env)
 
 
 class GoFloorCluster(BenchCluster):
@@ -163,6 +185,76 @@ def verb_totals(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
                 calls, seconds = out.get(verb, (0.0, 0.0))
                 value = float(line.rsplit(" ", 1)[1])
                 out[verb] = (value, seconds) if slot == 0 else (calls, value)
+    return out
+
+
+SCHEDULER_PORTS = {"kube-scheduler": "scheduler", "placement-scheduler": "placement"}
+BIND_POINT = "scheduler_framework_extension_point_duration_seconds"  # kube-scheduler's, every bind timed
+APISERVER_POINT = "apiserver_request_duration_seconds"  # the API server's own time per request
+
+
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # the schedulers' self-signed loopback certs
+
+
+def bind_histograms(cluster: LocalCluster) -> dict[str, Histogram]:
+    """Each binder's bind-duration histogram, now: the extender's bind handler, each
+    kube-scheduler's Bind extension point (DefaultBinder's POST of the Binding, summed over status),
+    which times the same API call made by Go in the same burst, and the API server's own time for
+    Binding POSTs ("kube-apiserver"): the floor no binder goes under, whoever sent them."""
+    out: dict[str, Histogram] = {}
+    try:
+        text = requests.get(f"http://127.0.0.1:{cluster.ports['extender']}/metrics", timeout=5).text
+        for labels, hist in read_histograms(text, "extender_request_duration_seconds").items():
+            if dict(labels).get("verb") == "bind":
+                out["extender"] = hist
+    except (requests.RequestException, ValueError):  # the Go floor serves no /metrics
+        pass
+    assert cluster.admin is not None
+    try:
+        text = cluster.admin.session.get(cluster.admin.server + "/metrics", timeout=30).text
+        # only the Binding POSTs' series, kept before parsing: the API server's whole page is megabytes
+        wanted = [
+            line
+            for line in text.splitlines()
+            if line.startswith("#") or (line.startswith(APISERVER_POINT) and 'subresource="binding"' in line)
+        ]
+        series = [
+            h
+            for labels, h in read_histograms("\n".join(wanted), APISERVER_POINT).items()
+            if dict(labels).get("verb") == "POST"
+        ]
+        if series:
+            out["kube-apiserver"] = _sum_series(series)
+    except (requests.RequestException, ValueError):
+        pass
+    for component, port_name in SCHEDULER_PORTS.items():
+        url = f"https://127.0.0.1:{cluster.ports[port_name]}/metrics"
+        try:
+            text = requests.get(url, timeout=5, verify=False).text  # noqa: S501 - loopback, self-signed
+        except requests.RequestException:
+            continue
+        histograms = read_histograms(text, BIND_POINT)
+        series = [h for labels, h in histograms.items() if dict(labels).get("extension_point") == "Bind"]
+        if series:
+            out[component] = _sum_series(series)
+    return out
+
+
+def _sum_series(series: list[Histogram]) -> Histogram:
+    bounds = sorted({le for h in series for le, _ in h.buckets})
+    buckets = tuple((le, sum(dict(h.buckets).get(le, 0.0) for h in series)) for le in bounds)
+    return Histogram(buckets, sum(h.total for h in series), sum(h.count for h in series))
+
+
+def bind_delta(before: dict[str, Histogram], after: dict[str, Histogram]) -> dict[str, dict[str, Any]]:
+    """Per binder over a round: calls and ms (mean; p50/p90/p99 estimated from the buckets), and
+    the round's cumulative buckets themselves (le in seconds, "inf" last) for any later reading."""
+    out = {}
+    for binder, hist in sorted(after.items()):
+        delta = hist.minus(before.get(binder))
+        if delta.count > 0:
+            buckets = [["inf" if le == float("inf") else le, int(n)] for le, n in delta.buckets]
+            out[binder] = {**delta.summary_ms(), "buckets": buckets}
     return out
 
 
@@ -300,6 +392,7 @@ def run_round(
     load = loadavg()
     cpu_before = cluster.cpu_seconds()
     verbs_before = verb_totals(cluster)
+    binds_before = bind_histograms(cluster)
     started = time.monotonic()
     for i in range(sets):
         api.create(f"/apis/apps/v1/namespaces/{ns}/statefulsets", statefulset(f"set-{i}", replicas, side, spec))
@@ -308,6 +401,7 @@ def run_round(
     watch.stop()
     cpu_after = cluster.cpu_seconds()
     verbs_after = verb_totals(cluster)
+    binds_after = bind_histograms(cluster)
     if watch.error is not None:
         raise watch.error
     bound_times = sorted(t - started for t in watch.bound.values())
@@ -342,6 +436,7 @@ def run_round(
         "cpu_seconds": {k: round(cpu_after.get(k, 0) - v, 1) for k, v in cpu_before.items()},
         "loadavg_before": [round(x, 2) for x in load],
         "extender_verbs": verb_delta(verbs_before, verbs_after, expected),
+        "bind_ms": bind_delta(binds_before, binds_after),
     }
     log(
         f"{side:>8} round {index}: {result['bound']}/{expected} bound in {result['seconds_to_all_bound']} s "
@@ -354,6 +449,14 @@ def run_round(
             + "; ".join(
                 f"{v} {d['calls']} calls {d['ms_per_call']} ms/call ({d['ms_per_pod']} ms/pod)"
                 for v, d in result["extender_verbs"].items()
+            )
+        )
+    if result["bind_ms"]:
+        log(
+            "          bind: "
+            + "; ".join(
+                f"{b} {d['calls']} calls mean {d['mean']} p50 {d['p50']} p99 {d['p99']} ms"
+                for b, d in result["bind_ms"].items()
             )
         )
     # Clean up before the next round, so rounds never overlap.
@@ -520,6 +623,39 @@ def cpu_per_pod(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
+BIND_COLUMNS = ("calls", "mean", "p50", "p90", "p99")
+
+
+def _median_cell(values: list[float | str]) -> float | str:
+    """The median of a column over rounds; a quantile beyond a histogram's last bucket (">204.8")
+    in any round makes the cell that text, since no median of it is known."""
+    texts = [v for v in values if isinstance(v, str)]
+    if texts:
+        return max(texts, key=lambda t: float(t.lstrip(">")))
+    return round(statistics.median(values), 2)  # type: ignore[arg-type]
+
+
+def bind_summary(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    """Rows of variant, side, binder, then the median over the side's complete rounds of calls,
+    mean, p50, p90 and p99 ms; then the mean over the same control plane's native mean (the default
+    kube-scheduler's DefaultBinder, Go, posting the same Binding in a burst of the same size), and
+    over the API server's own mean for the same side's Binding POSTs (what the binder adds)."""
+    rows = []
+    for name, v in results.items():
+        for side in ("native", "extender"):
+            mine = [r for r in v.get("rounds", []) if r["side"] == side and r["complete"]]
+            for binder in sorted({b for r in mine for b in r.get("bind_ms", {})}):
+                stats = [r["bind_ms"][binder] for r in mine if binder in r.get("bind_ms", {})]
+                rows.append([name, side, binder, *(_median_cell([s[k] for s in stats]) for k in BIND_COLUMNS)])
+    native = {row[0]: row[4] for row in rows if row[1] == "native" and row[2] == "kube-scheduler"}
+    server = {(row[0], row[1]): row[4] for row in rows if row[2] == "kube-apiserver"}
+    for row in rows:
+        row.append(round(row[4] / native[row[0]], 2) if native.get(row[0]) else "-")
+        floor = server.get((row[0], row[1]))
+        row.append(round(row[4] / floor, 2) if floor and row[2] != "kube-apiserver" else "-")
+    return rows
+
+
 def add_zoned_nodes(cluster: LocalCluster, layout: dict[str, int], nodes: int) -> dict[str, str | None]:
     """Add the kwok nodes, wait until the extender's cache holds them all; node -> zone."""
     cluster.add_nodes(zoned_nodes(layout))
@@ -550,6 +686,13 @@ def run_variant(variant: str, args: argparse.Namespace, layout: dict[str, int], 
             return {"variant": variant, "skipped": build.reason, "rounds": [], "summary": {}}
         cluster_context: BenchCluster = GoFloorCluster(
             build.path, kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst
+        )
+    elif variant == "before":
+        if args.before_tree is None:
+            log("variant before needs --before-tree (a checkout of the code to compare); skipped")
+            return {"variant": variant, "skipped": "no --before-tree", "rounds": [], "summary": {}}
+        cluster_context = BeforeCluster(
+            args.before_tree, kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst
         )
     else:
         cluster_context = BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst)
@@ -586,16 +729,25 @@ def main(argv: list[str] | None = None) -> int:
         "--variants",
         default=",".join(VARIANTS),
         help="comma-separated, run in this order, each on a fresh control plane: shipped (both "
-        "kube-schedulers at their default client qps 50 / burst 100) and equal-qps (both at "
-        "--equal-qps / --equal-burst)",
+        "kube-schedulers at their default client qps 50 / burst 100), equal-qps (both at "
+        "--equal-qps / --equal-burst), go-floor (equal-qps, the do-nothing Go extender), before "
+        "(equal-qps, the extender of --before-tree)",
     )
     parser.add_argument("--equal-qps", type=float, default=500, help="both kube-schedulers' client qps in equal-qps")
     parser.add_argument("--equal-burst", type=int, default=1000, help="both kube-schedulers' client burst in equal-qps")
     parser.add_argument("--timeout", type=float, default=240, help="seconds a round may take")
+    parser.add_argument(
+        "--before-tree",
+        type=Path,
+        help="variant before: a checkout whose extender/ is run instead of this one's, at equal-qps "
+        "(e.g. `git worktree add /tmp/before <release>`)",
+    )
     parser.add_argument("--keep-logs", type=Path, help="copy each variant's component logs to DIR/<variant>/")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if "before" in variants and args.before_tree is None:
+        parser.error("variant before needs --before-tree")
     for v in variants:
         if v not in VARIANTS:
             parser.error(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
@@ -625,6 +777,24 @@ def main(argv: list[str] | None = None) -> int:
             f"extender / ceiling: {ceiling['extender_over_ceiling']} (equal-qps {ceiling['equal_qps_ratio']} over "
             f"go-floor {ceiling['go_floor_ratio']}, same run); target >= {CEILING_TARGET}: {ceiling['verdict']}"
         )
+    print()
+    print("Bind wall time per call, ms (median over a side's rounds; extender: its bind handler; kube-scheduler /")
+    print("placement-scheduler: their Bind extension point, DefaultBinder's POST from Go, in the same burst;")
+    print("kube-apiserver: its own time for those Binding POSTs, the floor):")
+    binds = bind_summary(results)
+    headers = [
+        "variant",
+        "side",
+        "binder",
+        "calls",
+        "mean",
+        "p50",
+        "p90",
+        "p99",
+        "mean / native Go binder",
+        "mean / API server's",
+    ]
+    print(table(headers, binds))
     print()
     print("CPU-ms per pod placed, per component (median of a side's rounds; the whole process tree):")
     print(table(["variant", "side", "CPU-ms per pod"], cpu_per_pod(results)))
@@ -657,6 +827,8 @@ def main(argv: list[str] | None = None) -> int:
             },
             "over_ceiling": ceiling,
             "cpu_ms_per_pod": cpu_per_pod(results),
+            "bind_ms": binds,
+            "before_tree": str(args.before_tree) if args.before_tree else None,
             "total_seconds": total,
         },
         args.out,
