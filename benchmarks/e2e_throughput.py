@@ -443,22 +443,17 @@ def run_round(
         f"({result['pods_per_second']} pods/s; all created at {result['seconds_all_created']} s; "
         f"{failed_scheduling} FailedScheduling; {result['rule_violations']} violations; load {load[0]:.2f})"
     )
-    if result["extender_verbs"]:
-        log(
-            "          extender handlers: "
-            + "; ".join(
-                f"{v} {d['calls']} calls {d['ms_per_call']} ms/call ({d['ms_per_pod']} ms/pod)"
-                for v, d in result["extender_verbs"].items()
-            )
-        )
-    if result["bind_ms"]:
-        log(
-            "          bind: "
-            + "; ".join(
-                f"{b} {d['calls']} calls mean {d['mean']} p50 {d['p50']} p99 {d['p99']} ms"
-                for b, d in result["bind_ms"].items()
-            )
-        )
+    verbs = [
+        f"{v} {d['calls']} calls {d['ms_per_call']} ms/call ({d['ms_per_pod']} ms/pod)"
+        for v, d in result["extender_verbs"].items()
+    ]
+    binds = [
+        f"{b} {d['calls']} calls mean {d['mean']} p50 {d['p50']} p99 {d['p99']} ms"
+        for b, d in result["bind_ms"].items()
+    ]
+    for label, parts in (("extender handlers", verbs), ("bind", binds)):
+        if parts:
+            log(f"          {label}: " + "; ".join(parts))
     # Clean up before the next round, so rounds never overlap.
     api.delete(f"/api/v1/namespaces/{ns}")
     try:
