@@ -66,6 +66,8 @@ EVERY_MINOR = {
     "tests/e2e/test_deploy.py": "deploy/'s server-side dry-runs, RBAC (SubjectAccessReviews) and the CRD's CEL "
     "rules on that API server",
     "tests/e2e/test_helm.py": "the Helm chart's rendering, dry-run on that API server",
+    "tests/e2e/test_api_priority.py": "API Priority and Fairness: that API server's classification of the "
+    "identities by deploy/'s FlowSchema, and its built-in kube-scheduler FlowSchema's level",
     "tests/e2e/test_translate_and_ab.py": "the A/B agreement: translate's native constraints placed by the minor's "
     "default scheduler",
     "tests/e2e/test_opt_in_and_invalid.py": "kube-scheduler's handling of schedulerName and of an extender Error "

@@ -409,6 +409,8 @@ class LocalCluster:
             str(base / "rbac.yaml"),
             "-f",
             str(base / "admission.yaml"),
+            "-f",
+            str(base / "flowschema.yaml"),
         )
         api.ensure(
             "/apis/storage.k8s.io/v1/storageclasses",
