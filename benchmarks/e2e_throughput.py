@@ -169,23 +169,20 @@ def _tree_cpu(pid: int) -> float:
     return total
 
 
-def verb_totals(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
-    """{verb: (calls, seconds)} from the extender's request-duration histogram (its /metrics)."""
-    port = cluster.ports.get("extender")
-    out: dict[str, tuple[float, float]] = {}
+def extender_histograms(cluster: LocalCluster) -> dict[str, Histogram]:
+    """{verb: histogram} of the extender's request durations (its /metrics); {} when it serves none
+    (the Go floor answers /metrics with a 404 page)."""
     try:
-        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    except requests.RequestException:
-        return out
-    for line in text.splitlines():
-        for suffix, slot in (("_count", 0), ("_sum", 1)):
-            head = f"extender_request_duration_seconds{suffix}{{"
-            if line.startswith(head) and 'verb="' in line:
-                verb = line.split('verb="', 1)[1].split('"', 1)[0]
-                calls, seconds = out.get(verb, (0.0, 0.0))
-                value = float(line.rsplit(" ", 1)[1])
-                out[verb] = (value, seconds) if slot == 0 else (calls, value)
-    return out
+        text = requests.get(f"http://127.0.0.1:{cluster.ports['extender']}/metrics", timeout=5).text
+        series = read_histograms(text, "extender_request_duration_seconds")
+    except (requests.RequestException, ValueError):
+        return {}
+    return {dict(labels)["verb"]: hist for labels, hist in series.items() if "verb" in dict(labels)}
+
+
+def verb_totals(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
+    """{verb: (calls, seconds)} from the extender's request-duration histogram."""
+    return {verb: (hist.count, hist.total) for verb, hist in extender_histograms(cluster).items()}
 
 
 SCHEDULER_PORTS = {"kube-scheduler": "scheduler", "placement-scheduler": "placement"}
@@ -202,13 +199,9 @@ def bind_histograms(cluster: LocalCluster) -> dict[str, Histogram]:
     which times the same API call made by Go in the same burst, and the API server's own time for
     Binding POSTs ("kube-apiserver"): the floor no binder goes under, whoever sent them."""
     out: dict[str, Histogram] = {}
-    try:
-        text = requests.get(f"http://127.0.0.1:{cluster.ports['extender']}/metrics", timeout=5).text
-        for labels, hist in read_histograms(text, "extender_request_duration_seconds").items():
-            if dict(labels).get("verb") == "bind":
-                out["extender"] = hist
-    except (requests.RequestException, ValueError):  # the Go floor serves no /metrics
-        pass
+    extender = extender_histograms(cluster).get("bind")
+    if extender is not None:
+        out["extender"] = extender
     assert cluster.admin is not None
     try:
         text = cluster.admin.session.get(cluster.admin.server + "/metrics", timeout=30).text
