@@ -2,7 +2,7 @@
 newest, the version-sensitive ones, EVERY_MINOR below, on the others), and the README's support
 table made from the results.
 
-    python hack/matrix.py run   [--minors 1.36,1.34] [--out DIR]   # make test-matrix
+    python hack/matrix.py run   [--minors 1.37,1.34] [--out DIR]   # make test-matrix
     python hack/matrix.py run --minors older --newest-from FILE     # CI, after `make test`
     python hack/matrix.py table [--out DIR] [--readme README.md]     # make support-table
 

@@ -1,7 +1,7 @@
 """The mismatched-scheduler experiment: a newer kube-scheduler against an older kube-apiserver.
 
     make mismatch                                     # the newest scheduler vs the oldest API server
-    python hack/mismatch.py --scheduler 1.36 --apiserver 1.33
+    python hack/mismatch.py --scheduler 1.37 --apiserver 1.34
 
 Starts the e2e harness's control plane (extender/devcluster) from the API server's minor
 (etcd, kube-apiserver, kube-controller-manager, kwok) with the other minor's kube-scheduler as

@@ -108,7 +108,7 @@ class FailedNodeReasons(StrEnum):
     kube-scheduler reads FailedNodes / FailedAndUnresolvableNodes only to explain a pod no node
     passes (its FitError, the FailedScheduling event, preemption's candidates): when some node
     passes, the reasons go into a diagnosis it discards (`findNodesThatPassExtenders` and
-    `schedulePod` in pkg/scheduler/schedule_one.go, v1.33-v1.36; the one trace left is the
+    `schedulePod` in pkg/scheduler/schedule_one.go, v1.33-v1.37; the one trace left is the
     `evaluatedNodes` count in a V(2) log line). WHEN_NONE_PASS leaves them out then: most of a
     5,000-node answer's bytes, encoded by us and decoded by kube-scheduler for nothing.
     ALWAYS is for a kube-scheduler with another extender configured after this one: if that one

@@ -16,7 +16,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 # Newest first. Keep on one line: hack/kube/build.sh parses it.
-SUPPORTED_MINORS = ("1.36", "1.35", "1.34", "1.33")
+SUPPORTED_MINORS = ("1.37", "1.36", "1.35", "1.34")
 
 
 def minor_of(git_version: str) -> str | None:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import time
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from extender.api.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 from extender.server.ports import BindError
 from extender.server.verbs import Verbs
@@ -645,3 +648,52 @@ def test_group_rules_on_a_pod_that_can_only_be_its_own_group_are_an_error_naming
     selected = {**spread, "group": {"selector": {"matchLabels": {"app": "web"}}}}
     store.apply("pods", "ADDED", _replicaset_pod("web-0", selected) | {"spec": {"nodeName": "a1"}})
     assert sorted(do_filter(verbs, _replicaset_pod("web-z", selected), names(store)).NodeNames) == ["b1", "c1"]
+
+
+# -- preemption's answer keeps kube-scheduler's victims as sent ------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    placed=st.lists(st.tuples(st.sampled_from(["n1", "n2", "n3", "n4"]), st.booleans()), max_size=6),
+    proposals=st.dictionaries(
+        st.sampled_from(["n1", "n2", "n3", "n4"]), st.lists(st.integers(0, 5), max_size=3, unique=True), max_size=4
+    ),
+)
+def test_preempt_keeps_a_node_with_exactly_the_victims_sent_or_drops_it(placed, proposals) -> None:
+    """For any cluster and any proposal, empty victim lists included (the shape Kubernetes 1.38
+    sends, kubernetes#135486): a kept node carries exactly the victims kube-scheduler proposed
+    (1.38 refuses an answer with fewer), and a node proposed with no victim is kept exactly where
+    the preemptor passes our filter now, since evicting nothing cannot change the verdict."""
+    store, _, verbs = make([node("n1", "a"), node("n2", "a"), node("n3", "b"), node("n4", "b")])
+    cap = {"caps": [{"topologyKey": HOST, "max": 1}]}
+    uids = []
+    for i, (where, grouped) in enumerate(placed):
+        uid = f"u-{i}"
+        store.apply(
+            "pods",
+            "ADDED",
+            pod(
+                f"r-{i}" if grouped else f"o-{i}",
+                sts="r" if grouped else None,
+                node_name=where,
+                policy=cap if grouped else None,
+                uid=uid,
+            ),
+        )
+        uids.append(uid)
+    preemptor = pod("r-9", sts="r", policy=cap)
+    sent = {n: [uids[i] for i in idx if i < len(uids)] for n, idx in proposals.items()}
+    passing = set(do_filter(verbs, preemptor, names(store)).NodeNames or ())
+    result = verbs.preempt(
+        ExtenderPreemptionArgs.model_validate(
+            {"Pod": preemptor, "NodeNameToMetaVictims": {n: {"Pods": [{"UID": u} for u in v]} for n, v in sent.items()}}
+        )
+    )
+    kept = result.NodeNameToMetaVictims or {}
+    assert set(kept) <= set(sent)
+    for n, meta in kept.items():
+        assert [p.UID for p in meta.Pods or ()] == sent[n]
+    for n, victims in sent.items():
+        if not victims:
+            assert (n in kept) == (n in passing), n

@@ -3,7 +3,7 @@
 Filter leaves out the failed nodes' reasons when some node passes (FailedNodeReasons): the
 reasons feed only the FitError of a pod no node passes. Held against a model of the
 kube-scheduler code that reads them (`findNodesThatPassExtenders` and `schedulePod`,
-pkg/scheduler/schedule_one.go, v1.33-v1.36), written from that code and sharing nothing with
+pkg/scheduler/schedule_one.go, v1.33-v1.37), written from that code and sharing nothing with
 the extender.
 
 Prioritize's answer is not cut, and a test holds it whole: leaving out nodes at the lowest score

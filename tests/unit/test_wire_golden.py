@@ -47,6 +47,9 @@ ROUND_TRIP = [
     ("preempt_args_victims", wire.ExtenderPreemptionArgs),
     ("preempt_args_metavictims", wire.ExtenderPreemptionArgs),
     ("preempt_result", wire.ExtenderPreemptionResult),
+    ("preempt_args_empty_victims", wire.ExtenderPreemptionArgs),
+    ("preempt_args_empty_metavictims", wire.ExtenderPreemptionArgs),
+    ("preempt_result_empty_victims", wire.ExtenderPreemptionResult),
 ]
 
 
@@ -129,6 +132,18 @@ def test_filter_node_list_mode_returns_the_nodes_as_sent(client) -> None:
     go_nodes = go[go.index('"Nodes":') : go.index(',"NodeNames"')]
     assert go_nodes in body
     assert [n["metadata"]["name"] for n in ours["Nodes"]["items"]] == ["node-b1", "node-b2"]
+
+
+@pytest.mark.parametrize("form", ["preempt_args_empty_victims", "preempt_args_empty_metavictims"])
+def test_preempt_with_empty_victim_lists_keeps_only_the_nodes_the_pod_passes_as_they_are(client, form: str) -> None:
+    """Kubernetes 1.38 (kubernetes#135486) sends a candidate with an empty victim list where its
+    dry-run (in-tree filters only) finds the pod fits with nothing evicted. Evicting nothing
+    cannot change our verdict, so the node is kept (with the empty list, never more victims than
+    sent) exactly where the pod passes our filter now, and dropped elsewhere: here crdb-1's
+    ordinal zone is zone-b, so node-b1 stays and node-a1 goes. The answer is Go's bytes."""
+    response = client.post("/preempt", data=raw(form), content_type="application/json")
+    assert response.status_code == 200
+    assert response.get_data(as_text=True) == raw("preempt_result_empty_victims")
 
 
 json_values = st.recursive(
