@@ -1,0 +1,116 @@
+"""The image and the manifests that run it agree (issue 42): the Dockerfile is the one source of
+the extender's entry point, user and ports, and every container of deploy/ that runs the image
+uses them as they are. A manifest that overrides the entry point, runs a subcommand the CLI does
+not have, probes a port it does not listen on, or listens on a port the image does not declare
+fails here, before anyone builds an image."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.cli.commands import parser
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "hack" / "image"))
+
+import dockerfile as df  # noqa: E402
+
+IMAGE = "placement-extender"
+CONFIG = df.image_config(df.parse((ROOT / "Dockerfile").read_text()))
+
+
+def _pod_specs(doc: Any) -> Iterator[dict[str, Any]]:
+    """Every pod spec inside a Kubernetes object (Deployment, CronJob, Pod ...)."""
+    if isinstance(doc, dict):
+        if "containers" in doc and isinstance(doc["containers"], list):
+            yield doc
+        for value in doc.values():
+            yield from _pod_specs(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            yield from _pod_specs(value)
+
+
+def _extender_containers() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    found = []
+    for path in sorted((ROOT / "deploy").rglob("*.yaml")):
+        if "helm" in path.parts:  # generated from these files (hack/helm/generate.py, checked there)
+            continue
+        for doc in yaml.safe_load_all(path.read_text()):
+            for spec in _pod_specs(doc):
+                for container in spec["containers"]:
+                    if str(container.get("image", "")).split(":")[0] == IMAGE:
+                        found.append((f"{path.relative_to(ROOT)}:{container['name']}", spec, container))
+    return found
+
+
+CONTAINERS = _extender_containers()
+IDS = [name for name, _, _ in CONTAINERS]
+SUBCOMMANDS = set(next(a for a in parser()._actions if a.dest == "command").choices)  # type: ignore[union-attr]
+
+
+def _listen_port(container: dict[str, Any]) -> int | None:
+    for arg in container.get("args") or ():
+        m = re.fullmatch(r"--listen=(?:\S*):(\d+)", arg)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def test_the_manifests_run_the_image_at_all() -> None:
+    names = {name.split(":")[0] for name in IDS}
+    assert {"deploy/base/deployment.yaml", "deploy/overlays/tls/extender.yaml"} <= names
+
+
+@pytest.mark.parametrize("name,spec,container", CONTAINERS, ids=IDS)
+def test_the_container_keeps_the_images_entry_point_and_runs_a_real_subcommand(name, spec, container) -> None:  # noqa: ANN001
+    assert "command" not in container or container["command"] == CONFIG["Entrypoint"], name
+    args = container.get("args") or CONFIG["Cmd"]
+    assert args[0] in SUBCOMMANDS, f"{name}: {args[0]!r} is not a subcommand of python -m extender"
+
+
+@pytest.mark.parametrize("name,spec,container", CONTAINERS, ids=IDS)
+def test_the_pod_runs_as_the_images_user(name, spec, container) -> None:  # noqa: ANN001
+    user, group = (int(part) for part in CONFIG["User"].split(":"))
+    context = {**(spec.get("securityContext") or {}), **(container.get("securityContext") or {})}
+    assert context.get("runAsNonRoot") is True, name
+    assert context.get("runAsUser", user) == user and context.get("runAsGroup", group) == group, name
+
+
+@pytest.mark.parametrize("name,spec,container", CONTAINERS, ids=IDS)
+def test_listened_declared_and_probed_ports_are_the_images(name, spec, container) -> None:  # noqa: ANN001
+    exposed = {int(p.split("/")[0]) for p in CONFIG.get("ExposedPorts", {})}
+    listen = _listen_port(container)
+    if container.get("args", [CONFIG["Cmd"][0]])[0] != "serve":
+        assert listen is None and not container.get("ports"), name
+        return
+    assert listen in exposed, f"{name} listens on {listen}; the Dockerfile EXPOSEs {sorted(exposed)}"
+    declared = {p.get("name"): p["containerPort"] for p in container.get("ports") or ()}
+    assert set(declared.values()) <= {listen}, f"{name} declares {declared}, listens on {listen}"
+    for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
+        probe = container.get(probe_name)
+        if not probe:
+            continue
+        if "exec" in probe:
+            command = probe["exec"]["command"]
+            assert command[0] == CONFIG["Entrypoint"][0], f"{name} {probe_name} runs {command[0]}, not the image's"
+            urls = [int(m) for part in command for m in re.findall(r"://[^/:]+:(\d+)/", part)]
+            assert urls == [listen], f"{name} {probe_name} asks {urls}, the extender listens on {listen}"
+            continue
+        handler = probe.get("httpGet") or probe.get("tcpSocket") or probe.get("grpc")
+        port = handler["port"]
+        assert declared.get(port, port) == listen, f"{name} {probe_name} probes {port}, listens on {listen}"
+
+
+def test_the_entry_points_python_is_on_the_images_path() -> None:
+    """The probes' `python` and the ENTRYPOINT's are the virtual environment's, found by PATH."""
+    env = dict(item.split("=", 1) for item in CONFIG["Env"])
+    assert env["PATH"].split(":")[0] == "/opt/extender/bin"
+    assert CONFIG["Entrypoint"] == ["python", "-m", "extender"]
