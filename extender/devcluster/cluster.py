@@ -27,6 +27,7 @@ import yaml
 from .api import Api, wait_for
 from .pki import PKI, ClientCert
 from .processes import Process, SigtermAsInterrupt, free_port
+from .realnode import RealNode
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ class LocalCluster:
         apiserver_args: Iterable[str] = (),
         extender_config: dict[str, Any] | None = None,
         mode: str = "second-scheduler",
+        real_node: bool | RealNode = False,
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self._sigterm = SigtermAsInterrupt()  # a SIGTERM to the harness stops the plane, as Ctrl-C does
@@ -153,6 +155,10 @@ class LocalCluster:
         if mode not in ("second-scheduler", "in-scheduler"):
             raise ValueError(f"mode must be second-scheduler or in-scheduler, not {mode!r}")
         self.mode = mode
+        # A real kubelet and kube-proxy on this machine (realnode.py) beside kwok's fake nodes: the API
+        # server then serves on its bridge, every default controller runs, and deploy/ (applied by the
+        # test) runs the extender and our kube-scheduler as pods, so the harness starts neither.
+        self.real_node = RealNode() if real_node is True else (real_node or None)
         self.processes: list[Process] = []
         self.ports: dict[str, int] = {}
         self.admin: Api | None = None
@@ -179,13 +185,17 @@ class LocalCluster:
     def start(self) -> None:
         started = time.monotonic()
         self.bin_dir = self.bin_dir or kube_binaries()
+        node = self.real_node
+        if node is not None:
+            node.prepare(self.log_dir)  # before the API server: it serves on the node's bridge
         self.pki = PKI(self.workdir / "pki")
-        self.pki.create()
+        self.pki.create(node.serving_ips if node else ())
         self.ports = {
             name: free_port()
             for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "placement", "extender")
         }
-        self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
+        self.address = node.address if node else "127.0.0.1"
+        self.server = f"https://{self.address}:{self.ports['apiserver']}"
         admin = self.pki.client("admin", "placement-e2e-admin", "system:masters")
         self._write_kubeconfig(self.kubeconfig, admin)
         self.admin = Api(self.server, str(self.pki.ca_cert), str(admin.cert), str(admin.key))
@@ -202,18 +212,23 @@ class LocalCluster:
         self._start_default_scheduler(sched)
         stages = self.workdir / "kwok-stages.yaml"
         stages.write_text(kwok_stages(self.bin_dir))
-        self._spawn(
-            "kwok",
-            [self._bin("kwok"), f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=true", f"--config={stages}"],
+        # Beside a real node, kwok manages only its own (NodeSpec's annotation), never the kubelet's.
+        managed = (
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" if node else "--manage-all-nodes=true"
         )
+        self._spawn("kwok", [self._bin("kwok"), f"--kubeconfig={self.kubeconfig}", managed, f"--config={stages}"])
         self._bootstrap_objects()
-        if self.with_extender:
+        if node is not None:
+            node.start(self)
+        elif self.with_extender:
             self.start_extender()
-        if self.mode == "second-scheduler":
+        if self.mode == "second-scheduler" and node is None:
             self._start_placement_scheduler(self.service_account_kubeconfig("placement-scheduler"))
         log.info("control plane up in %.1fs (workdir %s)", time.monotonic() - started, self.workdir)
 
     def stop(self) -> None:
+        if self.real_node is not None:
+            self.real_node.stop()  # first: its pods and containerd go, and the host is given back
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
@@ -221,10 +236,13 @@ class LocalCluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def alive(self) -> list[str]:
-        return [p.name for p in self.processes if p.alive]
+        return [p.name for p in self._all_processes() if p.alive]
 
     def logs(self) -> dict[str, str]:
-        return {p.name: p.tail(200) for p in self.processes}
+        return {p.name: p.tail(200) for p in self._all_processes()}
+
+    def _all_processes(self) -> list[Process]:
+        return self.processes + (self.real_node.processes if self.real_node else [])
 
     # ------------------------------------------------------------------ components
     def _bin(self, name: str) -> str:
@@ -277,28 +295,30 @@ class LocalCluster:
         )
 
     def _start_apiserver(self) -> None:
-        pki = self.pki
+        pki, node = self.pki, self.real_node
         proc = self._spawn(
             "kube-apiserver",
             [
                 self._bin("kube-apiserver"),
                 f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
                 f"--secure-port={self.ports['apiserver']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
                 f"--tls-cert-file={pki.serving_cert}",
                 f"--tls-private-key-file={pki.serving_key}",
                 f"--client-ca-file={pki.ca_cert}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
-                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--service-cluster-ip-range={node.service_range if node else '10.96.0.0/16'}",
                 "--authorization-mode=Node,RBAC",
                 "--enable-priority-and-fairness=false",
-                "--endpoint-reconciler-type=none",
+                # a real node's pods reach the API server through the `kubernetes` Service's endpoints
+                f"--endpoint-reconciler-type={'lease' if node else 'none'}",
                 # kwok nodes are Ready from birth and no node-lifecycle controller runs to lift the
                 # not-ready taint this plugin would put on every new node.
                 "--disable-admission-plugins=TaintNodesByCondition",
+                *(node.apiserver_args(pki) if node else ()),
                 *self.apiserver_args,
             ],
         )
@@ -327,6 +347,8 @@ class LocalCluster:
                 "persistentvolume-protection-controller",
             ]
         )
+        if self.real_node:  # every default one (node lifecycle, endpoints, ...), as a real cluster runs
+            controllers = "*"
         self._spawn(
             "kube-controller-manager",
             [
@@ -340,6 +362,7 @@ class LocalCluster:
                 "--bind-address=127.0.0.1",
                 "--concurrent-statefulset-syncs=10",
                 "--use-service-account-credentials=true",
+                *(self.real_node.controller_manager_args(self.pki, self.workdir) if self.real_node else ()),
             ],
         )
 

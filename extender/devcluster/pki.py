@@ -1,12 +1,13 @@
 """Certificates for the local control plane, made with the openssl CLI.
 
-A CA, the apiserver's serving certificate (for 127.0.0.1 and localhost), one client certificate
+A CA, the apiserver's serving certificate (for 127.0.0.1, localhost and any extra IPs), one client certificate
 per identity, and the service-account signing key pair.
 """
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +33,11 @@ class PKI:
         self.sa_key = root / "sa.key"
         self.sa_pub = root / "sa.pub"
 
-    def create(self) -> None:
+    def create(self, extra_ips: Iterable[str] = ()) -> None:
+        """extra_ips: more addresses the API server is reached at (the real node's bridge and the
+        `kubernetes` Service's IP), added to its serving certificate."""
         r = self.root
+        ips = "".join(f",IP:{ip}" for ip in extra_ips)
         _run(
             "req",
             "-x509",
@@ -51,7 +55,8 @@ class PKI:
             cwd=r,
         )
         (r / "serving.ext").write_text(
-            "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
+            f"subjectAltName=IP:127.0.0.1{ips},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+            "DNS:kubernetes.default.svc\n"
             "extendedKeyUsage=serverAuth\n"
         )
         self._sign("apiserver", "/CN=kube-apiserver", "serving.ext")

@@ -7,12 +7,15 @@
 #   BIN_DIR="$(hack/kube/build.sh | tail -n1)"                   # newest supported minor
 #   BIN_DIR="$(KUBE_VERSION=1.34 hack/kube/build.sh | tail -n1)"  # any supported minor
 #   hack/kube/build.sh --list                                     # supported minors, newest first
+#   NODE_BIN="$(hack/kube/build.sh --node | tail -n1)"            # kubelet + kube-proxy instead, into
+#                                                                 # <key dir>/node-bin (the real-node mode)
 #
 # Environment:
 #   KUBE_VERSION    the minor to build, e.g. 1.34 (default: the newest). The supported minors are
 #                   SUPPORTED_MINORS in extender/kube/versions.py; v<minor>/ here pins each.
 #   KUBE_BIN_DIR    use this dir as-is if it holds all binaries (no build);
 #                   fails if it is set but incomplete.
+#   KUBE_NODE_BIN_DIR  the same for --node (kubelet, kube-proxy).
 #   KUBE_BIN_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/placement-extender)
 #   KUBE_BUILD_NICE nice level for the go build (default 10)
 #
@@ -22,6 +25,13 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VERSIONS_PY="${HERE}/../../extender/kube/versions.py"
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+# --node: the binaries of a real node instead, only for the real-node mode (extender/devcluster/realnode.py);
+# the default call builds exactly the control plane, as ever.
+NODE=0
+if [[ "${1:-}" == "--node" ]]; then
+  NODE=1
+  BINARIES=(kubelet kube-proxy)
+fi
 
 log() { printf '[kube-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -47,13 +57,17 @@ WANT="${WANT#v}"
   die "KUBE_VERSION=${KUBE_VERSION:-} is not a supported minor (${SUPPORTED[*]}); see extender/kube/versions.py"
 MOD_DIR="${HERE}/v${WANT}"
 [[ -f "${MOD_DIR}/go.mod" ]] || die "${MOD_DIR}/go.mod is missing for supported minor ${WANT}"
+[[ ${NODE} == 0 ]] || grep -q '"k8s.io/kubernetes/cmd/kubelet"' "${MOD_DIR}/tools.go" ||
+  die "--node: v${WANT}/tools.go lists no kubelet (only the newest minor's module pins the node binaries)"
 
 # 1. Explicit override.
-if [[ -n "${KUBE_BIN_DIR:-}" ]]; then
-  missing="$(missing_in "${KUBE_BIN_DIR}")"
-  [[ -z "${missing}" ]] || die "KUBE_BIN_DIR=${KUBE_BIN_DIR} lacks: ${missing}"
-  log "using KUBE_BIN_DIR override"
-  printf '%s\n' "${KUBE_BIN_DIR}"
+OVERRIDE_VAR=KUBE_BIN_DIR
+[[ ${NODE} == 0 ]] || OVERRIDE_VAR=KUBE_NODE_BIN_DIR
+if [[ -n "${!OVERRIDE_VAR:-}" ]]; then
+  missing="$(missing_in "${!OVERRIDE_VAR}")"
+  [[ -z "${missing}" ]] || die "${OVERRIDE_VAR}=${!OVERRIDE_VAR} lacks: ${missing}"
+  log "using ${OVERRIDE_VAR} override"
+  printf '%s\n' "${!OVERRIDE_VAR}"
   exit 0
 fi
 
@@ -71,6 +85,7 @@ SUM_HASH="$( { echo "recipe=${BUILD_RECIPE}"; cat "${MOD_DIR}/go.sum" "${HERE}/k
 CACHE_ROOT="${KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-extender}"
 KEY_DIR="${CACHE_ROOT}/kube-${KUBE_PIN}-${SUM_HASH}"
 BIN_DIR="${KEY_DIR}/bin"
+[[ ${NODE} == 0 ]] || BIN_DIR="${KEY_DIR}/node-bin"
 
 if [[ -z "$(missing_in "${BIN_DIR}")" ]]; then
   log "reusing cached binaries"
@@ -132,15 +147,22 @@ step() { # step NAME MODULE_DIR LDFLAGS PKG...
 }
 
 mkdir -p "${STAGE}/bin"
-# etcd + the k8s binaries share one module graph, so one go build invocation
-# compiles the shared packages once.
-step kube "${MOD_DIR}" "${VERSION_LDFLAGS}" \
-  ./cmd/etcd \
-  k8s.io/kubernetes/cmd/kube-apiserver \
-  k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kubectl
-step kwok "${HERE}/kwok" "" sigs.k8s.io/kwok/cmd/kwok
+if [[ ${NODE} == 1 ]]; then
+  # The same module (its tools.go keeps both commands in go.mod), so the same dependency set and version.
+  step node "${MOD_DIR}" "${VERSION_LDFLAGS}" \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
+else
+  # etcd + the k8s binaries share one module graph, so one go build invocation
+  # compiles the shared packages once.
+  step kube "${MOD_DIR}" "${VERSION_LDFLAGS}" \
+    ./cmd/etcd \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubectl
+  step kwok "${HERE}/kwok" "" sigs.k8s.io/kwok/cmd/kwok
+fi
 
 missing="$(missing_in "${STAGE}/bin")"
 [[ -z "${missing}" ]] || die "build produced no: ${missing}"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Install the host packages the real-node mode (extender/devcluster/realnode.py) needs, from the
+# distribution's own package index, only those missing. Idempotent: a second run installs nothing.
+#
+#   sudo hack/realnode/install.sh
+#
+#   containerd                   the container runtime the kubelet drives (started by the harness,
+#                                with its own config, sockets and dirs: never the package's service)
+#   runc                         the OCI runtime containerd runs containers with
+#   containernetworking-plugins  bridge, host-local and loopback (in /usr/lib/cni) for the pods' network
+#   iptables                     kube-proxy's and the kubelet's rules, and the harness's own FORWARD guard
+#   conntrack                    kube-proxy clears stale UDP conntrack entries with it
+#   nftables                     `nft`: Debian's iptables is the nf_tables backend, and only `nft` can
+#                                delete a table that did not exist before the run (iptables-restore
+#                                can only empty it), so the host is left as it was found
+#
+# Package services are kept from starting while installing (a policy-rc.d that refuses them, only
+# if the host has none), since the harness runs containerd itself.
+set -euo pipefail
+
+PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables)
+
+log() { printf '[realnode-install] %s\n' "$*" >&2; }
+
+[[ ${EUID} -eq 0 ]] || {
+  log "needs root (apt-get install): run it with sudo"
+  exit 1
+}
+command -v apt-get >/dev/null || {
+  log "no apt-get: install ${PACKAGES[*]} with your distribution's tools"
+  exit 1
+}
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  status="$(dpkg-query -W -f='${db:Status-Status}' "${p}" 2>/dev/null || true)"
+  if [[ "${status}" == "installed" ]]; then
+    log "present: ${p} $(dpkg-query -W -f='${Version}' "${p}")"
+  else
+    missing+=("${p}")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  log "nothing to do: all of ${PACKAGES[*]} are installed"
+  exit 0
+fi
+
+POLICY=/usr/sbin/policy-rc.d
+if [[ ! -e "${POLICY}" ]]; then
+  printf '#!/bin/sh\n# hack/realnode/install.sh: no service starts while it installs\nexit 101\n' >"${POLICY}"
+  chmod 755 "${POLICY}"
+  trap 'rm -f "${POLICY}"' EXIT
+fi
+
+started=${SECONDS}
+log "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y --no-install-recommends "${missing[@]}" >&2; then
+  log "apt-get install failed; refreshing the package lists once and retrying"
+  apt-get update >&2
+  apt-get install -y --no-install-recommends "${missing[@]}" >&2
+fi
+for p in "${missing[@]}"; do
+  log "installed: ${p} $(dpkg-query -W -f='${Version}' "${p}")"
+done
+log "done in $((SECONDS - started))s"
