@@ -415,23 +415,26 @@ def _process(word: str, scope: dict[str, str], line: int, quotes: bool = True) -
                 if c == "\\" and i + 1 < n and word[i + 1] in '"$\\':
                     out.append(word[i + 1])
                     i += 2
-                elif c == "$":
-                    value, i = _dollar(word, i, scope, line)
-                    out.append(value)
                 else:
-                    out.append(c)
-                    i += 1
+                    i = _plain(word, i, scope, line, out)
         elif c == "\\":
             if i + 1 < n:
                 out.append(word[i + 1])
             i += 2
-        elif c == "$":
-            value, i = _dollar(word, i, scope, line)
-            out.append(value)
         else:
-            out.append(c)
-            i += 1
+            i = _plain(word, i, scope, line, out)
     return "".join(out)
+
+
+def _plain(word: str, i: int, scope: dict[str, str], line: int, out: list[str]) -> int:
+    """One substitution or one literal character at word[i], the same inside double quotes and
+    outside them: appended to out; the index after it."""
+    if word[i] == "$":
+        value, i = _dollar(word, i, scope, line)
+        out.append(value)
+        return i
+    out.append(word[i])
+    return i + 1
 
 
 def _dollar(word: str, i: int, scope: dict[str, str], line: int) -> tuple[str, int]:
