@@ -281,16 +281,23 @@ def image_config(instructions: list[Instruction], base_env: tuple[tuple[str, str
 def _command(rest: str, line: int) -> tuple[tuple[str, ...], bool]:
     """Exec form (a JSON array of strings) or shell form; like docker, text that is not a valid JSON
     array of strings is shell form."""
-    if rest.startswith("["):
-        try:
-            value = json.loads(rest)
-        except (ValueError, RecursionError):
-            value = None
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            if not value:
-                raise DockerfileError("empty exec form []", line)
-            return tuple(value), False
+    value = _json_strings(rest)
+    if value is not None:
+        if not value:
+            raise DockerfileError("empty exec form []", line)
+        return tuple(value), False
     return ("/bin/sh", "-c", rest), True
+
+
+def _json_strings(text: str) -> list[str] | None:
+    """text as a JSON array of strings (the exec / JSON form), or None when it is not one."""
+    if not text.startswith("["):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
 
 
 def _copy(rest: str, scope: dict[str, str], workdir: str, line: int) -> Copy:
@@ -311,14 +318,9 @@ def _copy(rest: str, scope: dict[str, str], workdir: str, line: int) -> Copy:
         else:
             raise DockerfileError(f"COPY: unsupported flag {flag}", line)
     items: list[str] | None = None
-    joined = " ".join(raw)
-    if joined.startswith("["):
-        try:
-            value = json.loads(joined)
-        except (ValueError, RecursionError):
-            value = None
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            items = [_process(v, scope, line, quotes=False) for v in value]
+    value = _json_strings(" ".join(raw))
+    if value is not None:
+        items = [_process(v, scope, line, quotes=False) for v in value]
     if items is None:
         items = [_process(w, scope, line) for w in raw]
     if len(items) < 2 or not all(items):
