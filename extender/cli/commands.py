@@ -352,54 +352,59 @@ def _show_change(args: argparse.Namespace, verb: str, kind: str, change) -> None
 
 
 def _adopt(args: argparse.Namespace) -> int:
-    from ..kube.client import KubeApiError, connect
+    from ..kube.client import KubeApiError, connect, retry_on_conflict
+
+    try:
+        kind, path = _workload_path(args.workload, args.namespace)
+        api = connect(args.kubeconfig, args.context)
+        # Read, decide and write again on a 409: the StatefulSet controller's status writes alone
+        # can move the resourceVersion between our read and our update.
+        from_file = None if args.policy_name else _policy_file(args.policy_file)  # stdin is read once
+        outcome = retry_on_conflict(lambda: _adopt_once(args, api, kind, path, from_file))
+    except (PolicyError, ValueError, OSError, KubeApiError) as err:
+        print(f"adopt: {err}", file=sys.stderr)
+        return 2
+    if outcome is None:
+        print("adopt: refused, nothing written: the rollout adopting starts would stall", file=sys.stderr)
+        return 2
+    _show_change(args, "adopted", kind, outcome)
+    return 0
+
+
+def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: PlacementPolicySpec | None):  # noqa: ANN001, ANN202
+    """One read-decide-write of adopt: the change written, or None when the rollout would stall."""
     from ..ops.adopt import adopt
     from ..ops.rollout import check_adoption
     from ..server.effects import update_workload, write_adopted_rotation
     from ..state.watcher import list_once
 
-    try:
-        kind, path = _workload_path(args.workload, args.namespace)
-        api = connect(args.kubeconfig, args.context)
-        workload = {"kind": kind, **api.call("GET", path)}
-        if args.policy_name:
-            spec = _named_policy(api, args.namespace, args.policy_name)
-            change = adopt(
-                workload,
-                spec,
-                scheduler_name=args.scheduler_name,
-                policy_name=args.policy_name,
-                mode=args.mode,
-                node_pool=_node_pool(args.node_pool),
-            )
-        else:
-            spec = _policy_file(args.policy_file)
-            inline = spec.model_dump_json(exclude_defaults=True)
-            change = adopt(
-                workload,
-                spec,
-                scheduler_name=args.scheduler_name,
-                inline_policy=inline,
-                mode=args.mode,
-                node_pool=_node_pool(args.node_pool),
-            )
-        rollout = None
-        if kind == "StatefulSet":
-            rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
-            _show_rollout(rollout)
-            if not rollout.completes:
-                print("adopt: refused, nothing written: the rollout adopting starts would stall", file=sys.stderr)
-                return 2
-        if not args.dry_run:
-            if rollout is not None and rollout.record is not None:
-                uid = workload["metadata"].get("uid")
-                write_adopted_rotation(api, rollout.record, uid, rollout.record_exists)
-            update_workload(api, path, change.workload)
-    except (PolicyError, ValueError, OSError, KubeApiError) as err:
-        print(f"adopt: {err}", file=sys.stderr)
-        return 2
-    _show_change(args, "adopted", kind, change)
-    return 0
+    workload = {"kind": kind, **api.call("GET", path)}
+    if from_file is None:
+        spec = _named_policy(api, args.namespace, args.policy_name)
+        named = {"policy_name": args.policy_name}
+    else:
+        spec = from_file
+        named = {"inline_policy": spec.model_dump_json(exclude_defaults=True)}
+    change = adopt(
+        workload,
+        spec,
+        scheduler_name=args.scheduler_name,
+        mode=args.mode,
+        node_pool=_node_pool(args.node_pool),
+        **named,
+    )
+    rollout = None
+    if kind == "StatefulSet":
+        rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
+        _show_rollout(rollout)
+        if not rollout.completes:
+            return None
+    if not args.dry_run:
+        if rollout is not None and rollout.record is not None:
+            uid = workload["metadata"].get("uid")
+            write_adopted_rotation(api, rollout.record, uid, rollout.record_exists)
+        update_workload(api, path, change.workload)
+    return change
 
 
 def _node_pool(text: str | None) -> tuple[str, str] | None:
@@ -423,28 +428,35 @@ def _show_rollout(rollout) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck
 
 
 def _retire(args: argparse.Namespace) -> int:
-    from ..kube.client import KubeApiError, connect
-    from ..ops.adopt import retire
-    from ..server.effects import update_workload
+    from ..kube.client import KubeApiError, connect, retry_on_conflict
 
     try:
         kind, path = _workload_path(args.workload, args.namespace)
         api = connect(args.kubeconfig, args.context)
-        workload = {"kind": kind, **api.call("GET", path)}
-        annotations = ((workload["spec"].get("template") or {}).get("metadata") or {}).get("annotations") or {}
-        spec = None
-        if INLINE_POLICY_ANNOTATION in annotations:
-            spec = parse_annotation(annotations[INLINE_POLICY_ANNOTATION], f"{kind} {workload['metadata']['name']}")
-        elif POLICY_REF_ANNOTATION in annotations:
-            spec = _named_policy(api, args.namespace, annotations[POLICY_REF_ANNOTATION])
-        change = retire(workload, spec, translated=not args.no_translate)
-        if not args.dry_run:
-            update_workload(api, path, change.workload)
+        change = retry_on_conflict(lambda: _retire_once(args, api, kind, path))
     except (PolicyError, ValueError, OSError, KubeApiError) as err:
         print(f"retire: {err}", file=sys.stderr)
         return 2
     _show_change(args, "retired", kind, change)
     return 0
+
+
+def _retire_once(args: argparse.Namespace, api, kind: str, path: str):  # noqa: ANN001, ANN202
+    """One read-decide-write of retire (again on a 409, as adopt)."""
+    from ..ops.adopt import retire
+    from ..server.effects import update_workload
+
+    workload = {"kind": kind, **api.call("GET", path)}
+    annotations = ((workload["spec"].get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    spec = None
+    if INLINE_POLICY_ANNOTATION in annotations:
+        spec = parse_annotation(annotations[INLINE_POLICY_ANNOTATION], f"{kind} {workload['metadata']['name']}")
+    elif POLICY_REF_ANNOTATION in annotations:
+        spec = _named_policy(api, args.namespace, annotations[POLICY_REF_ANNOTATION])
+    change = retire(workload, spec, translated=not args.no_translate)
+    if not args.dry_run:
+        update_workload(api, path, change.workload)
+    return change
 
 
 def parser() -> argparse.ArgumentParser:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 import requests
@@ -20,6 +21,7 @@ import urllib3
 from kubernetes import client, config
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_RETRY_AFTER = 2.0  # seconds; the API server asks for 1 s from a full priority-level queue
 # How long the credentials read by the client's refresh hook are reused. The hook (kubeconfig
@@ -50,6 +52,26 @@ class KubeApiError(Exception):
         super().__init__(f"{status} {reason}: {message}".strip())
         self.status = status
         self.reason = reason
+
+
+CONFLICT_ATTEMPTS = 5
+
+
+def retry_on_conflict(attempt: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """client-go's retry.RetryOnConflict: run a whole read-decide-write `attempt` again when its
+    write meets a 409 (the object changed since it was read: a controller's status update is
+    enough). Each attempt reads afresh, so no concurrent change is overwritten; after `attempts`
+    conflicts the last one is raised. A create's AlreadyExists is a 409 too: the next attempt's read
+    finds the object and updates it instead."""
+    for left in range(attempts - 1, -1, -1):
+        try:
+            return attempt()
+        except KubeApiError as err:
+            if err.status != 409 or not left:
+                raise
+            log.info("conflict, reading again (%d attempts left): %s", left, err)
+            time.sleep(0.05 * (attempts - left))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class KubeHttp:

@@ -14,7 +14,8 @@ writes translate's closest native constraints instead (extender/ops/translate.py
 to; the policy annotation stays, so adopting again is one command.
 
 Both are pure functions of the workload object; the CLI reads and writes it (update with its
-resourceVersion: a concurrent change fails the write instead of being lost).
+resourceVersion: a concurrent change fails the write instead of being lost, and the CLI reads,
+decides and writes again, up to five times).
 """
 
 from __future__ import annotations

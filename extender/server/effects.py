@@ -244,7 +244,8 @@ class KubeGateWriter:
 
 def update_workload(api: KubeHttp, path: str, workload: dict) -> None:
     """adopt/retire's one write: PUT the workload as read and changed. Its resourceVersion makes a
-    concurrent change fail the write (409) instead of being overwritten."""
+    concurrent change fail the write (409) instead of being overwritten; the CLI then reads, decides
+    and writes again (kube/client.py retry_on_conflict)."""
     body = {k: v for k, v in workload.items() if k != "status"}
     body.setdefault("apiVersion", "apps/v1")
     api.call("PUT", path, body=body, timeout=30)

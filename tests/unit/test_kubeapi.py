@@ -123,3 +123,32 @@ def test_the_credentials_hook_runs_at_most_once_per_reuse_interval(api, monkeypa
     headers = api._headers()
     headers["Content-Type"] = "application/merge-patch+json"  # a caller's change stays its own
     assert api._headers()["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    ("failures", "status", "calls", "raised"),
+    [
+        (0, 409, 1, False),  # no conflict: one attempt
+        (2, 409, 3, False),  # two conflicts: read, decide, write again
+        (4, 409, 5, False),  # the last attempt wins
+        (5, 409, 5, True),  # out of attempts: the conflict is the error
+        (1, 403, 1, True),  # any other error is not retried
+    ],
+)
+def test_retry_on_conflict_runs_the_whole_attempt_again_only_for_a_409(failures, status, calls, raised) -> None:
+    from extender.kube.client import retry_on_conflict
+
+    made: list[int] = []
+
+    def attempt() -> str:
+        made.append(1)
+        if len(made) <= failures:
+            raise KubeApiError(status, "Conflict", "the object has been modified")
+        return "written"
+
+    if raised:
+        with pytest.raises(KubeApiError):
+            retry_on_conflict(attempt)
+    else:
+        assert retry_on_conflict(attempt) == "written"
+    assert len(made) == calls
