@@ -155,7 +155,7 @@ class LocalCluster:
         if mode not in ("second-scheduler", "in-scheduler"):
             raise ValueError(f"mode must be second-scheduler or in-scheduler, not {mode!r}")
         self.mode = mode
-        # A real kubelet and kube-proxy on this machine (realnode.py) beside kwok's fake nodes: the API
+        # A real kubelet and kube-proxy on this machine (realnode/) beside kwok's fake nodes: the API
         # server then serves on its bridge, every default controller runs, and deploy/ (applied by the
         # test) runs the extender and our kube-scheduler as pods, so the harness starts neither.
         self.real_node = RealNode() if real_node is True else (real_node or None)

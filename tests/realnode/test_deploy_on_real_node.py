@@ -1,6 +1,6 @@
 """deploy/ as users install it, on a real node: the image we build, run by a real kubelet.
 
-The local control plane with a real kubelet and kube-proxy (extender/devcluster/realnode.py); the
+The local control plane with a real kubelet and kube-proxy (extender/devcluster/realnode/); the
 extender image built from the Dockerfile (hack/image/build.py --base debian) and a kube-scheduler
 image of the pinned binary, imported into the node's containerd; `kubectl apply -k
 deploy/overlays/kube-1.37/` (images pinned to those, never pulled). Then: placement-scheduler

@@ -1,4 +1,4 @@
-"""The real node's rendered configuration and host-state arithmetic (extender/devcluster/realnode.py),
+"""The real node's rendered configuration and host-state arithmetic (extender/devcluster/realnode/),
 checked without a node: what keeps pods on this machine, what the kubelet needs here, and how the
 host's iptables are given back."""
 
@@ -8,7 +8,8 @@ import ipaddress
 import tomllib
 from pathlib import Path
 
-from extender.devcluster import realnode as rn
+from extender.devcluster.realnode import config as rn
+from extender.devcluster.realnode.host import compare
 
 PATHS = rn.NodePaths(Path("/var/lib/placement-extender-realnode"))
 
@@ -157,8 +158,8 @@ def test_normalize_rules_ignores_counters_and_comments() -> None:
 def test_compare_names_each_difference() -> None:
     before = {"sysctls": {"kernel/panic": "1", "vm/overcommit_memory": "0"}, "links": ["lo", "eth0"]}
     after = {"sysctls": {"kernel/panic": "10", "vm/overcommit_memory": "0"}, "links": ["lo", "eth0", "pxrn0"]}
-    assert rn.compare(before, after) == [
+    assert compare(before, after) == [
         "links: ['lo', 'eth0'] -> ['lo', 'eth0', 'pxrn0']",
         "sysctls.kernel/panic: '1' -> '10'",
     ]
-    assert rn.compare(before, before) == []
+    assert compare(before, before) == []
