@@ -13,12 +13,14 @@
 #   nftables                     `nft`: Debian's iptables is the nf_tables backend, and only `nft` can
 #                                delete a table that did not exist before the run (iptables-restore
 #                                can only empty it), so the host is left as it was found
+#   iproute2                     `ip`: the bridge, its address, and the ranges checked free
+#   debootstrap                  the image's Debian base root filesystem (hack/image/rootfs.py)
 #
 # Package services are kept from starting while installing (a policy-rc.d that refuses them, only
 # if the host has none), since the harness runs containerd itself.
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables)
+PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables iproute2 debootstrap)
 
 log() { printf '[realnode-install] %s\n' "$*" >&2; }
 

@@ -48,8 +48,6 @@ def figure(name: str, value: Any) -> None:
 
 @pytest.fixture(scope="module")
 def node_cluster() -> Iterator[LocalCluster]:
-    if os.geteuid() != 0:
-        pytest.skip("a real node needs root")
     if STATE_FILE.exists():
         restore_by_hand()  # a crashed run's leftovers: the snapshot below must be of the host itself
     before = snapshot()

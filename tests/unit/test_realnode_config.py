@@ -163,3 +163,17 @@ def test_compare_names_each_difference() -> None:
         "sysctls.kernel/panic: '1' -> '10'",
     ]
     assert compare(before, before) == []
+
+
+def test_unavailable_says_what_is_missing_and_what_to_do(monkeypatch) -> None:
+    from extender.devcluster.realnode import node
+
+    monkeypatch.setattr(node.sys, "platform", "darwin")
+    assert "needs Linux" in node.unavailable()
+    monkeypatch.setattr(node.sys, "platform", "linux")
+    monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
+    assert "needs root" in node.unavailable()
+    monkeypatch.setattr(node.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(node.shutil, "which", lambda tool: None if tool == "containerd" else f"/usr/bin/{tool}")
+    reason = node.unavailable()
+    assert "containerd" in reason and "hack/realnode/install.sh" in reason

@@ -33,7 +33,7 @@ from .config import (
     RealNodeError,
 )
 from .host import compare, restore_by_hand, snapshot
-from .node import RealNode
+from .node import RealNode, unavailable
 
 __all__ = [
     "BRIDGE",
@@ -48,4 +48,5 @@ __all__ = [
     "compare",
     "restore_by_hand",
     "snapshot",
+    "unavailable",
 ]

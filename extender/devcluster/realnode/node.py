@@ -98,6 +98,25 @@ def pause_binary() -> Path:
 # ------------------------------------------------------------------ the node
 
 
+HOST_TOOLS = ("containerd", "runc", "ctr", "iptables", "conntrack", "nft", "ip", "go")
+CNI_PLUGINS = ("/usr/lib/cni/bridge", "/usr/lib/cni/host-local", "/usr/lib/cni/loopback")
+
+
+def unavailable() -> str | None:
+    """Why a real node cannot run on this machine (one line, with what to do), or None when it can.
+    Checked before anything is touched, and by the tests to say so instead of failing."""
+    if sys.platform != "linux":
+        return f"a real node needs Linux (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return "a real node needs root (containerd, kubelet, the bridge, iptables): run make test as root"
+    missing = [t for t in HOST_TOOLS if not shutil.which(t)] + [p for p in CNI_PLUGINS if not Path(p).exists()]
+    if missing:
+        return f"a real node needs {', '.join(missing)}: run sudo hack/realnode/install.sh"
+    if not Path("/sys/fs/cgroup/cgroup.controllers").exists() and not Path("/sys/fs/cgroup/memory").exists():
+        return "a real node needs cgroups mounted at /sys/fs/cgroup"
+    return None
+
+
 class ControlPlane(Protocol):
     """What the node needs of the local control plane (cluster.LocalCluster)."""
 
@@ -137,16 +156,9 @@ class RealNode:
 
     # -------------------------------------------------------------- before the API server
     def prepare(self, log_dir: Path) -> None:
-        if os.geteuid() != 0:
-            raise RealNodeError("the real node needs root (containerd, kubelet, the bridge, iptables)")
-        missing = [t for t in ("containerd", "runc", "ctr", "iptables", "conntrack") if not shutil.which(t)]
-        missing += [
-            p
-            for p in ("/usr/lib/cni/bridge", "/usr/lib/cni/host-local", "/usr/lib/cni/loopback")
-            if not Path(p).exists()
-        ]
-        if missing:
-            raise RealNodeError(f"missing {', '.join(missing)}: run hack/realnode/install.sh")
+        reason = unavailable()
+        if reason:
+            raise RealNodeError(reason)
         self.log_dir = log_dir
         self._take_lock()
         leftover = HostState.load()
