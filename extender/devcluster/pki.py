@@ -97,6 +97,15 @@ class PKI:
             args += ["-extfile", extfile]
         _run(*args, cwd=r)
 
+    def server(self, name: str, hosts: Iterable[str]) -> ClientCert:
+        """A serving certificate of this CA for `hosts` (DNS names and IP addresses), as a user's
+        cert-manager Certificate would make for the extender's Service."""
+        hosts = list(hosts)
+        sans = ",".join(f"IP:{h}" if h.replace(".", "").isdigit() else f"DNS:{h}" for h in hosts)
+        (self.root / f"{name}.ext").write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n")
+        self._sign(name, f"/CN={hosts[0]}", f"{name}.ext")
+        return ClientCert(self.root / f"{name}.crt", self.root / f"{name}.key")
+
     def client(self, name: str, user: str, group: str | None = None) -> ClientCert:
         """A client certificate: CN is the user, O the group (system:masters for admin)."""
         subject = f"/CN={user}" + (f"/O={group}" if group else "")

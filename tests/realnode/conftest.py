@@ -8,11 +8,33 @@ machine that could run them (not under CI=true)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from extender.devcluster.realnode import unavailable
+from e2e.workloads import scheduled_by, statefulset
+from extender.api.policy import OPT_IN_RESOURCE
+from extender.devcluster.api import Api, wait_for
+from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE, LocalCluster, NodeSpec
+from extender.devcluster.pki import PKI, ClientCert
+from extender.devcluster.realnode import (
+    PAUSE_IMAGE,
+    STATE_FILE,
+    RealNode,
+    compare,
+    restore_by_hand,
+    snapshot,
+    unavailable,
+)
 
 
 def mandatory() -> bool:
@@ -41,3 +63,219 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's
 def _real_node_possible() -> None:
     if _REASON:  # only collected when mandatory
         pytest.fail(f"mandatory under CI=true / REALNODE=1, but {_REASON}", pytrace=False)
+
+
+# ------------------------------------------------------------------ one real node for the session
+
+ZONE = "zone-real"
+FIGURES: dict[str, Any] = {}
+FIGURES_FILE = REPO / "test-logs" / "realnode" / "figures.json"
+
+
+def figure(name: str, value: Any) -> None:
+    """A measured figure: printed, and kept in test-logs/realnode/figures.json (the README's source)."""
+    FIGURES[name] = round(value, 1) if isinstance(value, float) else value
+    print(f"\n[realnode] {name}: {FIGURES[name]}", flush=True)
+    FIGURES_FILE.parent.mkdir(parents=True, exist_ok=True)
+    FIGURES_FILE.write_text(json.dumps(FIGURES, indent=1))
+
+
+@pytest.fixture(scope="session")
+def node_cluster() -> Iterator[LocalCluster]:
+    """The local control plane with one real node (zone ZONE); the host checked to be as it was
+    found once the node is gone."""
+    if STATE_FILE.exists():
+        restore_by_hand()  # a crashed run's leftovers: the snapshot below must be of the host itself
+    before = snapshot()
+    started = time.monotonic()
+    cluster = LocalCluster(real_node=RealNode(zone=ZONE))
+    with cluster:
+        figure("control plane and node up (s)", time.monotonic() - started)
+        assert cluster.real_node is not None
+        for name, seconds in cluster.real_node.timings.items():
+            figure(f"{name} (s)", seconds)
+        yield cluster
+        (REPO / "test-logs" / "realnode").mkdir(parents=True, exist_ok=True)
+        cluster.keep_logs(REPO / "test-logs" / "realnode" / "logs")
+    differences = compare(before, snapshot())
+    figure("host state differences after stop", differences)
+    assert not differences, f"the host is not as it was found: {differences}"
+
+
+@dataclass(frozen=True)
+class Images:
+    extender: str  # placement-extender:<version>, built from the Dockerfile
+    scheduler: str  # the tag deploy/ names for kube-scheduler, the pinned binary in a one-file image
+
+
+@pytest.fixture(scope="session")
+def images(node_cluster: LocalCluster) -> Images:
+    """The extender image built from the Dockerfile and a kube-scheduler image of the pinned
+    binary, imported into the node's containerd (never pulled)."""
+    node = node_cluster.real_node
+    assert node is not None and node_cluster.bin_dir is not None
+    started = time.monotonic()
+    archive = node.build_image("--base", "debian")
+    figure("extender image build (s, cached when unchanged)", time.monotonic() - started)
+    started = time.monotonic()
+    node.load_image(archive)
+    figure("extender image load (s)", time.monotonic() - started)
+    figure("extender image archive (MB)", archive.stat().st_size / 1e6)
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    scheduler = next(
+        c["image"]
+        for d in render(node_cluster, REPO / "deploy" / "overlays" / "kube-1.37")
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "placement-scheduler"
+        for c in d["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "kube-scheduler"
+    )
+    started = time.monotonic()
+    node.load_image(
+        node.build_image(
+            "--static-binary",
+            str(node_cluster.bin_dir / "kube-scheduler"),
+            "--name",
+            scheduler,  # the tag deploy/ names, so the kubelet finds it and never pulls
+            "--entrypoint",
+            "/usr/local/bin/kube-scheduler",  # deploy/'s `command: [kube-scheduler, ...]` finds it on PATH
+        )
+    )
+    figure("kube-scheduler image build + load (s)", time.monotonic() - started)
+    return Images(extender=f"placement-extender:{version}", scheduler=scheduler)
+
+
+def render(cluster: LocalCluster, overlay: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize OVERLAY`: the objects a user's `kubectl apply -k` creates."""
+    return [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(overlay)).stdout) if d]
+
+
+def pin_images(docs: list[dict[str, Any]], images: Images) -> None:
+    """The one change every install gets here: the extender's image is the one we built (its tag,
+    as a user's `images:` sets their registry's), and no container may pull."""
+    for doc in docs:
+        if doc["kind"] not in ("Deployment", "StatefulSet", "DaemonSet"):
+            continue
+        for c in doc["spec"]["template"]["spec"]["containers"]:
+            if c["image"].split(":")[0].endswith("placement-extender"):
+                c["image"] = images.extender
+            if c["name"] == "kube-scheduler":
+                c["image"] = images.scheduler
+            c["imagePullPolicy"] = "Never"
+
+
+def service_tls(cluster: LocalCluster, workdir: Path, hosts: list[str]) -> list[dict[str, Any]]:
+    """The two Secrets the TLS overlay asks users to bring (as cert-manager would make them): the
+    extender's serving certificate for `hosts`, and the scheduler's client certificate, both of a
+    CA of the extender's own; each Secret's ca.crt is that CA."""
+    ca = PKI(workdir / "extender-ca")
+    ca.create()
+    server = ca.server("extender", hosts)
+    client = ca.client("scheduler-client", "placement-scheduler-client")
+
+    def secret(name: str, pair: ClientCert) -> dict[str, Any]:
+        files = {"tls.crt": pair.cert, "tls.key": pair.key, "ca.crt": ca.ca_cert}
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE},
+            "data": {k: base64.b64encode(f.read_bytes()).decode() for k, f in files.items()},
+        }
+
+    return [secret("placement-extender-tls", server), secret("placement-scheduler-client-tls", client)]
+
+
+def apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
+    out = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs), check=False)
+    assert out.returncode == 0, out.stderr
+
+
+def uninstall(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
+    """Take an install's workloads away (the cluster-wide objects stay for the next install) and
+    wait until none of its pods is left."""
+    kinds = ("Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy", "Secret")
+    gone = [d for d in docs if d["kind"] in kinds]
+    cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=yaml.safe_dump_all(gone))
+    api = cluster.admin
+    assert api is not None
+    wait_for(
+        f"no pods left in {SYSTEM_NAMESPACE}",
+        lambda: not api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods"),
+        120,
+        0.5,
+    )
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+def await_ready(api: Api, selector: str, count: int, timeout: float = 300) -> list[dict[str, Any]]:
+    """The `count` live pods of `selector` in the system namespace, once all are Ready."""
+
+    def ready() -> list[dict[str, Any]] | None:
+        pods = api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=selector)
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return live if len(live) == count and all(is_ready(p) for p in live) else None
+
+    try:
+        return wait_for(f"{count} pods of {selector} Ready", ready, timeout, 1)
+    except TimeoutError:
+        dump(api)
+        raise
+
+
+def dump(api: Api, namespace: str = SYSTEM_NAMESPACE) -> None:
+    for pod in api.list(f"/api/v1/namespaces/{namespace}/pods"):
+        print(pod["metadata"]["name"], pod["spec"].get("nodeName"), json.dumps(pod.get("status"), indent=1)[:3000])
+    for event in api.list(f"/api/v1/namespaces/{namespace}/events")[-40:]:
+        print(event.get("reason"), (event.get("involvedObject") or {}).get("name"), event.get("message"))
+
+
+@pytest.fixture(scope="session")
+def kwok_beside(node_cluster: LocalCluster) -> list[str]:
+    """Two kwok nodes of another zone, emptier than the real node: kube-scheduler's own scores
+    would pick them, so a pod on the real node was placed by the policy, through the extender."""
+    return node_cluster.add_nodes([NodeSpec("kwok-b1", "zone-b"), NodeSpec("kwok-b2", "zone-b")])
+
+
+def place_statefulset(cluster: LocalCluster, name: str, scheduler: str, *, opt_in: bool = False) -> float:
+    """A StatefulSet of 2 under ordinal zones and a per-node cap, of real containers, placed by
+    `scheduler` through the extender on the real node (the one node of the policy's zone): the
+    seconds from create to both pods Ready. opt_in: the in-scheduler mode's opt-in resource."""
+    api = cluster.admin
+    node = cluster.real_node
+    assert api is not None and node is not None
+    namespace = cluster.namespace(name)
+    policy = {
+        "ordinalZones": {},
+        "zones": {"allowed": [ZONE]},
+        "caps": [{"topologyKey": "kubernetes.io/hostname", "max": 2}],
+    }
+    manifest = statefulset(name, 2, policy=policy, scheduler=scheduler)
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    container.update(image=PAUSE_IMAGE, imagePullPolicy="Never")  # a real container: an image the node has
+    if opt_in:
+        container["resources"] = {"requests": {OPT_IN_RESOURCE: "1"}, "limits": {OPT_IN_RESOURCE: "1"}}
+    started = time.monotonic()
+    api.create(f"/apis/apps/v1/namespaces/{namespace}/statefulsets", manifest)
+
+    def running() -> list[dict[str, Any]] | None:
+        pods = api.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"app={name}")
+        return pods if len(pods) == 2 and all(is_ready(p) for p in pods) else None
+
+    try:
+        pods = wait_for(f"{name}'s 2 pods Running and Ready", running, 180, 0.5)
+    except TimeoutError:
+        dump(api, namespace)
+        dump(api)
+        raise
+    seconds = time.monotonic() - started
+    assert {p["spec"]["nodeName"] for p in pods} == {node.name}
+    for pod in pods:
+        assert pod["spec"]["schedulerName"] == scheduler
+        assert scheduled_by(api, namespace, pod["metadata"]["name"]) == {scheduler}
+    return seconds

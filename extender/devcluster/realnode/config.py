@@ -100,6 +100,11 @@ class NodePaths:
         return self.run_dir / "containerd.toml"
 
     @property
+    def static_pods(self) -> Path:
+        """The kubelet's staticPodPath: a manifest here runs as kubeadm runs its control plane."""
+        return self.run_dir / "manifests"
+
+    @property
     def containerd_root(self) -> Path:
         return self.run_dir / "containerd" / "root"
 
@@ -261,6 +266,7 @@ def kubelet_config(paths: NodePaths, ca_file: Path, *, port: int, healthz_port: 
         "serverTLSBootstrap": False,
         "registerNode": True,
         "maxPods": 110,
+        "staticPodPath": str(paths.static_pods),
     }
 
 

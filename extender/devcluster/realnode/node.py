@@ -184,7 +184,13 @@ class RealNode:
         self.state.save()  # from here on, a crash leaves enough to restore
         if self.paths.run_dir.exists():
             shutil.rmtree(self.paths.run_dir)
-        for folder in (self.paths.cni_conf_dir, self.paths.cni_ipam_dir, self.paths.pod_logs, self.paths.opt):
+        for folder in (
+            self.paths.cni_conf_dir,
+            self.paths.cni_ipam_dir,
+            self.paths.pod_logs,
+            self.paths.opt,
+            self.paths.static_pods,
+        ):
             folder.mkdir(parents=True, exist_ok=True)
         run_command("ip", "link", "add", BRIDGE, "type", "bridge")
         run_command("ip", "addr", "add", f"{BRIDGE_IP}/{POD_RANGE.split('/')[1]}", "dev", BRIDGE)

@@ -1,0 +1,71 @@
+"""deploy/overlays/tls as users install it, on the real node: the extender in its own pods behind
+a Service, kube-scheduler calling it over mutual TLS across the pod network and kube-proxy.
+
+The Secrets are what the overlay asks users to bring (a serving certificate for the Service and
+a client certificate of the extender's CA). One substitution, for what this cluster lacks: it
+runs no cluster DNS, so the Service gets a fixed ClusterIP and the scheduler pods a hostAliases
+entry naming it `placement-extender.placement-system.svc`, the name the shipped configuration
+calls (a cluster's DNS answers the same)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from extender.devcluster.cluster import REPO, SCHEDULER_NAME, LocalCluster
+
+from .conftest import Images, apply, await_ready, figure, pin_images, place_statefulset, render, service_tls, uninstall
+
+pytestmark = pytest.mark.e2e
+
+OVERLAY = REPO / "deploy" / "overlays" / "tls"
+SERVICE_NAME = "placement-extender.placement-system.svc"
+SERVICE_IP = "10.214.0.80"  # in the real node's service range (realnode.SERVICE_RANGE)
+
+
+@pytest.fixture(scope="module")
+def tls_installed(
+    node_cluster: LocalCluster, images: Images, kwok_beside: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LocalCluster, dict]]:
+    docs = render(node_cluster, OVERLAY)
+    pin_images(docs, images)
+    for doc in docs:
+        if doc["kind"] == "Service" and doc["metadata"]["name"] == "placement-extender":
+            doc["spec"]["clusterIP"] = SERVICE_IP
+        if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "placement-scheduler":
+            doc["spec"]["template"]["spec"]["hostAliases"] = [{"ip": SERVICE_IP, "hostnames": [SERVICE_NAME]}]
+    workdir = tmp_path_factory.mktemp("tls")
+    secrets = service_tls(node_cluster, workdir, [SERVICE_NAME, SERVICE_IP])
+    started = time.monotonic()
+    apply(node_cluster, secrets + docs)
+    api = node_cluster.admin
+    assert api is not None
+    await_ready(api, "app.kubernetes.io/name=placement-extender", 1)
+    await_ready(api, "app.kubernetes.io/name=placement-scheduler", 2)
+    figure("TLS overlay applied -> extender and both scheduler pods Ready (s)", time.monotonic() - started)
+    yield node_cluster, {"ca": workdir / "extender-ca" / "ca.crt", "client": workdir / "extender-ca"}
+    uninstall(node_cluster, secrets + docs)
+
+
+def test_the_extender_answers_only_callers_with_a_client_certificate(tls_installed) -> None:
+    """Through the Service's address from the host (kube-proxy's rules): the CA's client
+    certificate gets /readyz; no certificate, or plain HTTP, gets no answer."""
+    _, files = tls_installed
+    session = requests.Session()
+    session.trust_env = False
+    url = f"https://{SERVICE_IP}:8443/readyz"
+    cert = (str(files["client"] / "scheduler-client.crt"), str(files["client"] / "scheduler-client.key"))
+    assert session.get(url, verify=str(files["ca"]), cert=cert, timeout=5).status_code == 200
+    with pytest.raises(requests.exceptions.RequestException):
+        session.get(url, verify=str(files["ca"]), timeout=5)
+    with pytest.raises(requests.exceptions.RequestException):
+        session.get(f"http://{SERVICE_IP}:8443/readyz", timeout=5)
+
+
+def test_statefulset_placed_through_the_tls_extender(tls_installed) -> None:
+    cluster, _ = tls_installed
+    seconds = place_statefulset(cluster, "db-tls", SCHEDULER_NAME)
+    figure("TLS overlay: StatefulSet created -> 2 pods Ready (s)", seconds)
