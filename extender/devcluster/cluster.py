@@ -253,6 +253,11 @@ class LocalCluster:
         process = Process(name, argv, self.log_dir, env)
         process.start()
         self.processes.append(process)
+        node = self.real_node
+        if node is not None and node.state is not None and process.popen is not None:
+            # Recorded with the node's own: after a crashed harness, the restore stops these too
+            # (each runs in its own session, so nothing else would).
+            node.state.started(f"control-plane {name}", process.popen.pid)
         return process
 
     def _write_kubeconfig(self, path: Path, client: ClientCert) -> Path:

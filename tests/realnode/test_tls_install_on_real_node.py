@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
+from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, SCHEDULER_NAME, LocalCluster
 
 from .conftest import Images, apply, await_ready, figure, pin_images, place_statefulset, render, service_tls, uninstall
@@ -58,7 +59,13 @@ def test_the_extender_answers_only_callers_with_a_client_certificate(tls_install
     session.trust_env = False
     url = f"https://{SERVICE_IP}:8443/readyz"
     cert = (str(files["client"] / "scheduler-client.crt"), str(files["client"] / "scheduler-client.key"))
-    assert session.get(url, verify=str(files["ca"]), cert=cert, timeout=5).status_code == 200
+    # Until kube-proxy has programmed the Service, the address leads to the bridge and no answer.
+    wait_for(
+        "the Service to answer",
+        lambda: session.get(url, verify=str(files["ca"]), cert=cert, timeout=2).status_code == 200,
+        60,
+        0.5,
+    )
     with pytest.raises(requests.exceptions.RequestException):
         session.get(url, verify=str(files["ca"]), timeout=5)
     with pytest.raises(requests.exceptions.RequestException):

@@ -195,6 +195,11 @@ class RealNode:
         run_command("ip", "link", "add", BRIDGE, "type", "bridge")
         run_command("ip", "addr", "add", f"{BRIDGE_IP}/{POD_RANGE.split('/')[1]}", "dev", BRIDGE)
         run_command("ip", "link", "set", BRIDGE, "up")
+        # The service range is routed to the bridge, never by the default route: from the host, a
+        # ClusterIP kube-proxy has not programmed yet (or no longer) must not leave the machine
+        # (it reached whatever answers off it). Programmed, kube-proxy's DNAT reroutes it to a pod.
+        # The route goes with the bridge.
+        run_command("ip", "route", "add", SERVICE_RANGE, "dev", BRIDGE)
         (self.paths.cni_conf_dir / "10-placement-realnode.conflist").write_text(json.dumps(cni_config(self.paths)))
         self.paths.containerd_config.write_text(containerd_config(self.paths))
         started = time.monotonic()
