@@ -59,6 +59,25 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's
         terminalreporter.write_line(f"SKIPPED real-node scenarios (tests/realnode) not run: {_REASON}", yellow=True)
 
 
+# The machine has one real-node slot: the crashed-harness scenario runs before the session's node
+# exists; the chart runs last, since `helm uninstall` takes the namespace and CRDs with it.
+MODULE_ORDER = (
+    "test_crashed_harness",
+    "test_deploy_on_real_node",
+    "test_tls_install_on_real_node",
+    "test_in_scheduler_on_real_node",
+    "test_chart_on_real_node",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.stem
+        return MODULE_ORDER.index(name) if item.path.parent.name == "realnode" and name in MODULE_ORDER else -1
+
+    items.sort(key=rank)  # stable: every other test keeps its place, ahead of these
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _real_node_possible() -> None:
     if _REASON:  # only collected when mandatory
