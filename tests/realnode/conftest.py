@@ -87,6 +87,9 @@ def _real_node_possible() -> None:
 # ------------------------------------------------------------------ one real node for the session
 
 ZONE = "zone-real"
+# On the kwok nodes beside the real one: a pod there never runs, so only the test's workloads,
+# which tolerate it, may be placed there (and are kept off by their policy, through the extender).
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 FIGURES: dict[str, Any] = {}
 FIGURES_FILE = REPO / "test-logs" / "realnode" / "figures.json"
 
@@ -258,7 +261,12 @@ def dump(api: Api, namespace: str = SYSTEM_NAMESPACE) -> None:
 def kwok_beside(node_cluster: LocalCluster) -> list[str]:
     """Two kwok nodes of another zone, emptier than the real node: kube-scheduler's own scores
     would pick them, so a pod on the real node was placed by the policy, through the extender."""
-    return node_cluster.add_nodes([NodeSpec("kwok-b1", "zone-b"), NodeSpec("kwok-b2", "zone-b")])
+    names = node_cluster.add_nodes([NodeSpec("kwok-b1", "zone-b"), NodeSpec("kwok-b2", "zone-b")])
+    api = node_cluster.admin
+    assert api is not None
+    for name in names:  # the installs' own pods (no toleration) must land on the real node
+        api.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": [KWOK_TAINT]}})
+    return names
 
 
 def place_statefulset(cluster: LocalCluster, name: str, scheduler: str, *, opt_in: bool = False) -> float:
@@ -275,6 +283,7 @@ def place_statefulset(cluster: LocalCluster, name: str, scheduler: str, *, opt_i
         "caps": [{"topologyKey": "kubernetes.io/hostname", "max": 2}],
     }
     manifest = statefulset(name, 2, policy=policy, scheduler=scheduler)
+    manifest["spec"]["template"]["spec"]["tolerations"] = [{**KWOK_TAINT, "operator": "Equal"}]
     container = manifest["spec"]["template"]["spec"]["containers"][0]
     container.update(image=PAUSE_IMAGE, imagePullPolicy="Never")  # a real container: an image the node has
     if opt_in:
