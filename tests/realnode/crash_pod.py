@@ -22,6 +22,8 @@ def run_pod(cluster: LocalCluster, name: str) -> None:
             "containers": [{"name": "pause", "image": PAUSE_IMAGE, "imagePullPolicy": "Never"}],
         },
     }
+    # The controller manager makes the namespace's ServiceAccount a moment after it starts.
+    wait_for("the default ServiceAccount", lambda: api.get("/api/v1/namespaces/default/serviceaccounts/default"), 60)
     api.create("/api/v1/namespaces/default/pods", pod)
 
     def ready() -> bool:
