@@ -4,7 +4,7 @@ through it; `helm uninstall` then takes it away.
 
 The harness created the namespace, CRDs and RBAC from deploy/ before (as a cluster adopting the
 chart after `kubectl apply -k deploy/` has them), so the install takes them over
-(`--take-ownership`). It runs last: uninstalling takes the namespace and CRDs with it."""
+(`--take-ownership --force-conflicts`, what the README tells such a cluster to use). It runs last: uninstalling takes the namespace and CRDs with it."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def chart_installed(node_cluster: LocalCluster, images: Images, kwok_beside: lis
             "placement",
             str(CHART),
             "--take-ownership",
+            "--force-conflicts",  # the fields `kubectl apply` (client-side) set become the chart's
             # the values' own defaults name these; set here so a drift between the chart and the
             # image we build fails the install instead of passing on a stale default
             "--set",
