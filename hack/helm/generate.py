@@ -65,7 +65,16 @@ def parameterise(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+# The one field the chart adds to deploy/'s objects: `helm uninstall` keeps the namespace. Helm keeps
+# its release record in that namespace, so deleting it with the release left uninstall failing
+# ("Failed to purge the release", found by tests/realnode/test_chart_on_real_node.py).
+KEEP = {"helm.sh/resource-policy": "keep"}
+
+
 def as_template(obj: dict[str, Any], condition: str | None) -> str:
+    if obj["kind"] == "Namespace":
+        annotations = {**obj["metadata"].get("annotations", {}), **KEEP}
+        obj = {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
     text = yaml.safe_dump(parameterise(obj), sort_keys=False, width=1000)
     for sentinel, expression in {
         "'@@REPLICAS@@'": "{{ .Values.replicas }}",

@@ -28,6 +28,11 @@ def helm() -> Path:
 
 def objects(text: str) -> dict[tuple[str, str, str], dict]:
     docs = [d for d in yaml.safe_load_all(text) if d]
+    for doc in docs:  # the chart's one addition (hack/helm/generate.py KEEP): uninstall keeps the namespace
+        annotations = doc["metadata"].get("annotations") or {}
+        kept = doc["kind"] == "Namespace" and annotations.pop("helm.sh/resource-policy", None) == "keep"
+        if kept and not annotations:
+            del doc["metadata"]["annotations"]
     return {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in docs}
 
 

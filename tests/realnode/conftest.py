@@ -60,7 +60,7 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's
 
 
 # The machine has one real-node slot: the crashed-harness scenario runs before the session's node
-# exists; the chart runs last, since `helm uninstall` takes the namespace and CRDs with it.
+# exists; the chart runs last, since `helm uninstall` takes the CRDs with it.
 MODULE_ORDER = (
     "test_crashed_harness",
     "test_deploy_on_real_node",

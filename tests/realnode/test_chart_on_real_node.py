@@ -4,7 +4,8 @@ through it; `helm uninstall` then takes it away.
 
 The harness created the namespace, CRDs and RBAC from deploy/ before (as a cluster adopting the
 chart after `kubectl apply -k deploy/` has them), so the install takes them over
-(`--take-ownership --force-conflicts`, what the README tells such a cluster to use). It runs last: uninstalling takes the namespace and CRDs with it."""
+(`--take-ownership --force-conflicts`, what the README tells such a cluster to use). It runs
+last: uninstalling takes the CRDs with it (the namespace stays: the chart marks it `keep`)."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def chart_installed(node_cluster: LocalCluster, images: Images, kwok_beside: lis
         }
     yield node_cluster
     out = subprocess.run([*base, "uninstall", "placement", "--wait"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == 0, out.stdout + out.stderr  # it failed while the chart deleted its own namespace
+    assert api.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}")["metadata"]["name"] == SYSTEM_NAMESPACE  # kept
     wait_for(
         "no placement-scheduler pods left",
         lambda: (
