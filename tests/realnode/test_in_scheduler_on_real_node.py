@@ -13,7 +13,6 @@ it, and the policy's zone holds only the real node)."""
 from __future__ import annotations
 
 import base64
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,12 +100,6 @@ def in_scheduler(
     manifest.unlink()
     wait_for("the static kube-scheduler pod gone", lambda: not running(), 120, 0.5)
     uninstall(node_cluster, secrets + docs)
-
-
-def test_the_service_name_does_not_resolve_on_the_host_network() -> None:
-    """Why the stanza's urlPrefix must be the ClusterIP for a kubeadm kube-scheduler."""
-    with pytest.raises(OSError):
-        socket.getaddrinfo(SERVICE_NAME, 8443)
 
 
 def test_statefulset_placed_by_a_host_network_kube_scheduler_through_the_extender(in_scheduler) -> None:
