@@ -58,6 +58,9 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def _serve(args: argparse.Namespace) -> int:
     from ..server.serve import ServeOptions, serve
 
@@ -67,8 +70,15 @@ def _serve(args: argparse.Namespace) -> int:
     if args.tls_client_ca_file and not args.tls_cert_file:
         print("--tls-client-ca-file needs --tls-cert-file and --tls-key-file", file=sys.stderr)
         return 2
+    if args.health_listen and args.health_listen.rsplit(":", 1)[0].strip("[]") not in LOOPBACK:
+        print(
+            f"--health-listen {args.health_listen}: give a loopback address (127.0.0.1:PORT); it answers "
+            "/healthz and /readyz without TLS, for the pod's own exec probes only",
+            file=sys.stderr,
+        )
+        return 2
     host = args.listen.rsplit(":", 1)[0].strip("[]")
-    if host not in ("127.0.0.1", "localhost", "::1") and not args.tls_client_ca_file:
+    if host not in LOOPBACK and not args.tls_client_ca_file:
         logging.getLogger("extender").warning(
             "listening on %s without mutual TLS: anyone who reaches this port can bind pods; "
             "keep the extender on loopback beside its scheduler, or set --tls-client-ca-file",
@@ -90,6 +100,7 @@ def _serve(args: argparse.Namespace) -> int:
             tls_cert_file=args.tls_cert_file,
             tls_key_file=args.tls_key_file,
             tls_client_ca_file=args.tls_client_ca_file,
+            health_listen=args.health_listen,
         )
     )
     return 0
@@ -530,6 +541,12 @@ def parser() -> argparse.ArgumentParser:
         "--tls-client-ca-file",
         default=_env("EXTENDER_TLS_CLIENT_CA_FILE"),
         help="require client certificates signed by this CA (mutual TLS with kube-scheduler)",
+    )
+    serve.add_argument(
+        "--health-listen",
+        default=_env("EXTENDER_HEALTH_LISTEN"),
+        help="also answer /healthz and /readyz (only those, plain HTTP) on this loopback address:port, "
+        "for exec probes beside a TLS listener, which the kubelet cannot pass (it has no client certificate)",
     )
     serve.set_defaults(func=_serve)
 

@@ -33,6 +33,7 @@ from ..state.reservations import Reservations
 from ..state.store import ClusterStore
 from .app import create_app
 from .verbs import Verbs
+from .worker import HEALTH_LISTEN_ENV
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class ServeOptions:
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_client_ca_file: str | None = None  # set: callers must present a certificate signed by it
+    health_listen: str | None = None  # loopback, plain HTTP, /healthz and /readyz only (worker.py)
 
 
 # The cyclic collector's first threshold: tracked allocations (net) between young collections.
@@ -112,8 +114,12 @@ class ExtenderApplication(BaseApplication):
         super().__init__()
 
     def load_config(self) -> None:
+        binds = [self.options.listen]
+        if self.options.health_listen:
+            binds.append(self.options.health_listen)
+            os.environ[HEALTH_LISTEN_ENV] = self.options.health_listen  # the worker tells its listeners apart
         settings = {
-            "bind": self.options.listen,
+            "bind": binds,
             "workers": 1,  # one cache, one set of reservations: see the module docstring
             "worker_class": "extender.server.worker.ConnectionWorker",  # a thread per connection
             "threads": self.options.threads,

@@ -18,6 +18,10 @@ Bounds, so that no client can hold the worker:
   client within it too;
 - a body above the app's MAX_CONTENT_LENGTH is refused (413) before it is read, and the
   connection closed;
+- a health listener (serve --health-listen, loopback) is accepted outside those bounds, never
+  TLS, and answers only HEALTH_PATHS: the pod's exec probes reach it while every connection of the
+  main listener is busy and without the client certificate the main listener requires, and a
+  frozen or deadlocked worker fails them (a `tcpSocket` probe passes: the kernel accepts for it);
 - an idle connection is closed after IDLE_TIMEOUT, longer than Go's client-side idle timeout
   (90 s), so kube-scheduler closes idle connections first and a request never meets a closing one.
 """
@@ -52,6 +56,8 @@ REQUEST_READ_TIMEOUT = 30.0  # seconds from a request's first byte to its last; 
 MAX_HEAD_BYTES = 64 * 1024  # request line plus headers
 RECEIVE_SIZE = 256 * 1024
 
+HEALTH_LISTEN_ENV = "EXTENDER_HEALTH_LISTEN_ADDRESS"  # set by serve.py for this worker
+HEALTH_PATHS = ("/healthz", "/readyz")
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 
@@ -73,10 +79,11 @@ class _Request:
 class _Connection:
     """One client connection: its parser's callbacks and the loop that reads and answers."""
 
-    def __init__(self, worker: ConnectionWorker, sock: socket.socket, address: Any) -> None:
+    def __init__(self, worker: ConnectionWorker, sock: socket.socket, address: Any, *, health: bool = False) -> None:
         self.worker = worker
         self.sock = sock
         self.address = address
+        self.health = health  # from the health listener: plain HTTP, HEALTH_PATHS only
         self.parser = httptools.HttpRequestParser(self)
         self.current: _Request | None = None
         self.ready: deque[_Request] = deque()
@@ -140,7 +147,7 @@ class _Connection:
     # ------------------------------------------------------------ the loop
     def serve(self) -> None:
         try:
-            if self.worker.tls is not None:
+            if self.worker.tls is not None and not self.health:
                 self.sock.settimeout(REQUEST_READ_TIMEOUT)
                 self.sock = self.worker.tls().wrap_socket(self.sock, server_side=True)
             self._loop()
@@ -203,6 +210,9 @@ class _Connection:
         """Run the app for one request and send its answer; whether to keep the connection."""
         started = time.perf_counter()
         environ = self._environ(request)
+        if self.health and environ["PATH_INFO"] not in HEALTH_PATHS:
+            self._send_error(HTTPStatus.NOT_FOUND, f"the health listener answers {' and '.join(HEALTH_PATHS)} only")
+            return False
         status, headers, body = self.worker.call_app(environ)
         keep_alive = request.keep_alive and request.complete and not request.too_large and self.worker.alive
         head = [f"HTTP/1.1 {status}\r\n".encode("latin-1")]
@@ -235,7 +245,7 @@ class _Connection:
             "REMOTE_ADDR": self.address[0] if isinstance(self.address, tuple) else str(self.address),
             "CONTENT_LENGTH": str(request.size if request.too_large else len(body)),
             "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "https" if self.worker.tls is not None else "http",
+            "wsgi.url_scheme": "https" if self.worker.tls is not None and not self.health else "http",
             "wsgi.input": io.BytesIO(body),
             "wsgi.errors": sys.stderr,
             "wsgi.multithread": True,
@@ -319,15 +329,18 @@ class ConnectionWorker(Worker):
 
     # ------------------------------------------------------------ main thread
     def run(self) -> None:
-        listeners = list(self.sockets)
+        health = [s for s in self.sockets if _address(s) == _health_address()]
+        listeners = [s for s in self.sockets if s not in health]
         if listeners:
             name = listeners[0].getsockname()
             if isinstance(name, tuple):
                 self.server_address = (str(name[0]), str(name[1]))
         selector = selectors.DefaultSelector()
         selector.register(self.PIPE[0], selectors.EVENT_READ)
-        for listener in listeners:
+        for listener in listeners + health:
             listener.setblocking(False)
+        for listener in health:  # always accepted: see the module docstring
+            selector.register(listener, selectors.EVENT_READ, "health")
         accepting = False
         try:
             while self.alive:
@@ -342,6 +355,8 @@ class ConnectionWorker(Worker):
                 for key, _ in selector.select(1.0):
                     if key.fileobj == self.PIPE[0]:
                         _drain(self.PIPE[0])
+                    elif key.data == "health":
+                        self._accept(key.fileobj, health=True)  # type: ignore[arg-type]
                     elif accepting and not self._accept(key.fileobj):  # type: ignore[arg-type]
                         # every connection is busy: the others wait in the listen backlog until
                         # one ends (its thread wakes this loop through the pipe)
@@ -352,9 +367,10 @@ class ConnectionWorker(Worker):
             selector.close()
             self._stop()
 
-    def _accept(self, listener: socket.socket) -> bool:
-        """Accept the connection waiting on `listener` if there is room; False if there is none."""
-        if not self._make_room():
+    def _accept(self, listener: socket.socket, *, health: bool = False) -> bool:
+        """Accept the connection waiting on `listener` if there is room; False if there is none.
+        A health listener's is always accepted (a probe's connection is short and local)."""
+        if not health and not self._make_room():
             return False
         try:
             client, address = listener.accept()
@@ -366,7 +382,7 @@ class ConnectionWorker(Worker):
         client.setblocking(True)
         if client.family in (socket.AF_INET, socket.AF_INET6):
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        connection = _Connection(self, client, address)
+        connection = _Connection(self, client, address, health=health)
         with self.lock:
             self.connections.add(connection)
         threading.Thread(target=connection.serve, name="conn", daemon=True).start()
@@ -475,6 +491,21 @@ class ConnectionWorker(Worker):
             cached = (stamp, ssl_context(self.cfg))
             self._tls_context = cached
         return cached[1]
+
+
+def _address(sock: socket.socket) -> tuple[str, int] | None:
+    name = sock.getsockname()
+    return (str(name[0]), int(name[1])) if isinstance(name, tuple) else None
+
+
+def _health_address() -> tuple[str, int] | None:
+    """The health listener's address, from serve --health-listen (HOST:PORT), or None."""
+    text = os.environ.get(HEALTH_LISTEN_ENV)
+    if not text:
+        return None
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]")
+    return ("127.0.0.1" if host == "localhost" else host, int(port))
 
 
 def _mtime(path: str | None) -> float:

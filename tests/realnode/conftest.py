@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import time
 import tomllib
 from collections.abc import Iterator
@@ -307,3 +308,52 @@ def place_statefulset(cluster: LocalCluster, name: str, scheduler: str, *, opt_i
         assert pod["spec"]["schedulerName"] == scheduler
         assert scheduled_by(api, namespace, pod["metadata"]["name"]) == {scheduler}
     return seconds
+
+
+def extender_container(api: Api, selector: str) -> tuple[str, str, int]:
+    """The first pod of `selector` in the system namespace: its name, its extender container's id,
+    its restart count (the container Ready)."""
+    pod = sorted(
+        api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=selector),
+        key=lambda p: p["metadata"]["name"],
+    )[0]
+    status = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "extender")
+    assert status["ready"], status
+    return pod["metadata"]["name"], status["containerID"].split("://", 1)[1], status["restartCount"]
+
+
+def freeze(node: RealNode, container_id: str) -> None:
+    """SIGSTOP every process of the container: it still accepts connections (the kernel does) and
+    answers none, as a stuck process, a paused VM or a dropped network looks to its callers."""
+    listed = node.ctr("tasks", "ps", container_id).stdout.splitlines()[1:]
+    pids = [int(line.split()[0]) for line in listed if line]
+    assert pids
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+
+
+def await_restart(api: Api, name: str, restarts: int, timeout: float) -> float:
+    """Seconds until the pod's extender has restarted once more and the pod is Ready again."""
+    started = time.monotonic()
+
+    def restarted() -> bool:
+        pod = api.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/{name}")
+        status = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "extender")
+        return status["restartCount"] == restarts + 1 and status["ready"] and is_ready(pod)
+
+    try:
+        wait_for(f"{name}'s extender restarted and Ready", restarted, timeout, 0.5)
+    except TimeoutError:
+        dump(api)
+        raise
+    return time.monotonic() - started
+
+
+def assert_liveness_failed(api: Api, name: str) -> None:
+    """The restart was the liveness probe's: the kubelet reported it Unhealthy."""
+    events = [
+        e
+        for e in api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/events")
+        if (e.get("involvedObject") or {}).get("name") == name and e.get("reason") == "Unhealthy"
+    ]
+    assert any("Liveness" in e.get("message", "") for e in events), [e.get("message") for e in events]

@@ -23,10 +23,12 @@ from extender.devcluster.cluster import REPO, SCHEDULER_NAME, SYSTEM_NAMESPACE, 
 from .conftest import (
     Images,
     apply,
+    assert_liveness_failed,
     await_ready,
-    dump,
+    await_restart,
+    extender_container,
     figure,
-    is_ready,
+    freeze,
     pin_images,
     place_statefulset,
     render,
@@ -84,11 +86,11 @@ def test_extender_restarted_after_kill(deployed: LocalCluster) -> None:
     api = deployed.admin
     node = deployed.real_node
     assert api is not None and node is not None
-    name, container_id, restarts = _extender(api)
+    name, container_id, restarts = extender_container(api, APP)
     pid = node.container_pid(container_id)
     started = time.monotonic()
     os.kill(pid, signal.SIGKILL)  # a process our kubelet started, found through containerd
-    seconds = _await_restart(api, name, restarts, 180)
+    seconds = await_restart(api, name, restarts, 180)
     figure("extender SIGKILLed -> restarted and pod Ready (s)", seconds)
     assert time.monotonic() - started >= seconds
 
@@ -99,19 +101,11 @@ def test_extender_restarted_after_freeze(deployed: LocalCluster) -> None:
     api = deployed.admin
     node = deployed.real_node
     assert api is not None and node is not None
-    name, container_id, restarts = _extender(api)
-    pids = [int(line.split()[0]) for line in node.ctr("tasks", "ps", container_id).stdout.splitlines()[1:] if line]
-    assert pids
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    seconds = _await_restart(api, name, restarts, 300)
+    name, container_id, restarts = extender_container(api, APP)
+    freeze(node, container_id)
+    seconds = await_restart(api, name, restarts, 300)
     figure("extender frozen (SIGSTOP) -> restarted by its liveness probe and pod Ready (s)", seconds)
-    events = [
-        e
-        for e in api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/events")
-        if (e.get("involvedObject") or {}).get("name") == name and e.get("reason") == "Unhealthy"
-    ]
-    assert any("Liveness" in e.get("message", "") for e in events), [e.get("message") for e in events]
+    assert_liveness_failed(api, name)
 
 
 # ------------------------------------------------------------------ helpers
@@ -120,30 +114,3 @@ def test_extender_restarted_after_freeze(deployed: LocalCluster) -> None:
 def _lease_holder(api: Api) -> str | None:
     lease = api.get(f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{SCHEDULER_NAME}")
     return (lease.get("spec") or {}).get("holderIdentity")
-
-
-def _extender(api: Api) -> tuple[str, str, int]:
-    """The first placement-scheduler pod: its name, its extender container's id, its restart count."""
-    pod = sorted(
-        api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=APP), key=lambda p: p["metadata"]["name"]
-    )[0]
-    status = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "extender")
-    assert status["ready"], status
-    return pod["metadata"]["name"], status["containerID"].split("://", 1)[1], status["restartCount"]
-
-
-def _await_restart(api: Api, name: str, restarts: int, timeout: float) -> float:
-    """Seconds until the pod's extender has restarted once more and the pod is Ready again."""
-    started = time.monotonic()
-
-    def restarted() -> bool:
-        pod = api.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/{name}")
-        status = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "extender")
-        return status["restartCount"] == restarts + 1 and status["ready"] and is_ready(pod)
-
-    try:
-        wait_for(f"{name}'s extender restarted and Ready", restarted, timeout, 0.5)
-    except TimeoutError:
-        dump(api)
-        raise
-    return time.monotonic() - started

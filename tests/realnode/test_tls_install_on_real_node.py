@@ -18,13 +18,28 @@ import requests
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, SCHEDULER_NAME, LocalCluster
 
-from .conftest import Images, apply, await_ready, figure, pin_images, place_statefulset, render, service_tls, uninstall
+from .conftest import (
+    Images,
+    apply,
+    assert_liveness_failed,
+    await_ready,
+    await_restart,
+    extender_container,
+    figure,
+    freeze,
+    pin_images,
+    place_statefulset,
+    render,
+    service_tls,
+    uninstall,
+)
 
 pytestmark = pytest.mark.e2e
 
 OVERLAY = REPO / "deploy" / "overlays" / "tls"
 SERVICE_NAME = "placement-extender.placement-system.svc"
-SERVICE_IP = "10.214.0.80"  # in the real node's service range (realnode.SERVICE_RANGE)
+SERVICE_IP = "10.214.0.80"
+EXTENDER = "app.kubernetes.io/name=placement-extender"  # in the real node's service range (realnode.SERVICE_RANGE)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +59,7 @@ def tls_installed(
     apply(node_cluster, secrets + docs)
     api = node_cluster.admin
     assert api is not None
-    await_ready(api, "app.kubernetes.io/name=placement-extender", 1)
+    await_ready(api, EXTENDER, 1)
     await_ready(api, "app.kubernetes.io/name=placement-scheduler", 2)
     figure("TLS overlay applied -> extender and both scheduler pods Ready (s)", time.monotonic() - started)
     yield node_cluster, {"ca": workdir / "extender-ca" / "ca.crt", "client": workdir / "extender-ca"}
@@ -76,3 +91,23 @@ def test_statefulset_placed_through_the_tls_extender(tls_installed) -> None:
     cluster, _ = tls_installed
     seconds = place_statefulset(cluster, "db-tls", SCHEDULER_NAME)
     figure("TLS overlay: StatefulSet created -> 2 pods Ready (s)", seconds)
+
+
+def test_a_frozen_tls_extender_is_seen_by_its_probes_and_restarted(tls_installed) -> None:
+    """The installed probes must see a hang: a frozen process still accepts TCP, so a `tcpSocket`
+    probe passed it for good (measured before the health listener). The exec probes ask the
+    loopback health listener, the kubelet restarts the container, and the Service answers again."""
+    cluster, files = tls_installed
+    api = cluster.admin
+    node = cluster.real_node
+    assert api is not None and node is not None
+    name, container_id, restarts = extender_container(api, EXTENDER)
+    freeze(node, container_id)
+    seconds = await_restart(api, name, restarts, 300)
+    figure("TLS overlay: extender frozen (SIGSTOP) -> restarted by its liveness probe and pod Ready (s)", seconds)
+    assert_liveness_failed(api, name)
+    session = requests.Session()
+    session.trust_env = False
+    cert = (str(files["client"] / "scheduler-client.crt"), str(files["client"] / "scheduler-client.key"))
+    url = f"https://{SERVICE_IP}:8443/readyz"
+    assert session.get(url, verify=str(files["ca"]), cert=cert, timeout=5).status_code == 200

@@ -56,9 +56,9 @@ IDS = [name for name, _, _ in CONTAINERS]
 SUBCOMMANDS = set(next(a for a in parser()._actions if a.dest == "command").choices)  # type: ignore[union-attr]
 
 
-def _listen_port(container: dict[str, Any]) -> int | None:
+def _listen_port(container: dict[str, Any], flag: str = "--listen") -> int | None:
     for arg in container.get("args") or ():
-        m = re.fullmatch(r"--listen=(?:\S*):(\d+)", arg)
+        m = re.fullmatch(re.escape(flag) + r"=(?:\S*):(\d+)", arg.split("#")[0].strip())
         if m:
             return int(m.group(1))
     return None
@@ -101,8 +101,14 @@ def test_listened_declared_and_probed_ports_are_the_images(name, spec, container
         if "exec" in probe:
             command = probe["exec"]["command"]
             assert command[0] == CONFIG["Entrypoint"][0], f"{name} {probe_name} runs {command[0]}, not the image's"
+            # exec probes ask the health listener where there is one (beside a TLS listener the
+            # kubelet cannot pass), else the main listener
+            health = _listen_port(container, "--health-listen")
+            target = health if health is not None else listen
             urls = [int(m) for part in command for m in re.findall(r"://[^/:]+:(\d+)/", part)]
-            assert urls == [listen], f"{name} {probe_name} asks {urls}, the extender listens on {listen}"
+            assert urls == [target], f"{name} {probe_name} asks {urls}, the extender answers probes on {target}"
+            if health is not None:
+                assert health in exposed, f"{name}'s health listener {health}; the Dockerfile EXPOSEs {sorted(exposed)}"
             continue
         handler = probe.get("httpGet") or probe.get("tcpSocket") or probe.get("grpc")
         port = handler["port"]

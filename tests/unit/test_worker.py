@@ -20,19 +20,26 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.server.worker import MAX_HEAD_BYTES
+from extender.server.worker import HEALTH_LISTEN_ENV, MAX_HEAD_BYTES
 
 TESTS = Path(__file__).parent.parent
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
-def _start(threads: int, idle_timeout: float = 30.0) -> tuple[subprocess.Popen, int]:
+def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def _start(threads: int, idle_timeout: float = 30.0, health_port: int | None = None) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(TESTS), TEST_IDLE_TIMEOUT=str(idle_timeout))
     command = [sys.executable, "-m", "gunicorn", "-k", "extender.server.worker.ConnectionWorker"]
     command += ["--threads", str(threads), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "3"]
+    if health_port is not None:  # as serve --health-listen sets it up
+        command += ["-b", f"127.0.0.1:{health_port}"]
+        env[HEALTH_LISTEN_ENV] = f"127.0.0.1:{health_port}"
     command += ["--no-control-socket", "worker_app:app"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
@@ -189,6 +196,32 @@ def test_when_every_slot_is_taken_the_longest_idle_connection_makes_room() -> No
         assert _closed(oldest)
         newer.sendall(HEALTHZ)
         assert _status(_read(newer)) == 200
+    finally:
+        _stop(process)
+
+
+@pytest.mark.parametrize(
+    ("request_line", "status"),
+    [
+        (b"GET /healthz", 200),
+        (b"GET /readyz", 200),
+        (b"HEAD /healthz", 200),
+        (b"POST /filter", 404),  # the verbs are never on the health listener
+        (b"POST /bind", 404),
+        (b"GET /metrics", 404),
+        (b"GET /healthz/../bind", 404),
+    ],
+)
+def test_the_health_listener_answers_health_only_even_when_every_slot_is_taken(request_line, status) -> None:
+    health = _free_port()
+    process, port = _start(threads=1, health_port=health)
+    try:
+        with _connect(port) as busy:
+            busy.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")  # under way
+            time.sleep(0.2)
+            with _connect(health) as probe:
+                probe.sendall(request_line + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+                assert _status(_read(probe)) == status
     finally:
         _stop(process)
 
