@@ -82,8 +82,10 @@ def adopt(
     """The workload with the extender as its scheduler, its policy and the implied constraints.
 
     `mode` "second-scheduler" sets `schedulerName` (the extender's own kube-scheduler);
-    "in-scheduler" leaves it and requests the opt-in resource instead (the cluster's one
-    kube-scheduler sends the pods that request it to the extender: README "Two ways to run")."""
+    "in-scheduler" requests the opt-in resource instead (the cluster's one kube-scheduler sends
+    the pods that request it to the extender: README "Two ways to run") and leaves
+    `schedulerName`, unless it names the second scheduler (`scheduler_name`): then it becomes
+    default-scheduler, which the stanza's kube-scheduler serves."""
     kind = workload.get("kind", "")
     if kind not in KINDS.values():
         raise ValueError(f"adopt takes a StatefulSet or a Deployment, not {kind or 'an object without a kind'}")
@@ -103,8 +105,18 @@ def adopt(
     new_spec, added, conflicts = add_to_spec(pod_spec, imp)
     if node_pool is not None:
         new_spec = on_node_pool(new_spec, *node_pool)
+    notes = list(conflicts)
     if mode == "in-scheduler":
         new_spec = with_opt_in(new_spec, True)
+        if new_spec.get("schedulerName") == scheduler_name:
+            # Moving from second-scheduler mode: the second scheduler cannot place a pod that
+            # requests the opt-in resource (no node has it; only the stanza's kube-scheduler
+            # ignores it), so the rollout's first pod stayed Pending for good.
+            new_spec["schedulerName"] = DEFAULT_SCHEDULER
+            notes.append(
+                f"schedulerName {scheduler_name} -> {DEFAULT_SCHEDULER}: in in-scheduler mode the cluster's own "
+                "kube-scheduler (the one with the extenders stanza) places the pods"
+            )
     else:
         new_spec = with_opt_in(new_spec, False)
         new_spec["schedulerName"] = scheduler_name
@@ -117,7 +129,6 @@ def adopt(
     else:
         annotations[INLINE_POLICY_ANNOTATION] = inline_policy  # type: ignore[assignment]
     annotations[IMPLIED_ANNOTATION] = json.dumps(added, sort_keys=True, separators=(",", ":"))
-    notes = list(conflicts)
     missing = [m for m in imp.mirrors if m.exactness is Exactness.NONE]
     if missing:
         notes.append(

@@ -146,6 +146,27 @@ def test_in_scheduler_mode_requests_the_opt_in_resource_and_retire_takes_it_out(
     assert spec["containers"] == two["containers"] and spec["schedulerName"] == "default-scheduler"
 
 
+@pytest.mark.parametrize(
+    ("template_scheduler", "expected"),
+    [
+        ("placement-scheduler", "default-scheduler"),  # from second-scheduler mode: to the stanza's scheduler
+        (None, None),  # never set: the default scheduler already
+        ("default-scheduler", "default-scheduler"),
+        ("my-profile", "my-profile"),  # a profile of the cluster's own kube-scheduler: kept
+    ],
+)
+def test_in_scheduler_mode_takes_a_workload_off_the_second_scheduler(template_scheduler, expected) -> None:
+    """A pod that requests the opt-in resource can be placed only by the kube-scheduler whose
+    stanza ignores it; left with the second scheduler, the rollout's first pod was Pending for good."""
+    spec = {"containers": [{"name": "db", "image": "db:1"}]}
+    if template_scheduler:
+        spec["schedulerName"] = template_scheduler
+    moved = workload(pod_spec=spec)
+    change = adopt(moved, CAP1_ORDINAL, scheduler_name="placement-scheduler", policy_name="db", mode="in-scheduler")
+    assert template(change.workload)[1].get("schedulerName") == expected
+    assert any("default-scheduler" in n for n in change.notes) == (template_scheduler == "placement-scheduler")
+
+
 def test_adopt_can_keep_a_workload_on_a_dedicated_node_pool() -> None:
     change = adopt(workload(), CAP1_ORDINAL, scheduler_name="p", policy_name="db", node_pool=("pool", "placement"))
     _, spec = template(change.workload)
