@@ -19,7 +19,7 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, SCHEDULER_NAME, SYSTEM_NAMESPACE, LocalCluster
 
-from .conftest import Images, await_ready, figure, place_statefulset
+from .installs import Images, await_ready, figure, place_statefulset
 
 pytestmark = pytest.mark.e2e
 

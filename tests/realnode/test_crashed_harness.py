@@ -20,8 +20,8 @@ import pytest
 from extender.devcluster.cluster import REPO, LocalCluster
 from extender.devcluster.realnode import STATE_FILE, RealNode, compare, restore_by_hand, snapshot
 
-from .conftest import figure
 from .crash_pod import run_pod
+from .installs import figure
 
 pytestmark = pytest.mark.e2e
 

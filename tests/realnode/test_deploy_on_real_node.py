@@ -20,7 +20,7 @@ import pytest
 from extender.devcluster.api import Api, wait_for
 from extender.devcluster.cluster import REPO, SCHEDULER_NAME, SYSTEM_NAMESPACE, LocalCluster
 
-from .conftest import (
+from .installs import (
     Images,
     apply,
     assert_liveness_failed,

@@ -24,7 +24,7 @@ from extender.devcluster.api import ApiError, wait_for
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE, LocalCluster
 from extender.devcluster.processes import free_port
 
-from .conftest import (
+from .installs import (
     Images,
     apply,
     await_ready,

@@ -18,7 +18,7 @@ import requests
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, SCHEDULER_NAME, LocalCluster
 
-from .conftest import (
+from .installs import (
     Images,
     apply,
     assert_liveness_failed,
