@@ -52,6 +52,12 @@ ORDINAL_ZONE_GATE = f"{API_GROUP}/ordinal-zone"
 # admission) and kube-scheduler's fit ignores (managedResources ignoredByScheduler): it only makes
 # kube-scheduler send the pod to the extender. Every other pod is never sent.
 OPT_IN_RESOURCE = f"{API_GROUP}/opt-in"
+# The second scheduler's name (second-scheduler mode): the `schedulerName` adopt writes, and the
+# one `serve` acts for unless told others (--scheduler-name).
+SCHEDULER_NAME = "placement-scheduler"
+# In-scheduler mode: the gate an adopted template carries so its pods enter kube-scheduler's queue
+# only when the extender answers and has a place for them (server/place_gate.py says why).
+PLACEABLE_GATE = f"{API_GROUP}/placeable"
 # On a pod: the zone requirement the extender ANDed into its node affinity when it lifted the
 # gate (JSON {"key", "values"}); the engine reads the pod's constraints without it.
 NARROWED_ZONES_ANNOTATION = f"{API_GROUP}/narrowed-zones"

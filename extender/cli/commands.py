@@ -15,6 +15,7 @@ from ..api.policy import (
     INLINE_POLICY_ANNOTATION,
     KIND,
     POLICY_REF_ANNOTATION,
+    SCHEDULER_NAME,
     PlacementPolicySpec,
     PolicyError,
     parse_annotation,
@@ -101,6 +102,7 @@ def _serve(args: argparse.Namespace) -> int:
             tls_key_file=args.tls_key_file,
             tls_client_ca_file=args.tls_client_ca_file,
             health_listen=args.health_listen,
+            scheduler_names=tuple(args.scheduler_name or (SCHEDULER_NAME,)),
         )
     )
     return 0
@@ -507,6 +509,13 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes")
     serve.add_argument(
+        "--scheduler-name",
+        action="append",
+        metavar="NAME",
+        help=f"a schedulerName whose pods are the extender's own (repeatable; default {SCHEDULER_NAME}, adopt's); "
+        "pods requesting the opt-in resource are its own too (in-scheduler mode). It lifts gates only of its own pods",
+    )
+    serve.add_argument(
         "--decision-deadline",
         type=_positive_seconds,
         default=float(_env("EXTENDER_DECISION_DEADLINE", str(DEFAULT_DECISION_DEADLINE)) or DEFAULT_DECISION_DEADLINE),
@@ -625,7 +634,7 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("-n", "--namespace", help="only this namespace")
     au.add_argument(
         "--scheduler-name",
-        default="placement-scheduler",
+        default=SCHEDULER_NAME,
         help="the schedulerName whose pods are held to their policies (default placement-scheduler, as adopt's); "
         "a workload whose pods another scheduler placed, e.g. after retire, is not audited",
     )
@@ -651,7 +660,7 @@ def parser() -> argparse.ArgumentParser:
             source.add_argument("--policy-file", help="a policy file to inline in the template ('-' for stdin)")
             cmd.add_argument(
                 "--scheduler-name",
-                default="placement-scheduler",
+                default=SCHEDULER_NAME,
                 help="the schedulerName of the kube-scheduler that calls the extender (default placement-scheduler)",
             )
             cmd.add_argument(

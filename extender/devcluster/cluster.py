@@ -24,6 +24,7 @@ from typing import Any
 import requests
 import yaml
 
+from ..api.policy import SCHEDULER_NAME
 from .api import Api, wait_for
 from .pki import PKI, ClientCert
 from .processes import Process, SigtermAsInterrupt, free_port
@@ -36,7 +37,6 @@ SCHEDULER_CONFIG = REPO / "config" / "scheduler-config.yaml"
 IN_SCHEDULER_CONFIG = REPO / "config" / "in-scheduler" / "scheduler-config.yaml"
 BUILD_SCRIPT = REPO / "hack" / "kube" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-SCHEDULER_NAME = "placement-scheduler"
 SYSTEM_NAMESPACE = "placement-system"
 STORAGE_CLASS = "zonal-wffc"
 ZONE = "topology.kubernetes.io/zone"

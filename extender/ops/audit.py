@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..api.policy import OPT_IN_RESOURCE, PlacementPolicySpec, PolicyError, parse_annotation
+from ..api.policy import OPT_IN_RESOURCE, SCHEDULER_NAME, PlacementPolicySpec, PolicyError, parse_annotation
 from ..engine import Topology
 from ..engine.checker import Member, violations, zones_of
 from ..engine.implied import pod_disagreements
@@ -64,13 +64,10 @@ GroupKey = tuple[str, str, str]  # namespace, how the group is named, where its 
 # Pods of another scheduler (the default one after `retire`, or before an adoption's rollout
 # reached them) keep their place in a group's counts but are not judged by its per-pod rules, and
 # a group none of whose pods is this scheduler's is not audited: `retire` leaves nothing behind.
-SCHEDULER_NAME = "placement-scheduler"
-
-
 def is_ours(pod: PodRecord, scheduler_name: str) -> bool:
     """Placed through the extender: by its own kube-scheduler, or (in-scheduler mode) by the
     cluster's one, which sends the extender only the pods requesting the opt-in resource."""
-    return pod.scheduler_name == scheduler_name or any(name == OPT_IN_RESOURCE for name, _ in pod.requests)
+    return pod.placed_by((scheduler_name,))
 
 
 def audit(store: ClusterStore, namespace: str | None = None, scheduler_name: str = SCHEDULER_NAME) -> list[GroupReport]:

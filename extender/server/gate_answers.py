@@ -35,8 +35,8 @@ def gate_answer(store: ClusterStore, rotations: RotationRecorder, uid: str) -> G
         if store.not_synced() is not None:
             return None
         pod = store.pods.get(uid)
-        if pod is None or not pod.gated:
-            return None
+        if pod is None or not pod.gated or not store.owns(pod):
+            return None  # gone, lifted, or not the extender's pod: it lifts only its own pods' gates
         try:
             spec = store.resolve_policy(pod)
         except PolicyError as err:

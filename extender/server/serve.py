@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from gunicorn.app.base import BaseApplication
 
+from ..api.policy import SCHEDULER_NAME
 from ..api.wire import FailedNodeReasons
 from ..limits import (
     DEFAULT_COMMITTED_TTL,
@@ -56,6 +57,7 @@ class ServeOptions:
     tls_key_file: str | None = None
     tls_client_ca_file: str | None = None  # set: callers must present a certificate signed by it
     health_listen: str | None = None  # loopback, plain HTTP, /healthz and /readyz only (worker.py)
+    scheduler_names: tuple[str, ...] = (SCHEDULER_NAME,)  # whose pods are its own (ClusterStore.owns)
 
 
 # The cyclic collector's first threshold: tracked allocations (net) between young collections.
@@ -87,7 +89,9 @@ def build(options: ServeOptions):
     tune_collector()
     api = connect(options.kubeconfig)
     log_api_server_version(api)  # logs the version; warns outside the tested minors
-    store = ClusterStore(Reservations(options.tentative_ttl, options.committed_ttl))
+    store = ClusterStore(
+        Reservations(options.tentative_ttl, options.committed_ttl), scheduler_names=options.scheduler_names
+    )
     events = KubeEventSink(api) if options.events else DiscardEvents()
     verbs = Verbs(
         store,

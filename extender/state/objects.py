@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,9 @@ from ..api.policy import (
     INLINE_POLICY_ANNOTATION,
     LEGACY_ZONE_KEY,
     NARROWED_ZONES_ANNOTATION,
+    OPT_IN_RESOURCE,
     ORDINAL_ZONE_GATE,
+    PLACEABLE_GATE,
     POLICY_REF_ANNOTATION,
     ZONE_KEY,
 )
@@ -108,6 +111,18 @@ class PodRecord:
     hard_native: dict[str, Any] | None = None
     # What it takes from a node, as kube-scheduler counts it (engine/resources.py): (resource, amount)
     requests: tuple[tuple[str, int], ...] = ()
+    held: bool = False  # held by the in-scheduler placeable gate (extender/server/place_gate.py)
+
+    @property
+    def opted_in(self) -> bool:
+        """Requests the opt-in resource: in in-scheduler mode, the cluster's kube-scheduler sends it here."""
+        return any(name == OPT_IN_RESOURCE for name, _ in self.requests)
+
+    def placed_by(self, scheduler_names: Iterable[str]) -> bool:
+        """The extender's own pod, as the API server shows it: a pod of a scheduler it serves
+        (second-scheduler mode) or one that opted in (in-scheduler mode). Nothing else is ever
+        narrowed, lifted or bound by it."""
+        return self.scheduler_name in scheduler_names or self.opted_in
 
     @property
     def key(self) -> str:
@@ -161,9 +176,8 @@ def parse_pod(obj: Any) -> PodRecord:
         constraints=parse_node_constraints(spec, _narrowed(annotations.get(NARROWED_ZONES_ANNOTATION))),
         replicaset=replicaset,
         deletion_cost=annotations.get(DELETION_COST_ANNOTATION),
-        gated=any(
-            isinstance(g, dict) and g.get("name") == ORDINAL_ZONE_GATE for g in _items(spec.get("schedulingGates"))
-        ),
+        gated=ORDINAL_ZONE_GATE in (gates := _gate_names(spec)),
+        held=PLACEABLE_GATE in gates,
         hard_native=_hard_native(spec),
         requests=_requests_of(spec),
         nominated_node=status.get("nominatedNodeName") if isinstance(status.get("nominatedNodeName"), str) else None,
@@ -220,6 +234,12 @@ def _narrowed(text: str | None) -> Requirement | None:
         return Requirement(str(value["key"]), "In", tuple(str(v) for v in value["values"]))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _gate_names(spec: dict[str, Any]) -> frozenset[str]:
+    return frozenset(
+        str(g.get("name")) for g in _items(spec.get("schedulingGates")) if isinstance(g, dict) and g.get("name")
+    )
 
 
 def _hard_native(spec: dict[str, Any]) -> dict[str, Any] | None:

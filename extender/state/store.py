@@ -14,7 +14,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Set
 from typing import Any
 
-from ..api.policy import PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
+from ..api.policy import SCHEDULER_NAME, PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, RecordedRotation, Snapshot, Topology
 from ..limits import MAX_CACHE_STALENESS, MAX_GROUP_SIZE
 from .groups import GroupIndexes, group_key
@@ -53,8 +53,15 @@ _INLINE_SOURCE = "annotation"
 
 
 class ClusterStore:
-    def __init__(self, reservations: Reservations | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        reservations: Reservations | None = None,
+        clock: Callable[[], float] = time.time,
+        scheduler_names: Iterable[str] = (SCHEDULER_NAME,),
+    ) -> None:
         self.lock = TimedLock()
+        # The schedulerNames whose pods are the extender's own (with the opted-in ones): see owns().
+        self.scheduler_names = frozenset(scheduler_names)
         self.clock = clock
         self.topology = Topology()
         # Node -> allocatable resources, and node -> what the pods the watch shows there request
@@ -70,6 +77,7 @@ class ClusterStore:
         self._by_namespace: dict[str, set[str]] = defaultdict(set)
         self._bound: dict[str, Placement] = {}  # uid -> the placement of a pod on a node, made once per event
         self.gated: set[str] = set()  # uids of pods held by the ordinal-zone gate (extender/server/gate_patch.py)
+        self.held: set[str] = set()  # uids of pods held by the placeable gate (extender/server/place_gate.py)
         # PlacementPolicies created or edited since the first list: (namespace, name) -> generation
         self.policy_edits: dict[tuple[str, str], str] = {}
         self._policies_before: dict[tuple[str, str], PolicyRecord] = {}
@@ -100,6 +108,10 @@ class ClusterStore:
         self.decided_rotations: dict[tuple[str, str], RotationRecord] = {}
         self.rotations_enabled = True  # False when the ZoneRotation CRD is not installed
         self.data_version = 0  # bumps on every event and list: part of the key of cached decisions
+
+    def owns(self, pod: PodRecord) -> bool:
+        """The extender's own pod, judged from the watch's copy (PodRecord.placed_by)."""
+        return pod.placed_by(self.scheduler_names)
 
     # ------------------------------------------------------------------ updates
     def apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
@@ -232,6 +244,8 @@ class ClusterStore:
                 waiter.set()
         if record.gated:
             self.gated.add(record.uid)
+        if record.held:
+            self.held.add(record.uid)
         self._pod_uid[(record.namespace, record.name)] = record.uid
         self._by_namespace[record.namespace].add(record.uid)
         if record.shard is not None:
@@ -263,6 +277,7 @@ class ClusterStore:
         if self.pods.pop(record.uid, None) is not None and record.node is not None and not record.finished:
             self._count_requests(record.node, record.requests, -1)
         self.gated.discard(record.uid)
+        self.held.discard(record.uid)
         self.groups.pod_removed(record, self._bound.pop(record.uid, None))
         if self._pod_uid.get((record.namespace, record.name)) == record.uid:
             del self._pod_uid[(record.namespace, record.name)]

@@ -182,6 +182,32 @@ def test_before_any_zone_has_a_node_the_gate_is_lifted_without_narrowing() -> No
     assert answer is not None and answer.requirement is None and "no zone order yet" in answer.why
 
 
+OPT_IN = {"requests": {"placement.extender.dev/opt-in": "1"}}
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "opted_in", "ours"),
+    [
+        ("placement-scheduler", False, True),
+        ("default-scheduler", True, True),
+        ("default-scheduler", False, False),
+        ("nobody", False, False),
+        ("nobody", True, True),
+    ],
+    ids=["its scheduler's", "opted in", "the default scheduler's", "another scheduler's", "another's, opted in"],
+)
+def test_only_the_extenders_own_pods_are_lifted(scheduler, opted_in, ours) -> None:
+    """The gate is the extender's, but the pod may not be: a pod of a scheduler it does not serve
+    and without the opt-in request is left as it is, whoever put the gate there."""
+    store, verbs = make_store()
+    obj = gated("db-1", scheduler=scheduler)
+    if opted_in:
+        obj["spec"]["containers"][0]["resources"] = OPT_IN
+    store.apply("pods", "ADDED", obj)
+    answer = verbs.gate_answer(next(iter(store.gated)))
+    assert (answer is not None) is ours
+
+
 # -- the loop ----------------------------------------------------------------------------------------
 class Writer:
     def __init__(self, fail: bool = False) -> None:
