@@ -26,6 +26,8 @@ from ..limits import (
     DEFAULT_DECISION_DEADLINE,
     DEFAULT_LISTEN,
     DEFAULT_MAX_BODY,
+    DEFAULT_PLACE_VISIBLE,
+    DEFAULT_PLACE_WINDOW,
     DEFAULT_TENTATIVE_TTL,
     DEFAULT_THREADS,
     DEFAULT_WATCH_TIMEOUT,
@@ -56,6 +58,16 @@ def _positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text} s is outside (0, 60]; kube-scheduler gives an extender 5 s by default"
         )
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative; 0 turns it off")
     return value
 
 
@@ -103,6 +115,8 @@ def _serve(args: argparse.Namespace) -> int:
             tls_client_ca_file=args.tls_client_ca_file,
             health_listen=args.health_listen,
             scheduler_names=tuple(args.scheduler_name or (SCHEDULER_NAME,)),
+            place_window=args.place_window,
+            place_visible=args.place_visible,
         )
     )
     return 0
@@ -508,6 +522,21 @@ def parser() -> argparse.ArgumentParser:
         "one is closed to make room",
     )
     serve.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes")
+    serve.add_argument(
+        "--place-window",
+        type=_non_negative_int,
+        default=DEFAULT_PLACE_WINDOW,
+        help="in-scheduler mode: pods held by the placeable gate lifted and not yet bound at once "
+        f"(default {DEFAULT_PLACE_WINDOW}); with --place-visible, what a hung extender can cost other pods: "
+        "that many httpTimeouts per kube-scheduler retry (README, Failure modes)",
+    )
+    serve.add_argument(
+        "--place-visible",
+        type=_non_negative_int,
+        default=DEFAULT_PLACE_VISIBLE,
+        help="in-scheduler mode: pods with no place lifted anyway so autoscalers see them "
+        f"(default {DEFAULT_PLACE_VISIBLE}; 0: none)",
+    )
     serve.add_argument(
         "--scheduler-name",
         action="append",

@@ -7,7 +7,10 @@ what the extender needs) and, when the policy places pods by ordinal zone, the s
 the extender lifts pod by pod (extender/server/gate_patch.py). The template's IMPLIED_ANNOTATION records what
 was added. Adopting again (a changed policy) first takes the old additions out.
 
-In in-scheduler mode adopt requests the opt-in resource instead of setting `schedulerName`.
+In in-scheduler mode adopt requests the opt-in resource instead of setting `schedulerName`, and
+adds the placeable gate: each pod enters the cluster's kube-scheduler queue only once the extender
+answers and has a place for it (extender/server/place_gate.py), so a hung extender cannot hold up
+the cluster's other pods behind its timeouts.
 
 retire takes out exactly what adopt added (the opt-in resource too), sets `schedulerName` back (default-scheduler), and
 writes translate's closest native constraints instead (extender/ops/translate.py), unless asked not
@@ -29,6 +32,7 @@ from ..api.policy import (
     IMPLIED_ANNOTATION,
     INLINE_POLICY_ANNOTATION,
     OPT_IN_RESOURCE,
+    PLACEABLE_GATE,
     POLICY_REF_ANNOTATION,
     PlacementPolicySpec,
 )
@@ -107,7 +111,7 @@ def adopt(
         new_spec = on_node_pool(new_spec, *node_pool)
     notes = list(conflicts)
     if mode == "in-scheduler":
-        new_spec = with_opt_in(new_spec, True)
+        new_spec = with_placeable_gate(with_opt_in(new_spec, True), True)
         if new_spec.get("schedulerName") == scheduler_name:
             # Moving from second-scheduler mode: the second scheduler cannot place a pod that
             # requests the opt-in resource (no node has it; only the stanza's kube-scheduler
@@ -118,7 +122,7 @@ def adopt(
                 "kube-scheduler (the one with the extenders stanza) places the pods"
             )
     else:
-        new_spec = with_opt_in(new_spec, False)
+        new_spec = with_placeable_gate(with_opt_in(new_spec, False), False)
         new_spec["schedulerName"] = scheduler_name
     out["spec"]["template"]["spec"] = new_spec
     annotations = meta.setdefault("annotations", {})
@@ -145,7 +149,7 @@ def retire(workload: dict[str, Any], spec: PlacementPolicySpec | None, *, transl
     meta, pod_spec = _template(out)
     pod_spec = _take_out_previous(meta, pod_spec)
     pod_spec = remove_from_spec(pod_spec, {})  # the gate, whoever put it there
-    pod_spec = with_opt_in(pod_spec, False)
+    pod_spec = with_placeable_gate(with_opt_in(pod_spec, False), False)
     pod_spec["schedulerName"] = DEFAULT_SCHEDULER
     notes: list[str] = []
     if translated and spec is not None:
@@ -191,6 +195,22 @@ def with_opt_in(pod_spec: dict[str, Any], on: bool) -> dict[str, Any]:
                 del resources[part]
         if not resources:
             del container["resources"]
+    return new
+
+
+def with_placeable_gate(pod_spec: dict[str, Any], on: bool) -> dict[str, Any]:
+    """The pod spec with the in-scheduler placeable gate (server/place_gate.py), or without it;
+    every other gate kept as it is."""
+    new = copy.deepcopy(pod_spec)
+    gates = [
+        g for g in new.get("schedulingGates") or [] if not (isinstance(g, dict) and g.get("name") == PLACEABLE_GATE)
+    ]
+    if on:
+        gates.append({"name": PLACEABLE_GATE})
+    if gates:
+        new["schedulingGates"] = gates
+    else:
+        new.pop("schedulingGates", None)
     return new
 
 

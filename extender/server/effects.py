@@ -211,7 +211,8 @@ class KubeRecordWriter:
 
 
 class KubeGateWriter:
-    """Narrows a gated pod's node affinity and lifts the ordinal-zone gate (extender/server/gate_patch.py)."""
+    """Narrows a gated pod's node affinity and lifts the ordinal-zone gate (extender/server/gate_patch.py),
+    or lifts the in-scheduler placeable gate (extender/server/place_gate.py)."""
 
     def __init__(self, api: KubeHttp, timeout: float = 10.0) -> None:
         self.api = api
@@ -224,13 +225,17 @@ class KubeGateWriter:
         pod = answer.pod
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
         obj = self.api.call("GET", path, timeout=self.timeout)
-        if not isinstance(obj, dict) or (obj.get("metadata") or {}).get("uid") != pod.uid or not carries_gate(obj):
+        if (
+            not isinstance(obj, dict)
+            or (obj.get("metadata") or {}).get("uid") != pod.uid
+            or not carries_gate(obj, answer.gate)
+        ):
             return
         try:
             self.api.call(
                 "PATCH",
                 path,
-                body=lift_patch(obj, answer.requirement),
+                body=lift_patch(obj, answer.requirement, answer.gate),
                 timeout=self.timeout,
                 content_type="application/json-patch+json",
             )
@@ -239,7 +244,7 @@ class KubeGateWriter:
                 return  # it changed since the GET (the patch's resourceVersion test): the next pass reads it again
             raise
         self.lifted += 1
-        log.info("lifted the ordinal-zone gate of %s: %s", pod.key, answer.why)
+        log.info("lifted the %s gate of %s: %s", answer.gate.rsplit("/", 1)[-1], pod.key, answer.why)
 
 
 def update_workload(api: KubeHttp, path: str, workload: dict) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..api.policy import PlacementPolicySpec, PolicyError
+from ..api.policy import ORDINAL_ZONE_GATE, PlacementPolicySpec, PolicyError
 from ..engine import ordinal_pod_zones
 from ..engine.implied import implied
 from ..state.objects import PodRecord
@@ -21,12 +21,13 @@ from .rotation_records import RotationRecorder
 
 @dataclass(frozen=True)
 class GateAnswer:
-    """For a pod held by the ordinal-zone gate: the node requirement to AND into its affinity
-    before lifting the gate (None: lift it as it is), and why, for the log."""
+    """For a pod held by one of the extender's gates: the node requirement to AND into its
+    affinity before lifting `gate` (None: lift it as it is), and why, for the log."""
 
     pod: PodRecord
     requirement: dict[str, object] | None
     why: str
+    gate: str = ORDINAL_ZONE_GATE
 
 
 def gate_answer(store: ClusterStore, rotations: RotationRecorder, uid: str) -> GateAnswer | None:

@@ -1,8 +1,10 @@
-"""The loop that lifts the ordinal-zone scheduling gate (extender/server/gate_patch.py says why it exists).
+"""The loop that lifts the extender's scheduling gates: the ordinal-zone gate (extender/server/gate_patch.py
+says why it exists) and the in-scheduler placeable gate (extender/server/place_gate.py).
 
 A background thread of the serving process: every `interval` it asks the verbs what to do with
-each pod the cache shows held by the gate (Verbs.gate_answer: the same zone order the filter
-uses) and has the writer narrow and lift it. A pod whose write failed waits `retry_after` before
+each pod the cache shows held by the ordinal-zone gate (Verbs.gate_answer: the same zone order the
+filter uses) and has the writer narrow and lift it; then it asks the place gate which held pods
+have a place now, and has the writer lift those. A pod whose write failed waits `retry_after` before
 the next try. Nothing is done while the cache is unsynced (a restart, a lost watch): a gated pod
 then simply waits, as it would for a scheduler that is down.
 """
@@ -15,6 +17,7 @@ from typing import Protocol
 
 from .gate_answers import GateAnswer
 from .periodic import PeriodicPass
+from .place_gate import PlaceGate
 from .verbs import Verbs
 
 log = logging.getLogger(__name__)
@@ -28,9 +31,17 @@ class GateWriter(Protocol):
 class GateLifter(PeriodicPass):
     name = "gate-lifter"
 
-    def __init__(self, verbs: Verbs, writer: GateWriter, interval: float = 0.5, retry_after: float = 5.0) -> None:
+    def __init__(
+        self,
+        verbs: Verbs,
+        writer: GateWriter,
+        interval: float = 0.2,
+        retry_after: float = 5.0,
+        place: PlaceGate | None = None,
+    ) -> None:
         self.verbs = verbs
         self.writer = writer
+        self.place = place
         self.interval = interval
         self.retry_after = retry_after
         self._retry_at: dict[str, float] = {}
@@ -42,7 +53,7 @@ class GateLifter(PeriodicPass):
         with store.lock.held("gates"):
             uids = list(store.gated)
             for uid in list(self._retry_at):
-                if uid not in store.gated:
+                if uid not in store.gated and uid not in store.held:
                     del self._retry_at[uid]
         lifted = 0
         for uid in uids:
@@ -60,6 +71,27 @@ class GateLifter(PeriodicPass):
                 log.warning(
                     "could not lift the ordinal-zone gate of %s: %s (the extender needs get and patch on pods)",
                     answer.pod.key if answer is not None else uid,
+                    err,
+                )
+        return lifted + self._lift_placeable(now)
+
+    def _lift_placeable(self, now: float) -> int:
+        if self.place is None:
+            return 0
+        lifted = 0
+        for answer in self.place.answers(now):
+            if self._retry_at.get(answer.pod.uid, 0.0) > now:
+                self.place.lifted.pop(answer.pod.uid, None)
+                continue
+            try:
+                self.writer.lift(answer)
+                lifted += 1
+            except Exception as err:  # noqa: BLE001 - one pod's failure never stops the others
+                self.place.lifted.pop(answer.pod.uid, None)  # not lifted: it must not hold the window
+                self._retry_at[answer.pod.uid] = now + self.retry_after
+                log.warning(
+                    "could not lift the placeable gate of %s: %s (the extender needs get and patch on pods)",
+                    answer.pod.key,
                     err,
                 )
         return lifted

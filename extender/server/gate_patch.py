@@ -30,9 +30,12 @@ def _pointer(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def lift_patch(pod: dict[str, Any], requirement: dict[str, Any] | None) -> list[dict[str, Any]]:
+def lift_patch(
+    pod: dict[str, Any], requirement: dict[str, Any] | None, gate: str = ORDINAL_ZONE_GATE
+) -> list[dict[str, Any]]:
     """The JSON patch that narrows a gated pod's node affinity by `requirement` (None: no
-    narrowing) and removes the ordinal-zone gate, guarded by the pod's resourceVersion."""
+    narrowing) and removes `gate` (the ordinal-zone gate, or the placeable gate of
+    server/place_gate.py, which never narrows), guarded by the pod's resourceVersion."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}]
@@ -48,7 +51,7 @@ def lift_patch(pod: dict[str, Any], requirement: dict[str, Any] | None) -> list[
             )
         else:
             ops.append({"op": "add", "path": "/metadata/annotations", "value": {NARROWED_ZONES_ANNOTATION: note}})
-    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != ORDINAL_ZONE_GATE]
+    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != gate]
     if gates:
         ops.append({"op": "replace", "path": "/spec/schedulingGates", "value": gates})
     else:
@@ -56,5 +59,5 @@ def lift_patch(pod: dict[str, Any], requirement: dict[str, Any] | None) -> list[
     return ops
 
 
-def carries_gate(pod: dict[str, Any]) -> bool:
-    return any(g.get("name") == ORDINAL_ZONE_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+def carries_gate(pod: dict[str, Any], gate: str = ORDINAL_ZONE_GATE) -> bool:
+    return any(g.get("name") == gate for g in (pod.get("spec") or {}).get("schedulingGates") or [])

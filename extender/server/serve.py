@@ -25,6 +25,8 @@ from ..limits import (
     DEFAULT_DECISION_DEADLINE,
     DEFAULT_LISTEN,
     DEFAULT_MAX_BODY,
+    DEFAULT_PLACE_VISIBLE,
+    DEFAULT_PLACE_WINDOW,
     DEFAULT_TENTATIVE_TTL,
     DEFAULT_THREADS,
     DEFAULT_WATCH_TIMEOUT,
@@ -58,6 +60,8 @@ class ServeOptions:
     tls_client_ca_file: str | None = None  # set: callers must present a certificate signed by it
     health_listen: str | None = None  # loopback, plain HTTP, /healthz and /readyz only (worker.py)
     scheduler_names: tuple[str, ...] = (SCHEDULER_NAME,)  # whose pods are its own (ClusterStore.owns)
+    place_window: int = DEFAULT_PLACE_WINDOW  # placeable-gate lifts in flight at once (place_gate.py)
+    place_visible: int = DEFAULT_PLACE_VISIBLE  # pods with no place lifted for autoscalers (place_gate.py)
 
 
 # The cyclic collector's first threshold: tracked allocations (net) between young collections.
@@ -84,6 +88,7 @@ def build(options: ServeOptions):
     from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeGateWriter, KubePodNudger, KubeRecordWriter
     from .gate_lifter import GateLifter
     from .nudge import PolicyNudger
+    from .place_gate import PlaceGate
     from .remedies import RemedyWorker
 
     tune_collector()
@@ -104,7 +109,14 @@ def build(options: ServeOptions):
     store_gauges(verbs.metrics, store, time.time)
     watcher = Watcher(api, store, watch_timeout=options.watch_timeout)
     watcher.start()
-    GateLifter(verbs, KubeGateWriter(api)).start()
+    place = PlaceGate(
+        store,
+        events,
+        window=options.place_window,
+        visible=options.place_visible,
+        decision_deadline=options.decision_deadline,
+    )
+    GateLifter(verbs, KubeGateWriter(api), place=place).start()
     PolicyNudger(store, KubePodNudger(api)).start()
     RemedyWorker(verbs.remedies).start()
     app = create_app(verbs, max_body=options.max_body)

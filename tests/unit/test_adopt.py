@@ -146,6 +146,27 @@ def test_in_scheduler_mode_requests_the_opt_in_resource_and_retire_takes_it_out(
     assert spec["containers"] == two["containers"] and spec["schedulerName"] == "default-scheduler"
 
 
+@pytest.mark.parametrize("other_gates", [[], [{"name": "example.com/theirs"}]], ids=["no other gate", "another gate"])
+def test_in_scheduler_mode_gates_pods_until_the_extender_has_a_place_and_every_way_back_removes_it(other_gates) -> None:
+    """The placeable gate (server/place_gate.py) comes with in-scheduler mode and goes with it:
+    adopting in second-scheduler mode or retiring takes it out; anyone else's gate stays."""
+    from extender.api.policy import ORDINAL_ZONE_GATE, PLACEABLE_GATE
+
+    spec = {"containers": [{"name": "db", "image": "db:1"}], "schedulingGates": list(other_gates)}
+    change = adopt(workload(pod_spec=spec), CAP1_ORDINAL, scheduler_name="p", policy_name="db", mode="in-scheduler")
+    names = [g["name"] for g in template(change.workload)[1]["schedulingGates"]]
+    assert names.count(PLACEABLE_GATE) == 1 and {g["name"] for g in other_gates} <= set(names)
+    again = adopt(change.workload, CAP1_ORDINAL, scheduler_name="p", policy_name="db", mode="in-scheduler")
+    assert [g["name"] for g in template(again.workload)[1]["schedulingGates"]].count(PLACEABLE_GATE) == 1
+    for back in (
+        adopt(change.workload, CAP1_ORDINAL, scheduler_name="p", policy_name="db").workload,
+        retire(change.workload, CAP1_ORDINAL, translated=False).workload,
+    ):
+        left = template(back)[1].get("schedulingGates", [])
+        assert PLACEABLE_GATE not in [g["name"] for g in left]
+        assert [g for g in left if g["name"] != ORDINAL_ZONE_GATE] == other_gates
+
+
 @pytest.mark.parametrize(
     ("template_scheduler", "expected"),
     [

@@ -1,0 +1,152 @@
+"""The in-scheduler placeable gate: an opted-in pod enters kube-scheduler's queue only while the
+extender answers and has a place for it.
+
+Why: in in-scheduler mode the extender sits inside the scheduling cycle of the cluster's one
+kube-scheduler, which calls filter synchronously (schedule_one.go). While the extender hangs
+(a stuck process, a paused VM, a partition), every attempt at an opted-in pod holds that cycle
+for the stanza's `httpTimeout`, and every other pod of the cluster waits behind it: 50 opted-in
+pods waiting for room turned a 4.4 s Deployment of ordinary pods into 251 s
+(../shared/research/in-scheduler.md). A pod with a scheduling gate never enters the queue
+(KEP-3521), so it costs nothing. `adopt --mode in-scheduler` puts PLACEABLE_GATE in the
+template, and this pass (run by the extender's gate loop, so only while the extender runs)
+removes it from one of its own pods when
+
+  * the cache is synced (a frozen, dead or partitioned extender lifts nothing), and
+  * some node passes the pod's rules now (a place), with fewer of its group's pods lifted and
+    still unbound than the group has passing nodes, and
+  * fewer than `window` pods it lifted in the last `lifted_ttl` seconds are still unbound.
+
+The invariant it keeps: the pods carrying the gate that are in kube-scheduler's queue are at most
+`window` (lifted with a place, normally bound within one cycle) plus `visible` (below), plus any
+that lost their place after the lift (stopped counting after `lifted_ttl`). A hang therefore costs
+the cluster's other pods at most that many `httpTimeout`s per kube-scheduler backoff period
+(10 s), however many opted-in pods wait; README "Failure modes" has the figures.
+
+Autoscalers skip gated pods, so up to `visible` pods with no place are lifted anyway, oldest
+first, and stay counted until they are bound or gone: an autoscaler sees them and may add the node
+that frees them (cluster-autoscaler and Karpenter simulate the in-tree rules only, so that needs
+the pod's native form, which adopt writes where one exists). A pod kept gated gets one event
+saying why (no place, or an invalid policy) each time the reason changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..api.policy import PLACEABLE_GATE, PolicyError
+from ..engine import evaluate
+from ..limits import DEFAULT_PLACE_VISIBLE, DEFAULT_PLACE_WINDOW
+from ..state.groups import group_key
+from ..state.objects import PodRecord
+from ..state.store import ClusterStore
+from .gate_answers import GateAnswer
+from .ports import EventSink
+from .remedies import rejection_summary
+
+LIFTED_TTL = 60.0
+MAX_EVALUATIONS = 32  # decisions per pass: a pass over many waiting pods stays short
+
+
+@dataclass
+class Lifted:
+    at: float
+    group: object
+    visible: bool  # lifted with no place, so autoscalers see it
+
+
+@dataclass
+class PlaceGate:
+    """Which pods held by the placeable gate to lift now (the state between passes: the lifts
+    still in flight, and the last reason each held pod was told)."""
+
+    store: ClusterStore
+    events: EventSink
+    window: int = DEFAULT_PLACE_WINDOW
+    visible: int = DEFAULT_PLACE_VISIBLE
+    lifted_ttl: float = LIFTED_TTL
+    decision_deadline: float = 0.5
+    max_evaluations: int = MAX_EVALUATIONS
+    lifted: dict[str, Lifted] = field(default_factory=dict)
+    told: dict[str, str] = field(default_factory=dict)
+
+    def answers(self, now: float | None = None) -> list[GateAnswer]:
+        """The pods to lift in this pass, decided under the store lock."""
+        now = time.monotonic() if now is None else now
+        store = self.store
+        with store.lock.held("place-gate"):
+            if store.not_synced() is not None:
+                return []
+            self._forget(now)
+            held = sorted(
+                (p for u in store.held if (p := store.pods.get(u)) is not None and self._waiting(p)),
+                key=lambda p: (p.namespace, p.shard or "", p.ordinal if p.ordinal is not None else -1, p.name),
+            )
+            out: list[GateAnswer] = []
+            in_flight = sum(1 for entry in self.lifted.values() if not entry.visible)
+            shown = sum(1 for entry in self.lifted.values() if entry.visible)
+            for pod in held[: self.max_evaluations]:
+                if in_flight >= self.window and shown >= self.visible:
+                    break
+                answer, group, visible = self._answer(pod, in_flight < self.window, shown < self.visible)
+                if answer is None:
+                    continue
+                self.lifted[pod.uid] = Lifted(now, group, visible)
+                shown += visible
+                in_flight += not visible
+                self.told.pop(pod.uid, None)
+                out.append(answer)
+            return out
+
+    def _waiting(self, pod: PodRecord) -> bool:
+        return (
+            pod.held
+            and not pod.gated  # the ordinal-zone gate goes first: it narrows the node affinity
+            and pod.node is None
+            and not pod.terminating
+            and pod.uid not in self.lifted
+            and self.store.owns(pod)
+        )
+
+    def _forget(self, now: float) -> None:
+        """A lift stops counting once its pod is bound or gone; a lift with a place also after
+        `lifted_ttl` (it lost its place: it must not hold the window for good)."""
+        for uid, entry in list(self.lifted.items()):
+            pod = self.store.pods.get(uid)
+            stale = not entry.visible and now - entry.at > self.lifted_ttl
+            if pod is None or pod.node is not None or pod.finished or stale:
+                del self.lifted[uid]
+        for uid in list(self.told):
+            if uid not in self.store.held:
+                del self.told[uid]
+
+    def _answer(self, pod: PodRecord, may_place: bool, may_show: bool) -> tuple[GateAnswer | None, object, bool]:
+        store = self.store
+        try:
+            spec = store.resolve_policy(pod)
+            if spec is None:
+                places, group = len(store.topology.nodes), None
+            else:
+                request, snap = store.decision_inputs(pod, spec)
+                names = sorted(store.topology.nodes)
+                decision = evaluate(spec, request, snap, names, deadline=time.monotonic() + self.decision_deadline)
+                places, group = len(decision.passed()), group_key(pod, spec)
+        except PolicyError as err:
+            self._tell(pod, "InvalidPlacementPolicy", f"held by {PLACEABLE_GATE} until its policy is fixed: {err}")
+            return None, None, False
+        if places:
+            busy = sum(1 for u, e in self.lifted.items() if not e.visible and e.group == group and group is not None)
+            if may_place and busy < places:
+                return GateAnswer(pod, None, f"a place on {places} node(s)", PLACEABLE_GATE), group, False
+            return None, None, False  # its place is being taken by another lift, or the window is full
+        if may_show:
+            why = "no place now; lifted so an autoscaler sees it"
+            return GateAnswer(pod, None, why, PLACEABLE_GATE), group, True
+        summary = rejection_summary(decision) if spec is not None else "no node"
+        self._tell(pod, "WaitingForPlace", f"held by {PLACEABLE_GATE} until a node passes its rules: {summary}")
+        return None, None, False
+
+    def _tell(self, pod: PodRecord, reason: str, message: str) -> None:
+        if self.told.get(pod.uid) != message:
+            self.told[pod.uid] = message
+            self.events.pod_event(pod, reason, message)
