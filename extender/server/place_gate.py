@@ -17,16 +17,20 @@ removes it from one of its own pods when
   * fewer than `window` pods it lifted in the last `lifted_ttl` seconds are still unbound.
 
 The invariant it keeps: the pods carrying the gate that are in kube-scheduler's queue are at most
-`window` (lifted with a place, normally bound within one cycle) plus `visible` (below), plus any
-that lost their place after the lift (stopped counting after `lifted_ttl`). A hang therefore costs
-the cluster's other pods at most that many `httpTimeout`s per kube-scheduler backoff period
-(10 s), however many opted-in pods wait; README "Failure modes" has the figures.
+`window` (lifted with a place, normally bound within one cycle) plus `visible` (below, never sent
+to the extender), plus any that lost their place after the lift (they stop counting after
+`lifted_ttl`). A hang therefore costs the cluster's other pods at most `window` `httpTimeout`s per
+kube-scheduler backoff period (10 s), however many opted-in pods wait, and only until the liveness
+probe restarts the extender; README "Failure modes" has the figures.
 
 Autoscalers skip gated pods, so up to `visible` pods with no place are lifted anyway, oldest
-first, and stay counted until they are bound or gone: an autoscaler sees them and may add the node
-that frees them (cluster-autoscaler and Karpenter simulate the in-tree rules only, so that needs
-the pod's native form, which adopt writes where one exists). A pod kept gated gets one event
-saying why (no place, or an invalid policy) each time the reason changes.
+first, and stay counted until they are bound or gone, so that an autoscaler sees them and may add
+the node that frees them. Only a pod that carries its rules' exact native form (what adopt
+writes: required anti-affinity for a cap of 1, zone affinity, ...): cluster-autoscaler and
+Karpenter simulate the in-tree rules alone, so for any other pod a new node would never be bought,
+and for this one kube-scheduler's own filters refuse every node the rules refuse, so it never
+calls the extender for it: a visible pod costs nothing during a hang. A pod kept gated gets one
+event saying why (no place, or an invalid policy) each time the reason changes.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..api.policy import PLACEABLE_GATE, PolicyError
-from ..engine import evaluate
+from ..api.policy import PLACEABLE_GATE, PlacementPolicySpec, PolicyError
+from ..engine import Exactness, evaluate
+from ..engine.implied import implied, pod_disagreements
 from ..limits import DEFAULT_PLACE_VISIBLE, DEFAULT_PLACE_WINDOW
 from ..state.groups import group_key
 from ..state.objects import PodRecord
@@ -139,12 +144,26 @@ class PlaceGate:
             if may_place and busy < places:
                 return GateAnswer(pod, None, f"a place on {places} node(s)", PLACEABLE_GATE), group, False
             return None, None, False  # its place is being taken by another lift, or the window is full
-        if may_show:
-            why = "no place now; lifted so an autoscaler sees it"
+        if may_show and spec is not None and self._natively_refused(pod, spec, {c.rule for c in decision.classes}):
+            why = "no place now; lifted so an autoscaler sees it (its native form refuses the same nodes)"
             return GateAnswer(pod, None, why, PLACEABLE_GATE), group, True
         summary = rejection_summary(decision) if spec is not None else "no node"
         self._tell(pod, "WaitingForPlace", f"held by {PLACEABLE_GATE} until a node passes its rules: {summary}")
         return None, None, False
+
+    def _natively_refused(self, pod: PodRecord, spec: PlacementPolicySpec, refusing: set[str]) -> bool:
+        """The pod carries the exact native form of every rule that refuses it a node (`refusing`):
+        each mirrored exactly, and the pod's own hard constraints are those mirrors (engine/implied.py)."""
+        if pod.hard_native is None:
+            return False
+        sts = self.store.statefulsets.get((pod.namespace, pod.shard)) if pod.shard else None
+        labels = sts.selector_labels if sts is not None else None
+        try:
+            imp = implied(spec, group_labels=labels or None, shard_labels=labels or None)
+        except ValueError:
+            return False
+        exact = {m.rule for m in imp.mirrors if m.exactness is Exactness.EXACT}
+        return bool(refusing) and refusing <= exact and not pod_disagreements(pod, spec, labels)
 
     def _tell(self, pod: PodRecord, reason: str, message: str) -> None:
         if self.told.get(pod.uid) != message:

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.api.policy import OPT_IN_RESOURCE, ORDINAL_ZONE_GATE, PLACEABLE_GATE
+from extender.api.policy import OPT_IN_RESOURCE, ORDINAL_ZONE_GATE, PLACEABLE_GATE, parse_spec
+from extender.engine.implied import add_to_spec, implied
 from extender.server.place_gate import PlaceGate
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
@@ -24,9 +25,21 @@ def cap1(app: str) -> dict:
     return {"group": {"selector": {"matchLabels": {"app": app}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
 
 
-def held(name: str, *, policy=CAP1, app: str = "db", opted_in: bool = True, gates=(PLACEABLE_GATE,), **kw) -> dict:
+def held(
+    name: str,
+    *,
+    policy=CAP1,
+    app: str = "db",
+    opted_in: bool = True,
+    gates=(PLACEABLE_GATE,),
+    native: bool = False,
+    **kw,
+) -> dict:
+    """An opted-in pod held by the placeable gate; `native`: carrying its policy's native form, as adopt writes it."""
     policy = cap1(app) if policy == CAP1 else policy
     obj = pod(name, labels={"app": app}, policy=policy, scheduler="default-scheduler", **kw)
+    if native:
+        obj["spec"], _, _ = add_to_spec(obj["spec"], implied(parse_spec(policy, "test")))
     if opted_in:
         obj["spec"]["containers"][0]["resources"] = {"requests": {OPT_IN_RESOURCE: "1"}}
     obj["spec"]["schedulingGates"] = [{"name": g} for g in gates]
@@ -62,7 +75,8 @@ def lifted_names(gate: PlaceGate, now: float = 0.0) -> list[str]:
     [
         (3, [held("db-0")], 4, 0, ["db-0"], None),
         (1, [bound("db-0", "n0"), held("db-1")], 4, 0, [], "WaitingForPlace"),
-        (1, [bound("db-0", "n0"), held("db-1")], 4, 1, ["db-1"], None),
+        (1, [bound("db-0", "n0"), held("db-1", native=True)], 4, 1, ["db-1"], None),
+        (1, [bound("db-0", "n0"), held("db-1")], 4, 1, [], "WaitingForPlace"),
         (2, [held(f"db-{i}") for i in range(5)], 4, 0, ["db-0", "db-1"], None),
         (9, [held(f"x{i}", app=f"a{i}") for i in range(6)], 4, 0, ["x0", "x1", "x2", "x3"], None),
         (3, [held("db-0", policy={"caps": [{"topologyKey": HOST, "max": -1}]})], 4, 1, [], "InvalidPlacementPolicy"),
@@ -74,7 +88,8 @@ def lifted_names(gate: PlaceGate, now: float = 0.0) -> list[str]:
     ids=[
         "a place: lifted",
         "no place: kept, told why",
-        "no place, the visible budget: lifted for autoscalers",
+        "no place, its exact native form, the visible budget: lifted for autoscalers",
+        "no place, no native form: kept (no autoscaler would act; the extender would be asked)",
         "a group gets as many lifts as it has places",
         "the window caps lifts across groups",
         "an invalid policy: kept, told why",
@@ -151,9 +166,7 @@ def test_lifted_and_unbound_pods_never_exceed_the_window_and_the_visible_budget(
                 store.apply("pods", "DELETED", store_obj(store, uid))
         else:
             now += arg
-        unbound = [
-            u for u, at in released.items() if u in store.pods and store.pods[u].node is None and now - at <= 30
-        ]
+        unbound = [u for u, at in released.items() if u in store.pods and store.pods[u].node is None and now - at <= 30]
         assert len(unbound) <= window + visible, (unbound, window, visible)
 
 
