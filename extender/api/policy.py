@@ -66,6 +66,9 @@ NARROWED_ZONES_ANNOTATION = f"{API_GROUP}/narrowed-zones"
 POLICY_GENERATION_ANNOTATION = f"{API_GROUP}/policy-generation"
 # On a template: the constraints `adopt` added (JSON), so `retire` removes those and nothing else.
 IMPLIED_ANNOTATION = f"{API_GROUP}/implied"
+# On a template: the native constraints `retire` merged in from translate (JSON), so `adopt` takes
+# those out again and nothing else: a workload moved back and forth keeps no leftover rule.
+TRANSLATED_ANNOTATION = f"{API_GROUP}/translated"
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 LEGACY_ZONE_KEY = "failure-domain.beta.kubernetes.io/zone"

@@ -189,6 +189,18 @@ def remove_from_spec(pod_spec: dict[str, Any], added: dict[str, Any]) -> dict[st
             anti["requiredDuringSchedulingIgnoredDuringExecution"] = kept
         else:
             anti.pop("requiredDuringSchedulingIgnoredDuringExecution")
+    for kind, field_name in (
+        ("nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+        ("podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+    ):  # preferences: only translate's merge (retire) adds these
+        gone = added.get(f"{kind}.{field_name}", [])
+        part = affinity.get(kind) or {}
+        if gone and part.get(field_name):
+            kept = [t for t in part[field_name] if t not in gone]
+            if kept:
+                part[field_name] = kept
+            else:
+                part.pop(field_name)
     for name in ("nodeAffinity", "podAntiAffinity"):
         if name in affinity and not affinity[name]:
             del affinity[name]

@@ -34,6 +34,7 @@ from ..api.policy import (
     OPT_IN_RESOURCE,
     PLACEABLE_GATE,
     POLICY_REF_ANNOTATION,
+    TRANSLATED_ANNOTATION,
     PlacementPolicySpec,
 )
 from ..engine import Exactness, Mirror
@@ -63,14 +64,18 @@ def _selector_labels(workload: dict[str, Any]) -> dict[str, str]:
 
 
 def _take_out_previous(meta: dict[str, Any], pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec without what an earlier adopt added and what an earlier retire merged in from
+    translate (each recorded in its annotation, which goes too); nothing else of the template."""
     annotations = meta.get("annotations") or {}
-    previous = annotations.pop(IMPLIED_ANNOTATION, None)
-    if previous is None:
-        return pod_spec
-    try:
-        return remove_from_spec(pod_spec, json.loads(previous))
-    except (ValueError, TypeError, AttributeError):
-        return pod_spec
+    for key in (IMPLIED_ANNOTATION, TRANSLATED_ANNOTATION):
+        previous = annotations.pop(key, None)
+        if previous is None:
+            continue
+        try:
+            pod_spec = remove_from_spec(pod_spec, json.loads(previous))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return pod_spec
 
 
 def adopt(
@@ -156,7 +161,10 @@ def retire(workload: dict[str, Any], spec: PlacementPolicySpec | None, *, transl
         labels = _selector_labels(out)
         replicas = (out.get("spec") or {}).get("replicas")
         result = translate(spec, match_labels=labels, group_size=replicas if isinstance(replicas, int) else None)
-        pod_spec, merge_notes = merge_fragment(pod_spec, result.fragment)
+        pod_spec, merged, merge_notes = merge_fragment(pod_spec, result.fragment)
+        if any(merged.values()):
+            annotations = meta.setdefault("annotations", {})
+            annotations[TRANSLATED_ANNOTATION] = json.dumps(merged, sort_keys=True, separators=(",", ":"))
         notes += merge_notes
         notes += [f"{g.rule}: {g.limitation} ({g.cost})" for g in result.gaps]
     out["spec"]["template"]["spec"] = pod_spec
@@ -214,11 +222,16 @@ def with_placeable_gate(pod_spec: dict[str, Any], on: bool) -> dict[str, Any]:
     return new
 
 
-def merge_fragment(pod_spec: dict[str, Any], fragment: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def merge_fragment(
+    pod_spec: dict[str, Any], fragment: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """translate's fragment merged into a pod spec: spreads appended unless the spec already has
-    one on that key and mode (reported), required node terms ANDed in, the rest appended."""
+    one on that key and mode (reported), required node terms ANDed in, the rest appended. Returns
+    the new spec, what was added (remove_from_spec's shape, so adopt can take exactly that out),
+    and the notes."""
     new = copy.deepcopy(pod_spec)
     notes = []
+    merged: dict[str, Any] = {"topologySpreadConstraints": [], "nodeRequirements": [], "podAntiAffinity": []}
     spreads = new.setdefault("topologySpreadConstraints", [])
     for c in fragment.get("topologySpreadConstraints", []):
         clash = [
@@ -230,6 +243,7 @@ def merge_fragment(pod_spec: dict[str, Any], fragment: dict[str, Any]) -> tuple[
             notes.append(f"kept the template's own {c['whenUnsatisfiable']} spread on {c['topologyKey']}")
             continue
         spreads.append(c)
+        merged["topologySpreadConstraints"].append(c)
     if not spreads:
         del new["topologySpreadConstraints"]
     affinity = fragment.get("affinity") or {}
@@ -246,6 +260,7 @@ def merge_fragment(pod_spec: dict[str, Any], fragment: dict[str, Any]) -> tuple[
         for term in terms or [terms.append({}) or terms[-1]]:
             expressions = term.setdefault("matchExpressions", [])
             expressions += [r for r in requirements if r not in expressions]
+        merged["nodeRequirements"] = requirements
     for kind, field_name in (
         ("nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
         ("podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
@@ -254,7 +269,10 @@ def merge_fragment(pod_spec: dict[str, Any], fragment: dict[str, Any]) -> tuple[
         items = (affinity.get(kind) or {}).get(field_name) or []
         if items:
             existing = target.setdefault(kind, {}).setdefault(field_name, [])
-            existing += [i for i in items if i not in existing]
+            fresh = [i for i in items if i not in existing]
+            existing += fresh
+            merged.setdefault(f"{kind}.{field_name}", []).extend(fresh)
+    merged["podAntiAffinity"] = merged.pop("podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution", [])
     if not target:
         del new["affinity"]
-    return new, notes
+    return new, merged, notes

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extender.api.policy import (
     IMPLIED_ANNOTATION,
@@ -195,3 +197,54 @@ def test_adopt_can_keep_a_workload_on_a_dedicated_node_pool() -> None:
     assert spec["tolerations"] == [{"key": "pool", "operator": "Equal", "value": "placement", "effect": "NoSchedule"}]
     again = adopt(change.workload, CAP1_ORDINAL, scheduler_name="p", policy_name="db", node_pool=("pool", "placement"))
     assert template(again.workload)[1]["tolerations"] == spec["tolerations"]
+
+
+@st.composite
+def adoptable_policies(draw) -> dict:
+    """Policies over a StatefulSet's pods, with every rule translate has a native form for."""
+    policy: dict = {}
+    if draw(st.booleans()):
+        policy["caps"] = [{"topologyKey": draw(st.sampled_from([HOST, ZONE])), "max": draw(st.integers(1, 3))}]
+    if draw(st.booleans()):
+        policy["spread"] = [
+            {
+                "topologyKey": draw(st.sampled_from([ZONE, HOST])),
+                "maxSkew": draw(st.integers(1, 2)),
+                "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"])),
+            }
+        ]
+    if draw(st.booleans()):
+        policy["zones"] = {"allowed": ["a", "b", "c"][: draw(st.integers(1, 3))]}
+    if draw(st.booleans()):
+        policy["ordinalZones"] = {}
+    return policy or {"caps": [{"topologyKey": HOST, "max": 1}]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(policy=adoptable_policies(), mode=st.sampled_from(["second-scheduler", "in-scheduler"]), own=st.booleans())
+def test_retire_then_adopt_again_leaves_exactly_what_adopt_leaves(policy, mode, own) -> None:
+    """A workload moved back and forth keeps no leftover: retire records what translate merged
+    in, and adopt takes exactly that out (issue 43: retire's spread stayed and audit flagged it).
+    Its own constraints (`own`: a preferred zone) are kept through every step."""
+    spec = parse_spec(policy, "test")
+    pod_spec = {"containers": [{"name": "db", "image": "db:1"}]}
+    if own:
+        preferred = {
+            "weight": 5,
+            "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]},
+        }
+        pod_spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [preferred]}}
+    original = workload(pod_spec=pod_spec)
+    first = adopt(original, spec, scheduler_name="placement-scheduler", policy_name="db", mode=mode).workload
+    retired = retire(first, spec).workload
+    again = adopt(retired, spec, scheduler_name="placement-scheduler", policy_name="db", mode=mode).workload
+    assert _defaulted(template(again)) == _defaulted(template(first))
+    plain = retire(again, spec, translated=False).workload
+    want = dict(pod_spec, schedulerName="default-scheduler")
+    assert template(plain)[1] == want
+
+
+def _defaulted(parts: tuple[dict, dict]) -> tuple[dict, dict]:
+    """A template as the API server reads it: no schedulerName is default-scheduler."""
+    meta, spec = parts
+    return meta, {"schedulerName": "default-scheduler", **spec}
