@@ -151,9 +151,10 @@ class LocalCluster:
         self.extender_config = dict(extender_config or {})
         # "second-scheduler": a kube-scheduler of our own (schedulerName placement-scheduler) beside
         # the default one; "in-scheduler": the default kube-scheduler itself calls the extender for
-        # the pods requesting the opt-in resource (config/in-scheduler/scheduler-config.yaml).
-        if mode not in ("second-scheduler", "in-scheduler"):
-            raise ValueError(f"mode must be second-scheduler or in-scheduler, not {mode!r}")
+        # the pods requesting the opt-in resource (config/in-scheduler/scheduler-config.yaml);
+        # "both": the two at once, one extender, as while workloads move from one mode to the other.
+        if mode not in ("second-scheduler", "in-scheduler", "both"):
+            raise ValueError(f"mode must be second-scheduler, in-scheduler or both, not {mode!r}")
         self.mode = mode
         # A real kubelet and kube-proxy on this machine (realnode/) beside kwok's fake nodes: the API
         # server then serves on its bridge, every default controller runs, and deploy/ (applied by the
@@ -222,7 +223,7 @@ class LocalCluster:
             node.start(self)
         elif self.with_extender:
             self.start_extender()
-        if self.mode == "second-scheduler" and node is None:
+        if self.mode in ("second-scheduler", "both") and node is None:
             self._start_placement_scheduler(self.service_account_kubeconfig("placement-scheduler"))
         log.info("control plane up in %.1fs (workdir %s)", time.monotonic() - started, self.workdir)
 
@@ -383,7 +384,7 @@ class LocalCluster:
         """The default kube-scheduler: flags only, as ever, unless a client rate limit is asked
         for; then a KubeSchedulerConfiguration of its own carries clientConnection qps/burst."""
         argv = [self._bin("kube-scheduler")]
-        if self.mode == "in-scheduler":
+        if self.mode in ("in-scheduler", "both"):
             config = yaml.safe_load(IN_SCHEDULER_CONFIG.read_text())
             config["clientConnection"] = self._client_connection(kubeconfig)
             extender = config["extenders"][0]
