@@ -124,7 +124,8 @@ class Metrics:
             registry,
             "extender_binds_total",
             "Bind calls by result: bound, refused (a hard rule), refused_resources (the node's room, counting every"
-            " scheduler's pods), failed (API error), unknown_pod, not_synced,"
+            " scheduler's pods), refused_node (the pod's own node selector, affinity or taints exclude the node),"
+            " not_ours (not a pod of a scheduler it serves, nor opted in), failed (API error), unknown_pod, not_synced,"
             " not_seen (the watch had not shown the pod within the bind's wait).",
             ("result",),
         )

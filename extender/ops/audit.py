@@ -114,7 +114,7 @@ def _groups(
         except PolicyError as err:
             if not mine:
                 continue  # its scheduler never reads the policy
-            key = (pod.namespace, f"pod {pod.name}", "invalid policy")
+            key = (pod.namespace, _invalid_source(pod), "invalid policy")  # once per policy, not per pod
             groups.setdefault(key, GroupReport(pod.namespace, key[1], key[2], None, {}, {}, error=str(err)))
             ours.add(key)
             if not pod.node:
@@ -129,6 +129,18 @@ def _groups(
         if counted is not pod:
             entry[3].append(counted)
     return {key: entry for key, entry in groups.items() if key in ours}
+
+
+def _invalid_source(pod: PodRecord) -> str:
+    """Where an invalid policy comes from, so audit lists it once: the PlacementPolicy it names,
+    else the workload whose template carries it inline, else the pod."""
+    if pod.policy_ref is not None:
+        return f"PlacementPolicy {pod.policy_ref}"
+    if pod.shard is not None:
+        return f"StatefulSet {pod.shard}"
+    if pod.replicaset is not None:
+        return f"ReplicaSet {pod.replicaset}"
+    return f"pod {pod.name}"
 
 
 def _policy_for(store: ClusterStore, pod: PodRecord) -> tuple[PlacementPolicySpec | None, PodRecord]:

@@ -1,13 +1,42 @@
-"""The bind verb's last word on the hard rules: filters for other pods may have raced this one,
-so the node kube-scheduler chose is judged again, against the cache as it is now, before the
-Binding is written."""
+"""The bind verb's last word: whose pod it is, the pod's own node constraints, and the hard rules
+(filters for other pods may have raced this one), judged again against the cache as it is now,
+before the Binding is written. Bind is the privileged step: everything it reads comes from the
+watch, never from a request."""
 
 from __future__ import annotations
 
-from ..api.policy import PolicyError
+from ..api.policy import OPT_IN_RESOURCE, PolicyError
 from ..engine import PlacementKind, evaluate, resource_shortfall
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore
+
+
+def ownership_refusal(store: ClusterStore, pod: PodRecord) -> str | None:
+    """Why the extender may not bind `pod` at all: it is not its own pod as the API server shows
+    it (ClusterStore.owns: a schedulerName it serves, or the opt-in request). Whoever sends the
+    request, only the extender's own pods are ever bound."""
+    if store.owns(pod):
+        return None
+    served = ", ".join(sorted(store.scheduler_names))
+    return (
+        f"pod {pod.key} is not this extender's: its schedulerName is {pod.scheduler_name} (served: {served}) "
+        f"and it does not request {OPT_IN_RESOURCE}"
+    )
+
+
+def node_refusal(store: ClusterStore, pod: PodRecord, node: str) -> str | None:
+    """Why the pod's own constraints exclude `node` (its nodeSelector, required node affinity, or
+    a NoSchedule/NoExecute taint it does not tolerate), or None. kube-scheduler's filters never
+    pick such a node; a bind naming one did not come from them. A node the cache does not hold
+    is left to the hard rules, which refuse it."""
+    info = store.topology.nodes.get(node)
+    if info is None:
+        return None
+    if not pod.constraints.matches_affinity(info):
+        return f"the pod's own nodeSelector or required node affinity excludes {node}"
+    if not pod.constraints.tolerates_taints(info):
+        return f"{node} has a NoSchedule or NoExecute taint the pod does not tolerate"
+    return None
 
 
 def hard_rule_refusal(store: ClusterStore, pod: PodRecord, node: str) -> str | None:

@@ -35,7 +35,7 @@ from ..limits import DEFAULT_DECISION_DEADLINE
 from ..metrics import Metrics
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore
-from .bind_check import hard_rule_refusal, resource_refusal
+from .bind_check import hard_rule_refusal, node_refusal, ownership_refusal, resource_refusal
 from .disagreements import DisagreementWarner
 from .gate_answers import GateAnswer, gate_answer
 from .ports import Binder, BindError, EventSink, RecordWriter
@@ -195,6 +195,12 @@ class Verbs:
                     Error=f"pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is not in the extender's cache yet; "
                     "refusing to bind blind, kube-scheduler will retry"
                 )
+            foreign = ownership_refusal(self.store, pod)
+            if foreign is not None:
+                self.store.reservations.release(pod.uid)
+                self.metrics.binds.inc(result="not_ours")
+                log.warning("refused to bind %s to %s: %s", pod.key, args.Node, foreign)
+                return ExtenderBindingResult(Error=f"refused to bind: {foreign}")
             refusal = self._recheck(pod, args.Node)
             if refusal is not None:
                 return ExtenderBindingResult(Error=refusal)
@@ -219,7 +225,9 @@ class Verbs:
     def _recheck(self, pod: PodRecord, node: str) -> str | None:
         """A refusal (the reservation released), or None after committing the pod to `node`:
         the hard rules again, then the node's room (another scheduler may have bound there)."""
-        reason, result = hard_rule_refusal(self.store, pod, node), "refused"
+        reason, result = node_refusal(self.store, pod, node), "refused_node"
+        if reason is None:
+            reason, result = hard_rule_refusal(self.store, pod, node), "refused"
         if reason is None:
             reason, result = resource_refusal(self.store, pod, node, IGNORED_RESOURCES), "refused_resources"
         if reason is not None:
@@ -231,10 +239,12 @@ class Verbs:
         return None
 
     def _known_pod(self, args: ExtenderBindingArgs) -> PodRecord | None:
-        reservation = self.store.reservations.get(args.PodUID)
-        if reservation is not None:
-            return reservation.pod
-        return self.store.pods.get(args.PodUID)
+        """The pod as the watch shows it: never a record kept from a filter's request body, which
+        a caller could have forged (its labels, namespace or policy)."""
+        pod = self.store.pods.get(args.PodUID)
+        if pod is None or (pod.namespace, pod.name) != (args.PodNamespace, args.PodName):
+            return None
+        return pod
 
     # ---------------------------------------------------------------- preempt
     def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:

@@ -8,6 +8,7 @@ maintained on update, so a request costs O(group + candidates), never O(cluster)
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict, defaultdict
@@ -608,8 +609,20 @@ def _discard(index: dict, key: Any, uid: str) -> None:
 
 
 def check_can_act(pod: PodRecord, spec: PlacementPolicySpec) -> None:
-    """Raise PolicyError when the policy's group rules can never act on `pod` (resolve_policy)."""
-    if pod.shard is None and spec.group.selector is None and spec.group_rules():
+    """Raise PolicyError when the policy's group rules can never act on `pod` (resolve_policy):
+    its group can only be the pod alone, or its group.selector does not select the pod itself
+    (a typo there once switched every rule off: 4 pods of a cap of 1 on one node, audit ok)."""
+    selector = spec.group.selector
+    if selector is not None and spec.group_rules() and not selector.matches(pod.labels):
+        rules = ", ".join(spec.group_rules())
+        shown = json.dumps(selector.model_dump(exclude_defaults=True), sort_keys=True, separators=(",", ":"))
+        labels = json.dumps(dict(sorted(pod.labels.items())), separators=(",", ":"))
+        raise PolicyError(
+            f"placement policy for pod {pod.key}: its group.selector {shown} does not select the pod itself "
+            f"(labels {labels}), so its {rules} would count a group without it and could never hold for it; "
+            "set group.selector to labels the workload's pods carry"
+        )
+    if pod.shard is None and selector is None and spec.group_rules():
         rules = ", ".join(spec.group_rules())
         raise PolicyError(
             f"placement policy for pod {pod.key}: its {rules} count a group, but no StatefulSet owns the pod and "

@@ -8,7 +8,9 @@ import pytest
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import SCHEDULER_NAME, zoned_nodes
 
-from .workloads import create_statefulset, events_for, pods, scheduled_by, statefulset, wait_settled
+from .workloads import cli, create_statefulset, deployment, events_for, pods, scheduled_by, statefulset, wait_settled
+
+HOST = "kubernetes.io/hostname"
 
 pytestmark = pytest.mark.e2e
 
@@ -142,3 +144,34 @@ def test_missing_named_policy_keeps_the_pod_pending(cluster, ns, scenario) -> No
     assert placed[0]["spec"]["nodeName"].startswith("node-b")
     scenario.repetitions += 1
     scenario.pods_placed += 1
+
+
+def test_a_selector_that_misses_its_pods_keeps_them_pending_and_audit_lists_it_once(cluster, ns, scenario) -> None:
+    """Issue 44: a typo in group.selector once switched every rule off (10 pods under a cap of 1
+    put 4 on one node; audit said ok). Now each pod is Pending with the message naming
+    group.selector, none is placed, and audit lists the policy once and exits 1."""
+    api = cluster.admin
+    typo = {"group": {"selector": {"matchLabels": {"app": "sleectd"}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+    api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("selected", 10, policy=typo))
+
+    def all_pending_with_the_fix():
+        items = pods(api, ns, "app=selected")
+        messages = [
+            c.get("message", "")
+            for p in items
+            for c in (p.get("status") or {}).get("conditions") or ()
+            if c["type"] == "PodScheduled"
+        ]
+        named = [m for m in messages if "group.selector" in m and "does not select the pod itself" in m]
+        return items if len(items) == 10 and len(named) == 10 else None
+
+    items = wait_for("10 pods Pending, each told to fix group.selector", all_pending_with_the_fix, 90)
+    assert not [p for p in items if p["spec"].get("nodeName")], "none placed against its policy"
+    out = cli(cluster, "audit", "-n", ns)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.count("policy error:") == 1, out.stdout
+    scenario.repetitions += 1
+    scenario.pending += 10
+    scenario.note = (
+        "10 pods whose policy's group.selector misses them: 10 Pending naming group.selector; audit once, exit 1"
+    )

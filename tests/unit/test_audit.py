@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from extender.api.policy import PolicyError
 from extender.ops.audit import audit, group_report, render
 from extender.ops.explain import explain
 from extender.ops.explain import render as render_explanation
@@ -99,8 +100,9 @@ def test_a_pod_that_copies_no_statefulset_is_not_counted_in_it(copy) -> None:
     assert set(reports) == {"StatefulSet crdb"} and reports["StatefulSet crdb"].violations == []
     store.apply("pods", "ADDED", pod("ours", node_name="n1", **copy))
     reports = {r.group: r for r in audit(store, "db")}
-    assert set(reports) == {"StatefulSet crdb", "pod ours"}
-    assert "group.selector" in (reports["pod ours"].error or ""), reports["pod ours"]
+    listed = "PlacementPolicy crdb" if "policy_name" in copy else "pod ours"  # an invalid policy, listed once
+    assert set(reports) == {"StatefulSet crdb", listed}
+    assert "group.selector" in (reports[listed].error or ""), reports[listed]
 
 
 def test_an_unplaced_copy_is_pending_in_its_group() -> None:
@@ -330,3 +332,21 @@ def test_a_deleted_policy_that_pods_still_name_is_reported_loudly() -> None:
     assert reports and all(r.error and "PlacementPolicy db/crdb not found" in r.error for r in reports), reports
     assert any("db/crdb-3" in r.pending for r in reports)
     assert "policy error" in render(reports)
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named policy", "inline policy"])
+def test_a_selector_that_misses_its_own_pods_is_an_error_listed_once(named) -> None:
+    """A typo in group.selector once switched every rule off (4 pods of a cap of 1 on one node,
+    audit ok). Now each pod it does not select is refused with the fix naming group.selector, and
+    audit lists the policy once, however many pods name it."""
+    typo = {"group": {"selector": {"matchLabels": {"app": "crbd"}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+    store = cluster(typo, policy_name="crdb" if named else None, replicas=5)
+    for p in store.pods.values():
+        with pytest.raises(PolicyError, match=r"group\.selector .* does not select the pod itself"):
+            store.resolve_policy(p)
+    (report,) = audit(store, "db")
+    assert report.error and "group.selector" in report.error
+    assert report.group == ("PlacementPolicy crdb" if named else "StatefulSet crdb")
+    fixed = {**typo, "group": {"selector": {"matchLabels": LABELS}}}
+    (report,) = audit(cluster(fixed, policy_name="crdb" if named else None, replicas=5), "db")
+    assert report.error is None and report.violations == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -697,3 +698,73 @@ def test_preempt_keeps_a_node_with_exactly_the_victims_sent_or_drops_it(placed, 
     for n, victims in sent.items():
         if not victims:
             assert (n in kept) == (n in passing), n
+
+
+def _tainted(name: str) -> dict:
+    n = node(name, "a")
+    n["spec"]["taints"] = [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]
+    return n
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "opt_in", "spec_extra", "target", "want"),
+    [
+        ("placement-scheduler", False, {}, "n1", ""),
+        ("default-scheduler", True, {}, "n1", ""),
+        ("nobody-scheduler", False, {}, "n1", "is not this extender's"),
+        ("default-scheduler", False, {}, "n1", "is not this extender's"),
+        (
+            "placement-scheduler",
+            False,
+            {"nodeSelector": {"disk": "ssd"}},
+            "n1",
+            "nodeSelector or required node affinity",
+        ),
+        ("placement-scheduler", False, {"nodeSelector": {"disk": "ssd"}}, "n2", ""),
+        ("placement-scheduler", False, {}, "n3", "taint the pod does not tolerate"),
+        (
+            "placement-scheduler",
+            False,
+            {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}]},
+            "n3",
+            "",
+        ),
+    ],
+    ids=[
+        "its scheduler's pod",
+        "an opted-in pod",
+        "another scheduler's pod",
+        "a default-scheduler pod without the opt-in",
+        "a node its nodeSelector excludes",
+        "a node its nodeSelector takes",
+        "a tainted node it does not tolerate",
+        "a tainted node it tolerates",
+    ],
+)
+def test_bind_acts_only_on_its_own_pods_and_their_own_node_constraints(scheduler, opt_in, spec_extra, target, want):
+    """Issue 44: bind is the privileged step. Whoever asks, it binds only the extender's own pods
+    as the watch shows them, and never onto a node the pod's own constraints exclude."""
+    store, binder, verbs = make([node("n1", "a"), node("n2", "a", labels={"disk": "ssd"}), _tainted("n3")])
+    p = pod("p", labels={"app": "x"}, scheduler=scheduler)
+    p["spec"].update(spec_extra)
+    if opt_in:
+        p["spec"]["containers"][0]["resources"] = {"requests": {"placement.extender.dev/opt-in": "1"}}
+    store.apply("pods", "ADDED", p)
+    result = do_bind(verbs, p, target)
+    assert (want in result.Error) if want else result.Error == "", result.Error
+    assert binder.calls == ([] if want else [("db/p", target)])
+
+
+def test_bind_judges_the_pod_the_watch_holds_not_the_filters_body() -> None:
+    """A filter body claiming other labels (a forged empty policy) leaves no record bind trusts:
+    the watch's pod, under its cap of 1, is refused the occupied node."""
+    cap = {"group": {"selector": {"matchLabels": {"app": "r"}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+    store, binder, verbs = make([node("n1", "a"), node("n2", "a")])
+    store.apply("pods", "ADDED", pod("r-0", labels={"app": "r"}, policy=cap, node_name="n1", phase="Running"))
+    real = pod("r-1", labels={"app": "r"}, policy=cap)
+    store.apply("pods", "ADDED", real)
+    forged = pod("r-1", labels={"app": "forged"}, policy={})
+    do_filter(verbs, forged, ["n1"])  # whatever the filter made of the body, bind reads the watch
+    do_prioritize(verbs, forged, ["n1"])
+    result = do_bind(verbs, real, "n1")
+    assert "refused to bind" in result.Error and binder.calls == []
