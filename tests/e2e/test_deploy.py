@@ -516,6 +516,9 @@ def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None
 GATE = "placement.extender.dev/ordinal-zone"
 # A JSON patch: the API server's own validation lets a pod's image change (a merge patch of the
 # containers list would also drop their other fields, which it refuses before admission).
+# Under the extender's identity, a bogus owner got a pod of another namespace deleted by the
+# garbage collector within 1 s (issue 44); a finalizer could hold any pod's deletion.
+BOGUS_OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "00000000-0000-0000-0000-000000000001"}
 IMAGE_PATCH = [{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.invalid/evil:1"}]
 
 
@@ -589,6 +592,8 @@ def test_the_extenders_pod_writes_are_held_to_the_gate_and_its_annotations(clust
                 "tolerations",
             ),
             "another's gate": (other, {"spec": {"schedulingGates": None}}, "only its own scheduling gate"),
+            "an owner reference": (plain, {"metadata": {"ownerReferences": [BOGUS_OWNER]}}, "ownerReferences"),
+            "a finalizer": (plain, {"metadata": {"finalizers": ["example.com/hold"]}}, "finalizers"),
             "an image on a gated pod": (held, IMAGE_PATCH, "containers"),
         }
         for what, (path, body, words) in denied.items():
@@ -616,7 +621,8 @@ def test_the_scale_down_identity_may_write_the_deletion_cost_only(cluster, scale
     stolen = {"metadata": {"labels": {"app": "stolen"}}}
     cost = {"metadata": {"annotations": {"controller.kubernetes.io/pod-deletion-cost": "3"}}}
     assert _patch(api, path, cost) is None
-    for body in (stolen, {"metadata": {"annotations": {"team": "other"}}}, IMAGE_PATCH):
+    owner = {"metadata": {"ownerReferences": [BOGUS_OWNER]}}
+    for body in (stolen, {"metadata": {"annotations": {"team": "other"}}}, IMAGE_PATCH, owner):
         kind = "application/json-patch+json" if isinstance(body, list) else "application/merge-patch+json"
         message = _patch(api, path, body, kind)
         assert message is not None and "placement-scale-down-pod-writes" in message, (body, message)
