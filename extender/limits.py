@@ -137,3 +137,8 @@ DEFAULT_COMMITTED_TTL = 120.0
 # Together they bound what a hung extender costs the cluster's other pods (README, Failure modes).
 DEFAULT_PLACE_WINDOW = 4
 DEFAULT_PLACE_VISIBLE = 1
+
+# With mutual TLS, the client certificate name the extender admits unless told others
+# (serve --tls-client-name): the name of the scheduler's certificate in the TLS install
+# (Secret placement-scheduler-client-tls). Any other certificate of the same CA gets a 403.
+DEFAULT_TLS_CLIENT_NAME = "placement-scheduler-client"

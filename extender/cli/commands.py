@@ -30,6 +30,7 @@ from ..limits import (
     DEFAULT_PLACE_WINDOW,
     DEFAULT_TENTATIVE_TTL,
     DEFAULT_THREADS,
+    DEFAULT_TLS_CLIENT_NAME,
     DEFAULT_WATCH_TIMEOUT,
 )
 from ..logs import setup_logging
@@ -113,6 +114,7 @@ def _serve(args: argparse.Namespace) -> int:
             tls_cert_file=args.tls_cert_file,
             tls_key_file=args.tls_key_file,
             tls_client_ca_file=args.tls_client_ca_file,
+            tls_client_names=tuple(args.tls_client_name or (DEFAULT_TLS_CLIENT_NAME,)),
             health_listen=args.health_listen,
             scheduler_names=tuple(args.scheduler_name or (SCHEDULER_NAME,)),
             place_window=args.place_window,
@@ -578,7 +580,16 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--tls-client-ca-file",
         default=_env("EXTENDER_TLS_CLIENT_CA_FILE"),
-        help="require client certificates signed by this CA (mutual TLS with kube-scheduler)",
+        help="require client certificates signed by this CA (mutual TLS with kube-scheduler); use a CA that "
+        "signs for this purpose alone",
+    )
+    serve.add_argument(
+        "--tls-client-name",
+        action="append",
+        metavar="NAME",
+        help="with --tls-client-ca-file: a client certificate name (its CN, or a DNS/URI/email SAN) admitted "
+        f"(repeatable; default {DEFAULT_TLS_CLIENT_NAME}, the scheduler's in the TLS install); any other "
+        "certificate of the CA gets 403",
     )
     serve.add_argument(
         "--health-listen",

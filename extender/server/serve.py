@@ -29,6 +29,7 @@ from ..limits import (
     DEFAULT_PLACE_WINDOW,
     DEFAULT_TENTATIVE_TTL,
     DEFAULT_THREADS,
+    DEFAULT_TLS_CLIENT_NAME,
     DEFAULT_WATCH_TIMEOUT,
 )
 from ..metrics import store_gauges
@@ -36,7 +37,7 @@ from ..state.reservations import Reservations
 from ..state.store import ClusterStore
 from .app import create_app
 from .verbs import Verbs
-from .worker import HEALTH_LISTEN_ENV
+from .worker import HEALTH_LISTEN_ENV, TLS_CLIENT_NAMES_ENV
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class ServeOptions:
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_client_ca_file: str | None = None  # set: callers must present a certificate signed by it
+    tls_client_names: tuple[str, ...] = (DEFAULT_TLS_CLIENT_NAME,)  # ... and named so (worker.py)
     health_listen: str | None = None  # loopback, plain HTTP, /healthz and /readyz only (worker.py)
     scheduler_names: tuple[str, ...] = (SCHEDULER_NAME,)  # whose pods are its own (ClusterStore.owns)
     place_window: int = DEFAULT_PLACE_WINDOW  # placeable-gate lifts in flight at once (place_gate.py)
@@ -151,6 +153,7 @@ class ExtenderApplication(BaseApplication):
             settings.update(certfile=self.options.tls_cert_file, keyfile=self.options.tls_key_file)
             if self.options.tls_client_ca_file:
                 settings.update(ca_certs=self.options.tls_client_ca_file, cert_reqs=ssl.CERT_REQUIRED)
+                os.environ[TLS_CLIENT_NAMES_ENV] = ",".join(self.options.tls_client_names)
         for key, value in settings.items():
             if value is not None:
                 self.cfg.set(key, value)

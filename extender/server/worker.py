@@ -57,6 +57,9 @@ MAX_HEAD_BYTES = 64 * 1024  # request line plus headers
 RECEIVE_SIZE = 256 * 1024
 
 HEALTH_LISTEN_ENV = "EXTENDER_HEALTH_LISTEN_ADDRESS"  # set by serve.py for this worker
+# The client certificate names admitted on the TLS port (comma-separated; set by serve.py from
+# --tls-client-name): the CA may sign other certificates, its name list says who the scheduler is.
+TLS_CLIENT_NAMES_ENV = "EXTENDER_TLS_CLIENT_NAMES"
 HEALTH_PATHS = ("/healthz", "/readyz")
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
@@ -150,6 +153,13 @@ class _Connection:
             if self.worker.tls is not None and not self.health:
                 self.sock.settimeout(REQUEST_READ_TIMEOUT)
                 self.sock = self.worker.tls().wrap_socket(self.sock, server_side=True)
+                names = self.worker.client_names
+                if names and not names & peer_names(self.sock.getpeercert()):
+                    self._send_error(
+                        HTTPStatus.FORBIDDEN,
+                        "this client certificate's name is not one the extender admits (serve --tls-client-name)",
+                    )
+                    return
             self._loop()
         except OSError:  # ssl.SSLError and TimeoutError included
             pass  # the client went away, timed out or was evicted; nothing to answer
@@ -306,6 +316,8 @@ class ConnectionWorker(Worker):
         self.server_address = ("localhost", "0")
         self.tls: Callable[[], ssl.SSLContext] | None = None
         self._tls_context: tuple[tuple[float, ...], ssl.SSLContext] | None = None
+        names = os.environ.get(TLS_CLIENT_NAMES_ENV, "")
+        self.client_names = frozenset(n.strip() for n in names.split(",") if n.strip())
 
     def init_process(self) -> None:
         if self.cfg.is_ssl:
@@ -491,6 +503,18 @@ class ConnectionWorker(Worker):
             cached = (stamp, ssl_context(self.cfg))
             self._tls_context = cached
         return cached[1]
+
+
+def peer_names(cert: dict[str, Any] | None) -> frozenset[str]:
+    """A verified client certificate's names: its subject's common names and its DNS, URI and
+    email subject alternative names (ssl.SSLSocket.getpeercert's shape). The client-auth usage
+    itself is checked by OpenSSL in the handshake (a server verifies client certificates for the
+    sslclient purpose)."""
+    if not cert:
+        return frozenset()
+    common = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+    alternative = [value for key, value in cert.get("subjectAltName", ()) if key in ("DNS", "URI", "email")]
+    return frozenset(common + alternative)
 
 
 def _address(sock: socket.socket) -> tuple[str, int] | None:

@@ -459,7 +459,9 @@ def test_components_run_under_the_pods_service_account_each_with_its_own_token(c
 
 
 def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None:
-    """The TLS overlay's mode: HTTPS, and callers without a certificate from the CA are refused."""
+    """The TLS overlay's mode: HTTPS, and callers without a certificate from the CA are refused;
+    so is a certificate of the same CA with another name (403: issue 44, a `CN=tenant-x` once bound
+    a pod) and one without the client-auth usage (at the handshake). The scheduler's is served."""
     import sys
 
     import requests
@@ -505,6 +507,20 @@ def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None
         assert ok
         with pytest.raises(requests.exceptions.RequestException):
             session.get(url, verify=str(pki.ca_cert), timeout=2)  # no client certificate
+        tenant = pki.client("tenant-client", "tenant-x")
+        answer = session.get(url, verify=str(pki.ca_cert), cert=(str(tenant.cert), str(tenant.key)), timeout=2)
+        assert answer.status_code == 403 and "--tls-client-name" in answer.text, answer.text
+        bind = session.post(
+            url.replace("/readyz", "/bind"),
+            json={"PodName": "x", "PodNamespace": "y", "PodUID": "z", "Node": "n"},
+            verify=str(pki.ca_cert),
+            cert=(str(tenant.cert), str(tenant.key)),
+            timeout=2,
+        )
+        assert bind.status_code == 403, bind.text
+        serving_only = pki.server("not-a-client", ["placement-scheduler-client"])  # serverAuth usage only
+        with pytest.raises(requests.exceptions.RequestException):
+            session.get(url, verify=str(pki.ca_cert), cert=(str(serving_only.cert), str(serving_only.key)), timeout=2)
         with pytest.raises(requests.exceptions.RequestException):
             session.get(f"http://127.0.0.1:{port}/readyz", timeout=2)  # plain HTTP
     finally:

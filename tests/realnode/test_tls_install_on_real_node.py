@@ -17,6 +17,7 @@ import requests
 
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, SCHEDULER_NAME, LocalCluster
+from extender.devcluster.pki import PKI
 
 from .installs import (
     Images,
@@ -67,8 +68,9 @@ def tls_installed(
 
 
 def test_the_extender_answers_only_callers_with_a_client_certificate(tls_installed) -> None:
-    """Through the Service's address from the host (kube-proxy's rules): the CA's client
-    certificate gets /readyz; no certificate, or plain HTTP, gets no answer."""
+    """Through the Service's address from the host (kube-proxy's rules): the scheduler's client
+    certificate gets /readyz; no certificate, or plain HTTP, gets no answer; a certificate of
+    the same CA with another name gets 403 (the installed extender's default --tls-client-name)."""
     _, files = tls_installed
     session = requests.Session()
     session.trust_env = False
@@ -85,6 +87,9 @@ def test_the_extender_answers_only_callers_with_a_client_certificate(tls_install
         session.get(url, verify=str(files["ca"]), timeout=5)
     with pytest.raises(requests.exceptions.RequestException):
         session.get(f"http://{SERVICE_IP}:8443/readyz", timeout=5)
+    tenant = PKI(files["client"]).client("tenant-client", "tenant-x")  # the same CA, another name
+    answer = session.get(url, verify=str(files["ca"]), cert=(str(tenant.cert), str(tenant.key)), timeout=5)
+    assert answer.status_code == 403, answer.text
 
 
 def test_statefulset_placed_through_the_tls_extender(tls_installed) -> None:
