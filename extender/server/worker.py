@@ -87,6 +87,7 @@ class _Connection:
         self.sock = sock
         self.address = address
         self.health = health  # from the health listener: plain HTTP, HEALTH_PATHS only
+        self.refusal: str | None = None  # set: every request on it is answered 403 with this
         self.parser = httptools.HttpRequestParser(self)
         self.current: _Request | None = None
         self.ready: deque[_Request] = deque()
@@ -155,11 +156,11 @@ class _Connection:
                 self.sock = self.worker.tls().wrap_socket(self.sock, server_side=True)
                 names = self.worker.client_names
                 if names and not names & peer_names(self.sock.getpeercert()):
-                    self._send_error(
-                        HTTPStatus.FORBIDDEN,
-                        "this client certificate's name is not one the extender admits (serve --tls-client-name)",
+                    # Answered once the request is read (_answer): a 403 sent before the client
+                    # finished sending its body would reach it as a reset connection.
+                    self.refusal = (
+                        "this client certificate's name is not one the extender admits (serve --tls-client-name)"
                     )
-                    return
             self._loop()
         except OSError:  # ssl.SSLError and TimeoutError included
             pass  # the client went away, timed out or was evicted; nothing to answer
@@ -218,6 +219,9 @@ class _Connection:
 
     def _answer(self, request: _Request) -> bool:
         """Run the app for one request and send its answer; whether to keep the connection."""
+        if self.refusal is not None:
+            self._send_error(HTTPStatus.FORBIDDEN, self.refusal)
+            return False
         started = time.perf_counter()
         environ = self._environ(request)
         if self.health and environ["PATH_INFO"] not in HEALTH_PATHS:
