@@ -115,4 +115,18 @@ def test_a_frozen_tls_extender_is_seen_by_its_probes_and_restarted(tls_installed
     session.trust_env = False
     cert = (str(files["client"] / "scheduler-client.crt"), str(files["client"] / "scheduler-client.key"))
     url = f"https://{SERVICE_IP}:8443/readyz"
-    assert session.get(url, verify=str(files["ca"]), cert=cert, timeout=5).status_code == 200
+    # The pod is Ready; kube-proxy then puts it back behind the Service (EndpointSlice, rules):
+    # until it has, the address refuses. With 5 s probes the restart now beats that by a moment.
+    wait_for(
+        "the Service to answer again",
+        lambda: _answers(session, url, str(files["ca"]), cert),
+        30,
+        0.5,
+    )
+
+
+def _answers(session: requests.Session, url: str, ca: str, cert: tuple[str, str]) -> bool:
+    try:
+        return session.get(url, verify=ca, cert=cert, timeout=5).status_code == 200
+    except requests.exceptions.ConnectionError:
+        return False
