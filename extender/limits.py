@@ -142,3 +142,8 @@ DEFAULT_PLACE_VISIBLE = 1
 # (serve --tls-client-name): the name of the scheduler's certificate in the TLS install
 # (Secret placement-scheduler-client-tls). Any other certificate of the same CA gets a 403.
 DEFAULT_TLS_CLIENT_NAME = "placement-scheduler-client"
+
+# Requests (filters, binds) waiting at once for the watch to show the pod they name: kube-scheduler
+# sends one pod at a time, and waits are rare; a caller naming pods that do not exist gets no wait
+# past this many, so it cannot hold the server's threads (each wait is bounded too, 1 s).
+MAX_POD_WAITERS = 64

@@ -117,7 +117,8 @@ class Metrics:
             registry,
             "extender_filter_decisions_total",
             "Filter calls by result: feasible, no_feasible_node, invalid_policy, no_policy, not_synced,"
-            " node_not_cached.",
+            " node_not_cached, unknown_pod (the watch had not shown the pod within the wait: an Error, retried),"
+            " not_ours (not a pod it places: every node passes, nothing is held).",
             ("result",),
         )
         self.binds = Counter(

@@ -48,9 +48,9 @@ from .wire_io import candidates_of, filter_result, pod_of, victims_of
 
 log = logging.getLogger(__name__)
 
-# How long a bind waits for the watch to show its pod before refusing (kube-scheduler retries).
-# The watch is usually ahead of kube-scheduler's own bind; the wait is the rare case's bound, well
-# inside kube-scheduler's bind timeout (httpTimeout, 5 s in config/).
+# How long a filter or bind waits for the watch to show its pod before refusing (kube-scheduler
+# retries). The watch is usually ahead of kube-scheduler; the wait is the rare case's bound, well
+# inside kube-scheduler's httpTimeout (5 s in config/, 3 s in the in-scheduler stanza).
 BIND_WATCH_WAIT = 1.0
 # Resources the bind's room check leaves out: in-scheduler mode's opt-in resource, which no node
 # advertises and kube-scheduler's fit ignores (managedResources ignoredByScheduler).
@@ -66,6 +66,7 @@ class Verbs:
     decision_deadline: float = DEFAULT_DECISION_DEADLINE  # seconds of dead-end analysis per decision
     failed_node_reasons: FailedNodeReasons = FailedNodeReasons.WHEN_NONE_PASS
     metrics: Metrics = field(default_factory=Metrics)
+    watch_wait: float = BIND_WATCH_WAIT  # seconds a verb waits for the watch to show the pod it names
     # filter's decision, reused by the prioritize call that follows it for the same pod when
     # nothing it read changed in between (kube-scheduler calls them back to back)
     _last: FilterMemo | None = field(default=None, repr=False)
@@ -79,13 +80,27 @@ class Verbs:
 
     # ---------------------------------------------------------------- filter
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
-        pod = pod_of(args.Pod)
+        named = pod_of(args.Pod)
         candidates = candidates_of(args)
-        log.debug("filter %s over %d nodes", pod.key, len(candidates))
+        log.debug("filter %s over %d nodes", named.key, len(candidates))
+        self._wait_for_watch(named)
         with self.store.lock.held("filter"):
             unsynced = self.store.not_synced()
             if unsynced is not None:
-                return self._not_synced(pod, unsynced)
+                return self._not_synced(named, unsynced)
+            pod = self._watched(named)
+            if pod is None:
+                return self._not_synced(
+                    named,
+                    f"pod {named.key} ({named.uid}) is not in the extender's cache after {self.watch_wait:g}s "
+                    "(a filter is judged from the watch's copy of the pod, never the request's)",
+                    "unknown_pod",
+                )
+            if not self.store.owns(pod):
+                # Not a pod it places (a caller's request, or a stanza sending every pod): it
+                # passes every node, and nothing is held for it.
+                self.metrics.pod_decisions.inc(result="not_ours")
+                return filter_result(args, candidate_names(candidates), {}, {})
             try:
                 spec = self.store.resolve_policy(pod)
                 decision, inputs = self._decide(pod, spec, candidates)
@@ -157,10 +172,12 @@ class Verbs:
 
     # ---------------------------------------------------------------- prioritize
     def prioritize(self, args: ExtenderArgs) -> Priorities:
-        pod = pod_of(args.Pod)
+        named = pod_of(args.Pod)
         candidates = candidates_of(args)
         with self.store.lock.held("prioritize"):
-            if self.store.not_synced() is not None:  # filter refused already; prefer nothing, hold nothing
+            pod = self._watched(named)
+            if self.store.not_synced() is not None or pod is None or not self.store.owns(pod):
+                # filter refused already (or passed a pod not its own): prefer nothing, hold nothing
                 return Priorities(Decision.all_pass(candidate_names(candidates)).scores())
             try:
                 spec = self.store.resolve_policy(pod)
@@ -180,7 +197,7 @@ class Verbs:
             self.metrics.binds.inc(result="not_seen")
             return ExtenderBindingResult(
                 Error=f"pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is not in the extender's cache after "
-                f"{BIND_WATCH_WAIT:g}s; refusing to bind on a view older than the pod, kube-scheduler will retry"
+                f"{self.watch_wait:g}s; refusing to bind on a view older than the pod, kube-scheduler will retry"
             )
         with self.store.lock.held("bind"):
             unsynced = self.store.not_synced()
@@ -218,7 +235,7 @@ class Verbs:
     def _watch_shows(self, args: ExtenderBindingArgs) -> bool:
         """Wait (bounded) until the watch shows the pod: the re-check then counts every deletion
         that came before it, such as the pod this one replaces (ClusterStore.wait_for_pod)."""
-        seen = self.store.wait_for_pod(args.PodUID, BIND_WATCH_WAIT)
+        seen = self.store.wait_for_pod(args.PodUID, self.watch_wait)
         self.metrics.bind_watch_waits.inc(outcome="seen" if seen else "timeout")
         return seen
 
@@ -246,15 +263,30 @@ class Verbs:
             return None
         return pod
 
+    def _watched(self, named: PodRecord) -> PodRecord | None:
+        """The watch's copy of the pod a request names (uid, namespace and name must all agree),
+        or None. Only the request's identity is read: its labels, policy, owner, selector and
+        gates could be anything a caller wrote, so the rules are never applied to them."""
+        pod = self.store.pods.get(named.uid)
+        if pod is None or (pod.namespace, pod.name) != (named.namespace, named.name):
+            return None
+        return pod
+
+    def _wait_for_watch(self, named: PodRecord) -> None:
+        """Wait (bounded, without the lock) for the watch to show a pod it does not show yet."""
+        if named.uid not in self.store.pods and self.store.not_synced() is None:
+            self.store.wait_for_pod(named.uid, self.watch_wait)  # not shown: answered as unknown_pod
+
     # ---------------------------------------------------------------- preempt
     def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
         """Keep only victim sets after which the preemptor passes our hard rules and no
         policy group of a victim loses its last pod in a zone (preemption.py)."""
-        pod = pod_of(args.Pod)
+        named = pod_of(args.Pod)
         victims, pdb = victims_of(args)
         kept: dict[str, MetaVictims] = {}
         with self.store.lock.held("preempt"):
-            if self.store.not_synced() is not None:  # no victim is judged from a partial cache
+            pod = self._watched(named)
+            if self.store.not_synced() is not None or pod is None:  # no victim is judged from a partial cache
                 self.metrics.preemptions.inc(len(victims), result="refused")
                 return ExtenderPreemptionResult(NodeNameToMetaVictims={})
             deadline = time.monotonic() + self.decision_deadline

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..api.policy import SCHEDULER_NAME, PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, RecordedRotation, Snapshot, Topology
-from ..limits import MAX_CACHE_STALENESS, MAX_GROUP_SIZE
+from ..limits import MAX_CACHE_STALENESS, MAX_GROUP_SIZE, MAX_POD_WAITERS
 from .groups import GroupIndexes, group_key
 from .lock import TimedLock
 from .objects import (
@@ -362,6 +362,8 @@ class ClusterStore:
                 return True
             waiter = self._pod_waiters.get(uid)
             if waiter is None:
+                if len(self._pod_waiters) >= MAX_POD_WAITERS:
+                    return False  # a flood of unknown pods: answered at once (limits.py)
                 waiter = self._pod_waiters[uid] = threading.Event()
         try:
             return waiter.wait(timeout)

@@ -10,17 +10,27 @@ reason, and the API server shows the pod still unbound:
 - an opted-in pod onto a node its own nodeSelector excludes (it matches no node either).
 
 The control: the same request for a pod of our scheduler onto a node its rules allow is bound.
+
+And the requests before bind (filter, prioritize) judge the pod the watch holds, never the body:
+a forged filter / prioritize / bind sequence (labels stripped, an empty inline policy, another
+namespace) never binds a pod of a cap-1 group onto an occupied node, and a filter for a pod that
+does not exist reserves nothing, so the real pod takes the node at once.
 """
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 
 import pytest
 import requests
 
-from extender.api.policy import OPT_IN_RESOURCE
+from extender.api.policy import INLINE_POLICY_ANNOTATION, OPT_IN_RESOURCE
+from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import SCHEDULER_NAME, zoned_nodes
+
+from .workloads import ZONE, cli
 
 pytestmark = pytest.mark.e2e
 
@@ -44,6 +54,113 @@ def _bind(cluster, pod: dict, node: str) -> str:  # noqa: ANN001
     response = requests.post(f"http://127.0.0.1:{cluster.ports['extender']}/bind", json=body, timeout=10)
     assert response.status_code == 200, response.text
     return response.json().get("Error") or ""
+
+
+HOST = "kubernetes.io/hostname"
+
+
+def _capped(name: str, app: str, zone: str) -> dict:
+    """A bare pod of our scheduler in group `app` (a cap of 1 per node), held to `zone`."""
+    policy = {"group": {"selector": {"matchLabels": {"app": app}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {"app": app},
+            "annotations": {INLINE_POLICY_ANNOTATION: json.dumps(policy)},
+        },
+        "spec": {
+            "schedulerName": SCHEDULER_NAME,
+            "nodeSelector": {ZONE: zone},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
+        },
+    }
+
+
+def _verb(cluster, verb: str, body: dict) -> dict:  # noqa: ANN001
+    response = requests.post(f"http://127.0.0.1:{cluster.ports['extender']}/{verb}", json=body, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_a_forged_filter_prioritize_bind_sequence_never_binds_against_the_policy(cluster, scenario) -> None:  # noqa: ANN001
+    """Two nodes, a cap of 1 per node, three pods: the third waits. Request bodies that strip its
+    labels and policy (or claim another namespace) are judged as the watch shows the pod: no
+    node passes, and a bind onto an occupied node is refused; the API server shows it unbound
+    and audit finds no broken rule."""
+    api = cluster.admin
+    nodes = cluster.add_nodes(zoned_nodes({"fz-a": 2}, prefix="fz"))
+    ns = cluster.namespace("forged")
+    for i in range(2):
+        api.create(f"/api/v1/namespaces/{ns}/pods", _capped(f"fz-{i}", "fz", "fz-a"))
+    placed = wait_for(
+        "fz-0 and fz-1 on their own nodes",
+        lambda: (
+            names
+            if len(
+                names := {api.get(f"/api/v1/namespaces/{ns}/pods/fz-{i}")["spec"].get("nodeName") for i in range(2)}
+                - {None}
+            )
+            == 2
+            else None
+        ),
+        60,
+    )
+    waiting = api.create(f"/api/v1/namespaces/{ns}/pods", _capped("fz-2", "fz", "fz-a"))
+    time.sleep(1)  # the watch shows it
+    stripped = json.loads(json.dumps(waiting))
+    stripped["metadata"]["labels"] = {}
+    stripped["metadata"]["annotations"] = {INLINE_POLICY_ANNOTATION: "{}"}
+    elsewhere = json.loads(json.dumps(stripped))
+    elsewhere["metadata"]["namespace"] = "kube-system"
+    answers = {}
+    for what, body in {"labels and policy stripped": stripped, "another namespace": elsewhere}.items():
+        filtered = _verb(cluster, "filter", {"Pod": body, "NodeNames": nodes})
+        _verb(cluster, "prioritize", {"Pod": body, "NodeNames": nodes})
+        meta = body["metadata"]
+        bound = _verb(
+            cluster,
+            "bind",
+            {"PodName": "fz-2", "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": sorted(placed)[0]},
+        )
+        answers[what] = (filtered.get("NodeNames"), filtered.get("Error", ""), bound.get("Error", ""))
+        assert not filtered.get("NodeNames"), (what, filtered)
+        assert bound.get("Error"), (what, bound)
+    live = api.get(f"/api/v1/namespaces/{ns}/pods/fz-2")
+    assert not live["spec"].get("nodeName"), f"bound to {live['spec']['nodeName']} against its cap"
+    out = cli(cluster, "audit", "-n", ns)
+    assert out.returncode == 0, out.stdout + out.stderr
+    scenario.repetitions += len(answers)
+    scenario.pods_placed += 2
+    scenario.pending += 1
+    scenario.note = f"forged sequences: {answers}"
+
+
+def test_a_filter_for_a_pod_that_does_not_exist_leaves_the_node_free(cluster, scenario) -> None:  # noqa: ANN001
+    """A filter naming a made-up pod of a cap-1 group, with the one node of its zone as the
+    candidate, is refused as unknown and holds nothing: the group's real pod, created right
+    after, is placed there (before, the ghost's reservation kept it out for 60 s)."""
+    api = cluster.admin
+    [only] = cluster.add_nodes(zoned_nodes({"gh-a": 1}, prefix="gh"))
+    ns = cluster.namespace("ghost")
+    ghost = _capped("gh-ghost", "gh", "gh-a")
+    ghost["metadata"].update(namespace=ns, uid=str(uuid.uuid4()))
+    answer = _verb(cluster, "filter", {"Pod": ghost, "NodeNames": [only]})
+    assert "not in the extender's cache" in answer.get("Error", ""), answer
+    _verb(cluster, "prioritize", {"Pod": ghost, "NodeNames": [only]})
+    began = time.monotonic()
+    api.create(f"/api/v1/namespaces/{ns}/pods", _capped("gh-0", "gh", "gh-a"))
+    node = wait_for(
+        "the real pod placed on the node the ghost named",
+        lambda: api.get(f"/api/v1/namespaces/{ns}/pods/gh-0")["spec"].get("nodeName"),
+        30,
+    )
+    assert node == only
+    scenario.repetitions += 1
+    scenario.pods_placed += 1
+    scenario.note = f"ghost filter refused as unknown; the real pod placed on {only} in {time.monotonic() - began:.1f}s"
 
 
 def test_bind_refuses_pods_that_are_not_its_own_and_nodes_their_constraints_exclude(cluster, scenario) -> None:  # noqa: ANN001

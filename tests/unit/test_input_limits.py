@@ -18,12 +18,11 @@ from extender.api.policy import PlacementPolicySpec, PolicyError, parse_annotati
 from extender.api.wire import WireError, decode_json, go_json, nests_deeper
 from extender.limits import MAX_CANDIDATE_NODES, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH, MAX_REQUEST_DEPTH
 from extender.server.app import create_app
-from extender.server.verbs import Verbs
 from extender.state.objects import parse_pod, split_ordinal
 from extender.state.store import KINDS, ClusterStore
 
 from builders import HOST, YAML_FRAGMENTS, filter_args, node, pod, statefulset
-from fakes import RecordedEvents
+from fakes import RecordedEvents, ShownVerbs
 
 NAMES = ["n1", "n2", "n3"]
 CAPS = {"caps": [{"topologyKey": HOST, "max": 1}]}
@@ -42,7 +41,7 @@ def client():
     for name, zone in zip(NAMES, "abc", strict=True):
         store.apply("nodes", "ADDED", node(name, zone))
     store.apply("statefulsets", "ADDED", statefulset("w", 3))
-    return create_app(Verbs(store, binder=OkBinder(), events=RecordedEvents())).test_client()  # type: ignore[arg-type]
+    return create_app(ShownVerbs(store, binder=OkBinder(), events=RecordedEvents())).test_client()  # type: ignore[arg-type]
 
 
 def post(client, path: str, body: Any) -> tuple[int, Any]:

@@ -7,11 +7,10 @@ import time
 from extender.limits import MAX_CACHE_STALENESS
 from extender.metrics import store_gauges
 from extender.server.app import create_app
-from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
 
 from builders import HOST, filter_args, node, pod
-from fakes import RecordedEvents
+from fakes import RecordedEvents, ShownVerbs
 
 
 def make():
@@ -21,7 +20,7 @@ def make():
     for i in range(4):
         store.apply("nodes", "ADDED", node(f"n{i}", "a" if i < 2 else "b"))
     events = RecordedEvents()
-    verbs = Verbs(store, binder=None, events=events)  # type: ignore[arg-type]
+    verbs = ShownVerbs(store, binder=None, events=events)  # type: ignore[arg-type]
     store_gauges(verbs.metrics, store, time.time)
     return store, events, verbs, create_app(verbs).test_client()
 
@@ -111,7 +110,7 @@ def test_readyz_and_the_stale_gauge_report_a_kind_disconnected_past_the_bound() 
     store = ClusterStore(clock=lambda: now[0])
     for kind in KINDS:
         store.replace(kind, [])
-    verbs = Verbs(store, binder=None, events=RecordedEvents())  # type: ignore[arg-type]
+    verbs = ShownVerbs(store, binder=None, events=RecordedEvents())  # type: ignore[arg-type]
     store_gauges(verbs.metrics, store, lambda: now[0])
     client = create_app(verbs).test_client()
     assert client.get("/readyz").status_code == 200

@@ -12,7 +12,7 @@ from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
 
 from builders import HOST, filter_args, node, pod, statefulset
-from fakes import RecordedEvents
+from fakes import RecordedEvents, ShownVerbs
 
 NAMES = ["n1", "n2"]
 
@@ -34,7 +34,7 @@ def events() -> RecordedEvents:
 
 @pytest.fixture
 def client(store: ClusterStore, events: RecordedEvents):
-    app = create_app(Verbs(store, binder=None, events=events), max_body=64 * 1024)  # type: ignore[arg-type]
+    app = create_app(ShownVerbs(store, binder=None, events=events), max_body=64 * 1024)  # type: ignore[arg-type]
     return app.test_client()
 
 
@@ -125,7 +125,7 @@ def test_the_fast_verb_routes_answer_as_the_flask_app_alone(store, events, metho
     """VerbRoutes (in front of Flask) and Flask's own routes give the same status, headers and body."""
     from werkzeug.test import Client
 
-    app = create_app(Verbs(store, binder=None, events=events), max_body=64 * 1024)  # type: ignore[arg-type]
+    app = create_app(ShownVerbs(store, binder=None, events=events), max_body=64 * 1024)  # type: ignore[arg-type]
     headers = {"X-Request-Id": "fixed-id"}
     fast = getattr(Client(app), method)(path, data=body, content_type="application/json", headers=headers)
     flask_only = getattr(Client(app.wsgi_app.fallback), method)(  # type: ignore[attr-defined]
@@ -189,7 +189,7 @@ def test_named_policy_missing_is_unresolvable(client) -> None:
 
 def test_readyz_waits_for_the_first_sync() -> None:
     store = ClusterStore()
-    client = create_app(Verbs(store, binder=None, events=RecordedEvents())).test_client()  # type: ignore[arg-type]
+    client = create_app(ShownVerbs(store, binder=None, events=RecordedEvents())).test_client()  # type: ignore[arg-type]
     response = client.get("/readyz")
     assert response.status_code == 503 and "nodes" in response.get_json()["waiting_for"]
     for kind in KINDS:

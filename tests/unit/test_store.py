@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from extender.api.policy import PolicyError
@@ -173,3 +175,34 @@ def test_an_invalid_inline_policy_names_each_pod_that_carries_it(store) -> None:
         "invalid placement policy in annotation on pod db/bad-0",
         "invalid placement policy in annotation on pod db/bad-1",
     ]
+
+
+def test_waits_for_pods_the_watch_does_not_show_are_capped() -> None:
+    """A caller naming pods that do not exist cannot hold the server's threads: past
+    MAX_POD_WAITERS waiting at once, a wait answers at once, and a pod the watch shows wakes its own."""
+    import threading
+
+    from extender.limits import MAX_POD_WAITERS
+
+    store = ClusterStore()
+    started = threading.Barrier(MAX_POD_WAITERS + 1)
+    results: list[bool] = []
+
+    def wait(i: int) -> None:
+        started.wait()
+        results.append(store.wait_for_pod(f"ghost-{i}", 2.0))
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(MAX_POD_WAITERS)]
+    for t in threads:
+        t.start()
+    started.wait()
+    deadline = time.monotonic() + 2
+    while len(store._pod_waiters) < MAX_POD_WAITERS and time.monotonic() < deadline:
+        time.sleep(0.005)
+    began = time.monotonic()
+    assert store.wait_for_pod("one-more", 5.0) is False
+    assert time.monotonic() - began < 1.0, "no wait past the cap"
+    store.apply("pods", "ADDED", pod("ghost-0", uid="ghost-0"))
+    for t in threads:
+        t.join()
+    assert results.count(True) == 1 and len(results) == MAX_POD_WAITERS

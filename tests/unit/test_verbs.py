@@ -15,13 +15,12 @@ from hypothesis import strategies as st
 
 from extender.api.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 from extender.server.ports import BindError
-from extender.server.verbs import Verbs
 from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 
 from builders import HOST, ZONE, claim, filter_args, node, pod, policy_object, statefulset, volume
-from fakes import RecordedEvents
+from fakes import RecordedEvents, ShownVerbs
 
 
 class RecordingBinder:
@@ -50,7 +49,7 @@ def make(nodes, *, clock=None, fail=False):
     for n in nodes:
         store.apply("nodes", "ADDED", n)
     binder = RecordingBinder(fail)
-    return store, binder, Verbs(store, binder, RecordedEvents())
+    return store, binder, ShownVerbs(store, binder, RecordedEvents())
 
 
 def names(store):
@@ -578,20 +577,21 @@ def _web(name: str, node_name: str | None = None, **kw):
     return pod(name, labels={"app": "web"}, node_name=node_name, policy=SPREAD_BY_APP, phase="Running", **kw)
 
 
-def test_bind_waits_for_the_watch_so_a_replaced_pod_is_not_counted() -> None:
+def test_filter_and_bind_wait_for_the_watch_so_a_replaced_pod_is_not_counted() -> None:
     """A drain with a 0 s grace period: the old pod is deleted and its ReplicaSet creates the
-    replacement at once. Filter may run before the extender's watch has shown the deletion (it
-    still counts the old pod: 2/2/2, every zone passes); the bind waits until the watch shows
-    the replacement itself, and one watch shows pod events in order, so the deletion came first:
-    the re-check then refuses a zone that only the stale count allowed."""
+    replacement at once. kube-scheduler may ask before the extender's watch has shown either
+    event; the verbs wait until the watch shows the replacement itself, and one watch shows pod
+    events in order, so the deletion came first: the decision never counts the old pod (a view
+    that did allowed zones b and c, skew 2). A bind for a pod the watch already shows waits not
+    at all, and is re-checked against the same fresh view."""
     import threading
 
     store, binder, verbs = make([node(f"{z}1", z) for z in "abc"])
+    verbs.show = False
     placed = {f"web-{z}{i}": f"{z}1" for z in "abc" for i in range(2)}
     for name, where in placed.items():
         store.apply("pods", "ADDED", _web(name, where))
     replacement = _web("web-new")
-    assert sorted(do_filter(verbs, replacement, names(store)).NodeNames) == ["a1", "b1", "c1"]  # the stale view
 
     def watch_catches_up() -> None:
         time.sleep(0.2)
@@ -599,20 +599,22 @@ def test_bind_waits_for_the_watch_so_a_replaced_pod_is_not_counted() -> None:
         store.apply("pods", "ADDED", replacement)
 
     threading.Thread(target=watch_catches_up).start()
+    assert do_filter(verbs, replacement, names(store)).NodeNames == ["a1"]
     refused = do_bind(verbs, replacement, "b1")
     assert "refused to bind to b1" in refused.Error and "skew 2 > maxSkew 1" in refused.Error, refused.Error
-    assert verbs.metrics.bind_watch_waits.value(outcome="seen") == 1
+    assert verbs.metrics.bind_watch_waits.value(outcome="seen") == 0
     assert do_bind(verbs, replacement, "a1").Error == ""
     assert binder.calls == [("db/web-new", "a1")]
 
 
-def test_bind_refuses_a_pod_the_watch_never_shows_within_its_wait(monkeypatch) -> None:
-    import extender.server.verbs as verbs_module
-
-    monkeypatch.setattr(verbs_module, "BIND_WATCH_WAIT", 0.05)
+def test_filter_and_bind_refuse_a_pod_the_watch_never_shows_within_their_wait() -> None:
     store, binder, verbs = make([node("a1", "a")])
+    verbs.watch_wait, verbs.show = 0.05, False
     ghost = _web("web-ghost")
-    assert do_filter(verbs, ghost, ["a1"]).NodeNames == ["a1"]
+    filtered = do_filter(verbs, ghost, ["a1"])
+    assert "not in the extender's cache" in filtered.Error and "kube-scheduler will retry" in filtered.Error
+    assert verbs.metrics.pod_decisions.value(result="unknown_pod") == 1
+    assert len(store.reservations) == 0, "a filter for a pod the watch does not hold reserves nothing"
     result = do_bind(verbs, ghost, "a1")
     assert "not in the extender's cache" in result.Error and "kube-scheduler will retry" in result.Error
     assert binder.calls == [] and verbs.metrics.binds.value(result="not_seen") == 1
@@ -755,16 +757,46 @@ def test_bind_acts_only_on_its_own_pods_and_their_own_node_constraints(scheduler
     assert binder.calls == ([] if want else [("db/p", target)])
 
 
-def test_bind_judges_the_pod_the_watch_holds_not_the_filters_body() -> None:
-    """A filter body claiming other labels (a forged empty policy) leaves no record bind trusts:
-    the watch's pod, under its cap of 1, is refused the occupied node."""
-    cap = {"group": {"selector": {"matchLabels": {"app": "r"}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+CAP_R = {"group": {"selector": {"matchLabels": {"app": "r"}}}, "caps": [{"topologyKey": HOST, "max": 1}]}
+# What a caller may write into a request body's Pod: anything but the real pod's uid and name.
+FORGERIES = st.fixed_dictionaries(
+    {},
+    optional={
+        "labels": st.dictionaries(st.sampled_from(["app", "tier"]), st.sampled_from(["r", "forged", ""]), max_size=2),
+        "policy": st.sampled_from([{}, {"caps": [{"topologyKey": HOST, "max": 9}]}, "not: [json"]),
+        "policy_name": st.sampled_from(["permissive", "missing"]),
+        "namespace": st.sampled_from(["db", "other"]),
+        "scheduler": st.sampled_from(["placement-scheduler", "default-scheduler"]),
+        "sts": st.sampled_from(["r", "elsewhere"]),
+        "node_name": st.sampled_from(["n1", "n2"]),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forgery=FORGERIES)
+def test_a_forged_request_body_never_moves_the_real_pod(forgery) -> None:  # noqa: ANN001
+    """Whatever a filter, prioritize or bind body claims about a pod (its labels, policy, named
+    policy, namespace, scheduler, owner, node), the verbs judge the pod the watch holds: under
+    its cap of 1 the occupied n1 is never passed, reserved or bound; a body naming another
+    namespace names a pod the watch does not hold, and reserves nothing."""
     store, binder, verbs = make([node("n1", "a"), node("n2", "a")])
-    store.apply("pods", "ADDED", pod("r-0", labels={"app": "r"}, policy=cap, node_name="n1", phase="Running"))
-    real = pod("r-1", labels={"app": "r"}, policy=cap)
+    verbs.show, verbs.watch_wait = False, 0.01
+    store.apply("policies", "ADDED", policy_object("permissive", {}, namespace=forgery.get("namespace", "db")))
+    store.apply("pods", "ADDED", pod("r-0", labels={"app": "r"}, policy=CAP_R, node_name="n1", phase="Running"))
+    real = pod("r-1", labels={"app": "r"}, policy=CAP_R)
     store.apply("pods", "ADDED", real)
-    forged = pod("r-1", labels={"app": "forged"}, policy={})
-    do_filter(verbs, forged, ["n1"])  # whatever the filter made of the body, bind reads the watch
-    do_prioritize(verbs, forged, ["n1"])
-    result = do_bind(verbs, real, "n1")
-    assert "refused to bind" in result.Error and binder.calls == []
+    uid = real["metadata"]["uid"]
+    forged = pod("r-1", uid=uid, **forgery)
+
+    filtered = do_filter(verbs, forged, ["n1", "n2"])
+    if forgery.get("namespace", "db") != "db":
+        assert "not in the extender's cache" in filtered.Error and filtered.NodeNames is None
+    else:
+        assert filtered.NodeNames == ["n2"], filtered
+    do_prioritize(verbs, forged, ["n1", "n2"])
+    held = store.reservations.peek(uid)
+    assert held is None or held.node != "n1"
+    forged_bind = ExtenderBindingArgs(PodName="r-1", PodNamespace=forgery.get("namespace", "db"), PodUID=uid, Node="n1")
+    assert verbs.bind(forged_bind).Error and do_bind(verbs, real, "n1").Error
+    assert binder.calls == []

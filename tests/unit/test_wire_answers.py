@@ -25,7 +25,7 @@ from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 
 from builders import HOST, filter_args, node, pod
-from fakes import RecordedEvents
+from fakes import RecordedEvents, ShownVerbs
 
 
 def find_nodes_that_pass_extenders(
@@ -49,7 +49,7 @@ def verbs_over(nodes: list[dict], pods: list[dict], reasons: FailedNodeReasons) 
     store = ClusterStore(Reservations(tentative_ttl=30, committed_ttl=60))
     for kind in KINDS:
         store.replace(kind, {"nodes": nodes, "pods": pods}.get(kind, []))
-    return Verbs(store, binder=None, events=RecordedEvents(), failed_node_reasons=reasons)  # type: ignore[arg-type]
+    return ShownVerbs(store, binder=None, events=RecordedEvents(), failed_node_reasons=reasons)  # type: ignore[arg-type]
 
 
 @settings(max_examples=300, deadline=None)

@@ -19,11 +19,10 @@ from hypothesis import strategies as st
 from extender.api import wire
 from extender.api.wire import FailedNodeReasons
 from extender.server.app import create_app
-from extender.server.verbs import Verbs
 from extender.state.store import KINDS, ClusterStore
 
 from builders import statefulset
-from fakes import RecordedEvents
+from fakes import RecordedEvents, ShownVerbs
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "wire"
 EXPECTED = FIXTURES / "expected"
@@ -81,7 +80,7 @@ def fixture_client(reasons: FailedNodeReasons):
     for item in json.loads(raw("filter_args_nodelist"))["Nodes"]["items"]:
         store.apply("nodes", "ADDED", item)
     store.apply("statefulsets", "ADDED", statefulset("crdb", 3, claim_templates=("datadir",)))
-    verbs = Verbs(store, binder=None, events=RecordedEvents(), failed_node_reasons=reasons)  # type: ignore[arg-type]
+    verbs = ShownVerbs(store, binder=None, events=RecordedEvents(), failed_node_reasons=reasons)  # type: ignore[arg-type]
     return create_app(verbs).test_client()
 
 
