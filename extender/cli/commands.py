@@ -34,6 +34,8 @@ from ..limits import (
     DEFAULT_WATCH_TIMEOUT,
 )
 from ..logs import setup_logging
+from .errors import UsageError, explained
+from .exit_codes import ExitCode
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -169,12 +171,12 @@ def _check(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as err:
         print(f"check: cannot read {args.file}: {err}", file=sys.stderr)
-        return 2
+        return ExitCode.COULD_NOT_RUN
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as err:
         print(f"{args.file}: not YAML or JSON: {err}", file=sys.stderr)
-        return 2
+        return ExitCode.FINDING
     if not docs:
         docs = [{}]
     status = 0
@@ -207,7 +209,7 @@ def _labels(text: str | None) -> dict[str, str]:
         return {}
     pairs = [p.split("=", 1) for p in text.split(",") if p]
     if any(len(p) != 2 for p in pairs):
-        raise SystemExit(f"--match-labels takes key=value[,key=value]; got {text!r}")
+        raise UsageError(f"--match-labels takes key=value[,key=value]; got {text!r}")
     return {k: v for k, v in pairs}
 
 
@@ -224,17 +226,13 @@ def _translate_source(args: argparse.Namespace) -> tuple[object, dict[str, str],
 def _translate(args: argparse.Namespace) -> int:
     from ..ops.translate import translate
 
-    try:
-        spec, labels, size, name = _translate_source(args)
-        result = translate(
-            spec,
-            match_labels={**labels, **_labels(args.match_labels)},  # type: ignore[arg-type]
-            group_size=args.size or size,
-            shard_label=args.shard_label,
-        )
-    except (PolicyError, ValueError, OSError) as err:
-        print(f"translate: {err}", file=sys.stderr)
-        return 2
+    spec, labels, size, name = _translate_source(args)
+    result = translate(
+        spec,
+        match_labels={**labels, **_labels(args.match_labels)},  # type: ignore[arg-type]
+        group_size=args.size or size,
+        shard_label=args.shard_label,
+    )
     gaps = [{"rule": g.rule, "limitation": g.limitation, "cost": g.cost} for g in result.gaps]
     if args.json:
         print(
@@ -283,17 +281,13 @@ def _live_store(args: argparse.Namespace):
 def _explain(args: argparse.Namespace) -> int:
     from ..ops.explain import explain, render
 
-    if args.pod.count("/") != 1:
-        print("explain takes NAMESPACE/POD", file=sys.stderr)
-        return 2
-    namespace, name = args.pod.split("/")
-    try:
-        result = explain(_live_store(args), namespace, name)
-    except LookupError as err:
-        print(f"explain: {err}", file=sys.stderr)
-        return 2
+    pod = args.pod.removeprefix("pod/").removeprefix("pods/")
+    if pod.count("/") > 1 or (pod.count("/") == 1 and args.namespace):
+        raise UsageError(f"explain takes POD -n NAMESPACE, or NAMESPACE/POD; got {args.pod!r}")
+    namespace, _, name = pod.rpartition("/")
+    result = explain(_live_store(args), namespace or args.namespace or "default", name)
     print(json.dumps(result.as_dict(), indent=2) if args.json else render(result))
-    return 0
+    return ExitCode.OK
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -308,35 +302,31 @@ def _audit(args: argparse.Namespace) -> int:
         print(json.dumps({**as_json(reports), "overcommitted_nodes": [asdict(n) for n in nodes]}, indent=2))
     else:
         print(render(reports) + (("\n" + render_overcommit(nodes)) if nodes else ""))
-    return 1 if nodes or any(r.violations or r.error for r in reports) else 0
+    return ExitCode.FINDING if nodes or any(r.violations or r.error for r in reports) else ExitCode.OK
 
 
 def _plan(args: argparse.Namespace) -> int:
     from ..ops.plan import as_json, drain_each, plan_drain, plan_group, plan_grow, render_drain, render_grow
 
-    try:
+    usage = "plan takes statefulset/NAME --replicas N, placementpolicy/NAME --size N, or drain node/NAME ... | --all"
+    kind, _, name = args.target[0].partition("/")
+    if args.target[0] == "drain":
+        nodes = [t.removeprefix("node/").removeprefix("nodes/") for t in args.target[1:]]
+        if bool(nodes) == bool(args.all):
+            raise UsageError("plan drain takes node/NAME ... or --all (not both)")
         store = _live_store(args)
-        if args.target[0] == "drain":
-            nodes = [t.removeprefix("node/").removeprefix("nodes/") for t in args.target[1:]]
-            if not nodes and not args.all:
-                raise ValueError("plan drain takes node/NAME ... or --all")
-            plans = drain_each(store) if args.all else [plan_drain(store, nodes)]
-            print(json.dumps(as_json(plans), indent=2) if args.json else render_drain(plans))
-            return 0 if all(p.safe for p in plans) or args.all else 1
-        kind, _, name = args.target[0].partition("/")
-        if kind.lower() in ("placementpolicy", "placementpolicies", "pp") and name and args.size is not None:
-            plan = plan_group(store, args.namespace, name, args.size)
-        elif kind.lower() in ("statefulset", "statefulsets", "sts") and name and args.replicas is not None:
-            plan = plan_grow(store, args.namespace, name, args.replicas)
-        else:
-            raise ValueError(
-                "plan takes statefulset/NAME --replicas N, placementpolicy/NAME --size N, or drain node/NAME ..."
-            )
-    except (LookupError, ValueError, PolicyError) as err:
-        print(f"plan: {err}", file=sys.stderr)
-        return 2
+        plans = drain_each(store) if args.all else [plan_drain(store, nodes)]
+        print(json.dumps(as_json(plans), indent=2) if args.json else render_drain(plans))
+        # The same meaning with --all: 1 when some drain planned is not safe.
+        return ExitCode.OK if all(p.safe for p in plans) else ExitCode.FINDING
+    if kind.lower() in ("placementpolicy", "placementpolicies", "pp") and name and args.size is not None:
+        plan = plan_group(_live_store(args), args.namespace, name, args.size)
+    elif kind.lower() in ("statefulset", "statefulsets", "sts") and name and args.replicas is not None:
+        plan = plan_grow(_live_store(args), args.namespace, name, args.replicas)
+    else:
+        raise UsageError(usage)
     print(json.dumps(as_json(plan), indent=2) if args.json else render_grow(plan))
-    return 0 if plan.feasible else 1
+    return ExitCode.OK if plan.feasible else ExitCode.FINDING
 
 
 def _workload_path(ref: str, namespace: str) -> tuple[str, str]:
@@ -345,7 +335,7 @@ def _workload_path(ref: str, namespace: str) -> tuple[str, str]:
     alias, _, name = ref.partition("/")
     kind = KINDS.get({"sts": "statefulset", "deploy": "deployment"}.get(alias.lower(), alias.lower().removesuffix("s")))
     if not kind or not name:
-        raise ValueError(f"{ref!r}: name the workload as statefulset/NAME or deployment/NAME")
+        raise UsageError(f"{ref!r}: name the workload as statefulset/NAME or deployment/NAME")
     plural = kind.lower() + "s"
     return kind, f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}"
 
@@ -366,42 +356,49 @@ def _policy_file(path: str) -> PlacementPolicySpec:
     return parse_spec(doc.get("spec") or {}, f"{KIND} in {path}") if doc.get("kind") == KIND else parse_spec(doc, path)
 
 
-def _show_change(args: argparse.Namespace, verb: str, kind: str, change) -> None:
+def _show_change(args: argparse.Namespace, verb: str, kind: str, change, rollout=None) -> None:  # noqa: ANN001
+    """What adopt or retire wrote (or, with --dry-run, would write): the header first, then the
+    native mirrors, notes, the rollout it starts, and for a dry run the template it would write."""
     from ..engine import Exactness
 
     name = change.workload["metadata"]["name"]
-    print(f"{verb} {kind} {args.namespace}/{name}{' (dry run: nothing written)' if args.dry_run else ''}")
+    done = {"adopt": "adopted", "retire": "retired"}[verb]
+    if args.dry_run:
+        print(f"dry run: would {verb} {kind} {args.namespace}/{name}; nothing written")
+    else:
+        print(f"{done} {kind} {args.namespace}/{name}")
     for m in change.mirrors:
         mark = {Exactness.EXACT: "exact", Exactness.RELAXED: "relaxed", Exactness.NONE: "NOT MIRRORED"}[m.exactness]
         print(f"  {m.rule:<20} {mark:<13} {m.native}")
     for note in change.notes:
         print(f"  note: {note}")
+    if rollout is not None:
+        _show_rollout(rollout)
     if args.dry_run:
+        print("# the pod template it would write:")
         sys.stdout.write(yaml.safe_dump(change.workload["spec"]["template"], sort_keys=False))
 
 
 def _adopt(args: argparse.Namespace) -> int:
-    from ..kube.client import KubeApiError, connect, retry_on_conflict
+    from ..kube.client import connect, retry_on_conflict
 
-    try:
-        kind, path = _workload_path(args.workload, args.namespace)
-        api = connect(args.kubeconfig, args.context)
-        # Read, decide and write again on a 409: the StatefulSet controller's status writes alone
-        # can move the resourceVersion between our read and our update.
-        from_file = None if args.policy_name else _policy_file(args.policy_file)  # stdin is read once
-        outcome = retry_on_conflict(lambda: _adopt_once(args, api, kind, path, from_file))
-    except (PolicyError, ValueError, OSError, KubeApiError) as err:
-        print(f"adopt: {err}", file=sys.stderr)
-        return 2
-    if outcome is None:
+    kind, path = _workload_path(args.workload, args.namespace)
+    from_file = None if args.policy_name else _policy_file(args.policy_file)  # stdin is read once
+    api = connect(args.kubeconfig, args.context)
+    # Read, decide and write again on a 409: the StatefulSet controller's status writes alone
+    # can move the resourceVersion between our read and our update.
+    change, rollout = retry_on_conflict(lambda: _adopt_once(args, api, kind, path, from_file))
+    if rollout is not None and not rollout.completes:
         print("adopt: refused, nothing written: the rollout adopting starts would stall", file=sys.stderr)
-        return 2
-    _show_change(args, "adopted", kind, outcome)
-    return 0
+        _show_rollout(rollout)
+        return ExitCode.FINDING
+    _show_change(args, "adopt", kind, change, rollout)
+    return ExitCode.OK
 
 
 def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: PlacementPolicySpec | None):  # noqa: ANN001, ANN202
-    """One read-decide-write of adopt: the change written, or None when the rollout would stall."""
+    """One read-decide-write of adopt: the change and the rollout check (None for a Deployment);
+    nothing is written when the rollout would stall."""
     from ..ops.adopt import adopt
     from ..ops.rollout import check_adoption
     from ..server.effects import update_workload, write_adopted_rotation
@@ -425,15 +422,14 @@ def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: 
     rollout = None
     if kind == "StatefulSet":
         rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
-        _show_rollout(rollout)
         if not rollout.completes:
-            return None
+            return change, rollout
     if not args.dry_run:
         if rollout is not None and rollout.record is not None:
             uid = workload["metadata"].get("uid")
             write_adopted_rotation(api, rollout.record, uid, rollout.record_exists)
         update_workload(api, path, change.workload)
-    return change
+    return change, rollout
 
 
 def _node_pool(text: str | None) -> tuple[str, str] | None:
@@ -457,17 +453,13 @@ def _show_rollout(rollout) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck
 
 
 def _retire(args: argparse.Namespace) -> int:
-    from ..kube.client import KubeApiError, connect, retry_on_conflict
+    from ..kube.client import connect, retry_on_conflict
 
-    try:
-        kind, path = _workload_path(args.workload, args.namespace)
-        api = connect(args.kubeconfig, args.context)
-        change = retry_on_conflict(lambda: _retire_once(args, api, kind, path))
-    except (PolicyError, ValueError, OSError, KubeApiError) as err:
-        print(f"retire: {err}", file=sys.stderr)
-        return 2
-    _show_change(args, "retired", kind, change)
-    return 0
+    kind, path = _workload_path(args.workload, args.namespace)
+    api = connect(args.kubeconfig, args.context)
+    change = retry_on_conflict(lambda: _retire_once(args, api, kind, path))
+    _show_change(args, "retire", kind, change)
+    return ExitCode.OK
 
 
 def _retire_once(args: argparse.Namespace, api, kind: str, path: str):  # noqa: ANN001, ANN202
@@ -659,7 +651,8 @@ def parser() -> argparse.ArgumentParser:
     ex = sub.add_parser(
         "explain", parents=[quiet], help="for one pod, each node's verdict with the rule and its numbers (live cluster)"
     )
-    ex.add_argument("pod", help="NAMESPACE/POD")
+    ex.add_argument("pod", help="POD (with -n NAMESPACE), or NAMESPACE/POD")
+    ex.add_argument("-n", "--namespace", help="the pod's namespace (default: default)")
     ex.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
     ex.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     ex.add_argument("--json", action="store_true")
@@ -758,9 +751,30 @@ def log_level(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every expected failure is one line on stderr and its exit code
+    (exit_codes.py), never a traceback."""
     args = parser().parse_args(argv)
     setup_logging(log_level(args), args.log_json)
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return code
+    except BrokenPipeError:
+        # `... | head`: the reader went away. Point stdout at /dev/null so the interpreter's own
+        # flush at exit cannot raise again, and stop quietly, as a shell reports SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return ExitCode.CLOSED_PIPE
+    except KeyboardInterrupt:
+        print(f"{args.command}: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except Exception as err:  # noqa: BLE001 - the expected ones are answered, the rest re-raised
+        known = explained(err)
+        if known is None:
+            raise
+        code, message = known
+        print(f"{args.command}: {message}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -57,6 +57,30 @@ def sample_statefulset(name: str = "crdb", replicas: int = 6) -> dict[str, Any]:
     }
 
 
+# What the demo tells you to try, after the two export lines (tests/e2e/test_demo_handover.py runs
+# each of them, as printed, against the demo cluster).
+TRY = (
+    "kubectl -n demo get pods -o wide",
+    "kubectl placement audit -n demo",
+    "kubectl placement explain crdb-0 -n demo",
+    "kubectl placement plan statefulset/crdb --replicas 9 -n demo",
+    "kubectl -n demo scale statefulset crdb --replicas=3",
+)
+
+
+def handover(kubeconfig: Path | str, bin_dir: Path) -> list[str]:
+    """The lines that hand the running demo over to the user's shell: the kubeconfig and PATH
+    exports (kubectl from the pinned binaries, the `kubectl placement` plugin from this Python's
+    environment), then the commands to try, each working as printed once the exports are pasted."""
+    plugin_dir = Path(sys.executable).parent
+    return [
+        "In another shell, paste these two lines, then try the commands below them:",
+        f"  export KUBECONFIG={kubeconfig}",
+        f"  export PATH={bin_dir}:{plugin_dir}:$PATH",
+        *(f"  {command}" for command in TRY),
+    ]
+
+
 def run(
     zones: int = 3, nodes_per_zone: int = 2, replicas: int = 6, workdir: Path | None = None, wait: bool = True
 ) -> int:
@@ -80,17 +104,14 @@ def run(
         print(f"StatefulSet demo/crdb ({replicas} replicas, ordinal zones, at most 1 per node) landed:")
         print(zone_table(placements(api, namespace, "app=crdb"), node_zones(api)))
         print()
-        kubectl = Path(str(cluster.bin_dir)) / "kubectl"
-        print(f"kubeconfig: {cluster.kubeconfig}")
-        print(f"  {kubectl} --kubeconfig {cluster.kubeconfig} -n demo get pods -o wide")
-        print(f"  {kubectl} --kubeconfig {cluster.kubeconfig} -n demo scale statefulset crdb --replicas=3")
+        print("\n".join(handover(cluster.kubeconfig, Path(str(cluster.bin_dir)))))
         print(f"extender: http://127.0.0.1:{cluster.ports['extender']}/readyz   logs: {cluster.log_dir}")
         if not wait:
             return 0
-        print("Running until you press Ctrl-C (or send SIGTERM).", flush=True)
         stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM):  # before saying so: a stop right after is clean too
             signal.signal(sig, lambda *_: stop.set())
+        print("Running until you press Ctrl-C (or send SIGTERM).", flush=True)
         while not stop.wait(1.0):
             dead = [p.name for p in cluster.processes if not p.alive]
             if dead:

@@ -349,6 +349,20 @@ class Decision:
         """Names of the passing nodes, class by class (kube-scheduler reads them as a set)."""
         return list(chain.from_iterable(c.names for c in self.classes if c.passed))
 
+    def rejection_summary(self) -> str:
+        """One line for a pod no node could take: how many nodes each rule removed, with an
+        example reason per rule. One line however many nodes the cluster has (the pod's Event,
+        the gate's, plan's reason)."""
+        by_rule: dict[str, list[str]] = {}
+        count: Counter[str] = Counter()
+        for k in self.classes:
+            if not k.passed and k.names:
+                rule = k.rule or "other"
+                by_rule.setdefault(rule, []).append(k.reason)
+                count[rule] += len(k.names)
+        parts = [f"{n} by {rule} (e.g. {by_rule[rule][0]})" for rule, n in sorted(count.items(), key=lambda kv: -kv[1])]
+        return f"0/{len(self.order)} nodes can take this pod under its placement policy: " + "; ".join(parts)
+
     def failures(self) -> tuple[dict[str, str], dict[str, str]]:
         """(failed, unresolvable): node -> reason, for the filter's answer (built class by class)."""
         failed: dict[str, str] = {}

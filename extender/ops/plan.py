@@ -27,6 +27,7 @@ from ..engine import (
     Placement,
     PodRequest,
     Snapshot,
+    evaluate,
     group_fits,
     nodes_to_add,
     ordinal_pod_zones,
@@ -146,6 +147,7 @@ def plan_grow(store: ClusterStore, namespace: str, name: str, replicas: int) -> 
     usable = _usable(store, pod, spec)
     fit = group_fits(spec, firsts, snap, usable)
     _fill(plan, fit)
+    _explain_refusal(plan, spec, firsts, snap, usable, len(missing))
     if spec.ordinalZones is not None:
         for ordinal in missing:
             zones, _ = ordinal_pod_zones(spec, replace(request, ordinal=ordinal), snap)
@@ -194,6 +196,7 @@ def plan_group(store: ClusterStore, namespace: str, policy: str, size: int) -> G
     usable = _usable(store, pod, spec)
     fit = group_fits(spec, firsts, snap, usable)
     _fill(plan, fit)
+    _explain_refusal(plan, spec, firsts, snap, usable, size - now)
     if not fit.feasible:
         found = nodes_to_add(spec, firsts, snap, usable, _zone_shapes(store, spec, usable), most=size - now)
         if found is not None:
@@ -203,6 +206,24 @@ def plan_group(store: ClusterStore, namespace: str, policy: str, size: int) -> G
                 plan.add[zone] = plan.add.get(zone, 0) + 1
                 plan.shapes[zone] = node.name.removeprefix("new-").rsplit("-", 1)[0]
     return plan
+
+
+def _explain_refusal(
+    plan: GrowPlan, spec: PlacementPolicySpec, firsts: list[PodRequest], snap: Snapshot, usable: list[str], count: int
+) -> None:
+    """A plan that is not feasible always says why: the analysis's own reason when it gave one,
+    else what refuses the first new pod on today's nodes (the filter's one-line summary), else
+    that each new pod fits alone but not all `count` together."""
+    if plan.feasible or plan.why:
+        return
+    decision = evaluate(spec, firsts[0], snap, usable, dead_end_avoidance=False)
+    if not decision.passed():
+        plan.why = decision.rejection_summary().replace("this pod", f"the first new pod ({firsts[0].key})")
+    else:
+        plan.why = (
+            f"the first new pod fits, but the rules leave no place for all {count} new pods together "
+            "(caps, spread or zones fill up before the last one)"
+        )
 
 
 def _placement_of(store: ClusterStore, pod: PodRecord) -> Placement:
@@ -221,6 +242,8 @@ def _fill(plan: GrowPlan | DrainGroup, fit: Fit) -> None:
     plan.feasible = fit.feasible and decided
     plan.certainty = str(fit.certainty)
     plan.why = fit.why if decided or fit.why else "the analysis cannot tell"
+    if isinstance(plan, DrainGroup) and not plan.feasible and not plan.why:
+        plan.why = "the rules leave some displaced pod no node on the rest of the cluster"
 
 
 def plan_drain(store: ClusterStore, nodes: list[str]) -> DrainPlan:

@@ -59,10 +59,11 @@ def translate(
         )
     out = NativeFragment(spec, size, _selector(spec, labels), shard_label)
     translate_rules(spec, out)  # each rule's own native constraints and gaps (engine/rules/)
-    # Seed 002: beside the hard rules, prefer an even spread per node (and per zone).
-    out.constraint(spec.topology.node, 1, "ScheduleAnyway")
-    if spec.uses_zones:
-        out.constraint(spec.topology.zone, 1, "ScheduleAnyway")
+    # Seed 002: beside the hard rules, prefer an even spread per node (and per zone), where the
+    # hard rules do not keep it already.
+    for key in (spec.topology.node, *([spec.topology.zone] if spec.uses_zones else [])):
+        if not _even_already(out, key):
+            out.constraint(key, 1, "ScheduleAnyway")
     if spec.deadEndAvoidance and (spec.caps or out.required_pods) and (out.hard or out.required_pods):
         out.gap(
             "deadEndAvoidance",
@@ -89,6 +90,19 @@ def translate(
     if affinity:
         fragment["affinity"] = affinity
     return Translation(_unshared(fragment), out.gaps, size)
+
+
+def _even_already(out: NativeFragment, key: str) -> bool:
+    """Whether the hard constraints already keep the group within a skew of 1 on `key`, so a
+    soft maxSkew 1 there would add nothing: a DoNotSchedule spread of maxSkew 1, or a required
+    anti-affinity among all of the group's pods (at most one per domain: skew 1 at most)."""
+    hard = out.hard.get(key)
+    if hard is not None and hard["maxSkew"] <= 1:
+        return True
+    return any(
+        term.get("topologyKey") == key and term.get("labelSelector") == out.selector and not term.get("matchLabelKeys")
+        for term in out.required_pods
+    )
 
 
 def _unshared(value: Any) -> Any:

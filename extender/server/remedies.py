@@ -10,7 +10,7 @@ since kube-scheduler may not call filter for that pod again for minutes (kuberne
 from __future__ import annotations
 
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from ..engine import Decision, remedies
@@ -28,17 +28,8 @@ OWED_REMEMBERED = 1000
 
 
 def rejection_summary(decision: Decision) -> str:
-    """One line for a pod no node could take: how many nodes each rule removed, with an example
-    reason per rule. One Event per pod and message, however many nodes the cluster has."""
-    by_rule: dict[str, list[str]] = {}
-    count: Counter[str] = Counter()
-    for k in decision.classes:
-        if not k.passed and k.names:
-            rule = k.rule or "other"
-            by_rule.setdefault(rule, []).append(k.reason)
-            count[rule] += len(k.names)
-    parts = [f"{n} by {rule} (e.g. {by_rule[rule][0]})" for rule, n in sorted(count.items(), key=lambda kv: -kv[1])]
-    return f"0/{len(decision.order)} nodes can take this pod under its placement policy: " + "; ".join(parts)
+    """One line for a pod no node could take (Decision.rejection_summary)."""
+    return decision.rejection_summary()
 
 
 class RemedyDesk:

@@ -8,6 +8,7 @@ from functools import cache
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from extender.engine import PodRequest
 from extender.engine.lookahead import Certainty
@@ -171,3 +172,29 @@ def test_draining_a_selector_groups_pods_counts_every_displaced_pod() -> None:
         store.apply("pods", "ADDED", pod(f"w-{i}", labels={"app": "web"}, policy=policy, node_name=where))
     assert plan_drain(store, ["n1"]).safe, "one pod, one free node"
     assert not plan_drain(store, ["n1", "n2"]).safe, "two pods, one free node"
+
+
+ZONE_SPREAD_CAP1 = {
+    "spread": [{"topologyKey": "topology.kubernetes.io/zone", "maxSkew": 1}],
+    "caps": [{"topologyKey": HOST, "max": 1}],
+}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    layout=st.fixed_dictionaries({z: st.integers(1, 3) for z in "abc"}),
+    policy=st.sampled_from([CAP1, ORDINAL_CAP1, ZONE_SPREAD_CAP1]),
+    extra=st.integers(1, 6),
+)
+def test_a_plan_that_is_not_feasible_always_says_why(layout, policy, extra) -> None:  # noqa: ANN001
+    """Issue 45: `plan statefulset/db --replicas 7` printed "NOT feasible" with no reason. Over
+    random layouts and targets, every plan and drain not feasible carries a reason, and prints it."""
+    placed = [f"{z}1" for z in "abc"]
+    store = store_with(layout, policy, placed, len(placed))
+    plan = plan_grow(store, "db", "db", len(placed) + extra)
+    if not plan.feasible:
+        assert plan.why and plan.why in render_grow(plan), render_grow(plan)
+    for drain in drain_each(store):
+        for group in drain.groups:
+            if not group.feasible:
+                assert group.why and group.why in render_drain([drain]), render_drain([drain])

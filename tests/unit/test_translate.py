@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extender.api.policy import PlacementPolicySpec
 from extender.cli.commands import main
@@ -45,13 +47,14 @@ def test_seed_002_formulas(size: int) -> None:
 
 
 def test_seed_002_example_fragment() -> None:
-    """The seed's 6-pod cluster: maxSkew 1 per node and 2 per zone (hard), 1 and 1 (soft), required
-    zones as node affinity, shard anti-affinity by zone as required pod anti-affinity."""
+    """The seed's 6-pod cluster: maxSkew 1 per node and 2 per zone (hard), 1 per zone (soft),
+    required zones as node affinity, shard anti-affinity by zone as required pod anti-affinity.
+    The seed also lists a soft maxSkew 1 per node; beside the hard one it adds nothing, so it
+    is left out (issue 45: translate emits only constraints that add something)."""
     result = translate(netease(None), group_size=6)
     assert skews(result.fragment) == {
         (HOST, "DoNotSchedule"): 1,
         (ZONE, "DoNotSchedule"): 2,
-        (HOST, "ScheduleAnyway"): 1,
         (ZONE, "ScheduleAnyway"): 1,
     }
     for c in result.fragment["topologySpreadConstraints"]:
@@ -144,7 +147,7 @@ def test_cli_reads_a_statefulset_with_an_inline_policy(tmp_path, capsys) -> None
 def test_cli_error_is_one_line(tmp_path, capsys) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("caps: [{topologyKey: x}]\n")
-    assert main(["translate", str(bad)]) == 2
+    assert main(["translate", str(bad)]) == 1  # an invalid policy: exit_codes.FINDING
     assert "exactly one of max or fraction" in capsys.readouterr().err
 
 
@@ -312,3 +315,34 @@ def test_translate_keeps_exactly_what_adopt_implies_where_the_mirror_is_exact(po
     for requirement in imp.node_requirements:
         assert requirement in node_expressions, (requirement, node_expressions)
     assert len(hard_spreads) == len(imp.spreads) and len(anti) == len(imp.pod_anti), "nothing looser beside it"
+
+
+@settings(max_examples=150, deadline=None)
+@given(policy=st.sampled_from(list(range(6))), node_skew=st.integers(1, 3), zone_skew=st.integers(1, 3))
+def test_no_soft_spread_is_emitted_where_the_hard_rules_keep_it_already(policy, node_skew, zone_skew) -> None:  # noqa: ANN001
+    """A ScheduleAnyway maxSkew 1 on a key is emitted only where no DoNotSchedule spread of maxSkew
+    1 and no required anti-affinity among all the group's pods holds that key already; and
+    wherever neither holds it, it is emitted (seed 002's preference is kept where it adds)."""
+    shapes = [
+        {"caps": [{"topologyKey": HOST, "max": 1}], "ordinalZones": {}},
+        {"spread": [{"topologyKey": ZONE, "maxSkew": zone_skew}, {"topologyKey": HOST, "maxSkew": node_skew}]},
+        {"caps": [{"topologyKey": HOST, "max": 2}]},
+        {"spread": [{"topologyKey": ZONE, "maxSkew": zone_skew}]},
+        {"shardAntiAffinity": [{"topologyKey": HOST}]},
+        {"caps": [{"topologyKey": ZONE, "max": 3}], "spread": [{"topologyKey": HOST, "maxSkew": node_skew}]},
+    ]
+    result = translate(PlacementPolicySpec.model_validate(shapes[policy]), match_labels={"app": "g"}, group_size=6)
+    constraints = result.fragment["topologySpreadConstraints"]
+    hard = {c["topologyKey"]: c["maxSkew"] for c in constraints if c["whenUnsatisfiable"] == "DoNotSchedule"}
+    soft = {c["topologyKey"] for c in constraints if c["whenUnsatisfiable"] == "ScheduleAnyway"}
+    anti = (result.fragment.get("affinity") or {}).get("podAntiAffinity", {})
+    whole_group = {
+        t["topologyKey"]
+        for t in anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        if t["labelSelector"] == {"matchLabels": {"app": "g"}} and not t.get("matchLabelKeys")
+    }
+    for key in (HOST, ZONE):
+        kept = hard.get(key, 99) <= 1 or key in whole_group
+        if kept:
+            assert key not in soft, (shapes[policy], key, result.fragment)
+    assert HOST in soft or hard.get(HOST, 99) <= 1 or HOST in whole_group
