@@ -27,6 +27,7 @@ import yaml
 
 from extender.cli.exit_codes import ExitCode
 from extender.devcluster.api import wait_for
+from extender.devcluster.cluster import zoned_nodes
 
 from .workloads import create_statefulset, pods, statefulset
 
@@ -76,6 +77,7 @@ def setting(cluster, tmp_path_factory):  # noqa: ANN001, ANN201
     """The workload the commands name, and a kubeconfig (or none) per condition."""
     api = cluster.admin
     tmp = tmp_path_factory.mktemp("cli-failures")
+    cluster.add_nodes(zoned_nodes({"cf-a": 2}, prefix="cf"))
     ns = cluster.namespace(NS)
     create_statefulset(api, ns, statefulset("web", 2, policy=POLICY))
     wait_for("web's 2 pods placed", lambda: len([p for p in pods(api, ns) if p["spec"].get("nodeName")]) == 2, 120)
