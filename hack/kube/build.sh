@@ -141,8 +141,17 @@ step() { # step NAME MODULE_DIR LDFLAGS PKG...
   local name="$1" dir="$2" ldflags="$3" t=${SECONDS}
   shift 3
   log "[${name}] go build $*"
+  log "[${name}] a cold build compiles for 5-14 minutes on 2 cores; a line every minute until it is done"
+  # go prints nothing while it compiles: a heartbeat, so a first `make demo` never looks hung.
+  local ticker rc=0
+  # (1 s sleeps: a killed ticker leaves no sleep holding its caller's pipes open for long)
+  (while sleep 1; do (((SECONDS - t) % 60)) || log "[${name}] still compiling: $(((SECONDS - t) / 60)) min so far"; done) &
+  ticker=$!
   (cd "${dir}" && "${NICE[@]}" go build -mod=readonly -trimpath \
-    -ldflags "-s -w${ldflags}" -o "${STAGE}/bin/" "$@") >&2
+    -ldflags "-s -w${ldflags}" -o "${STAGE}/bin/" "$@") >&2 || rc=$?
+  kill "${ticker}" 2>/dev/null || true
+  wait "${ticker}" 2>/dev/null || true
+  ((rc == 0)) || die "[${name}] go build failed (exit ${rc})"
   log "[${name}] done in $((SECONDS - t))s"
 }
 
