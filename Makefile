@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test test-older test-matrix support-table mismatch unit lint format demo serve venv schema crd clean constraints
+.PHONY: test test-older test-matrix support-table mismatch unit lint format demo serve venv schema crd docs docs-serve clean constraints
 
 # The Kubernetes minor the control plane runs (e2e tests, demo): KUBE_VERSION=1.34 make test.
 # Empty means the newest supported one; the list is SUPPORTED_MINORS in extender/kube/versions.py.
@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-## make test: lint and format check, then every test (unit, golden wire, property, e2e on the
+## make test: lint and format check, then every test (unit, golden wire, property, the docs site's
+## strict build and generated pages (tests/unit/test_docs.py), e2e on the
 ## newest minor, or KUBE_VERSION's) in one pytest run; its e2e outcome goes to $(E2E_RESULTS)
 E2E_RESULTS ?= test-logs/matrix/e2e-make-test.json
 test: lint
@@ -35,15 +36,16 @@ test-older: $(STAMP)
 
 ## make test-matrix: lint, then e2e scenarios on every supported Kubernetes minor (newest first: all of
 ## them there, the version-sensitive ones, hack/matrix.py EVERY_MINOR, on the others);
-## writes test-logs/matrix/matrix.json and prints the README's support table
+## writes test-logs/matrix/matrix.json and prints the support table (docs/install/versions.md)
 test-matrix: lint
 	$(PY) hack/matrix.py run
 
-## make support-table: rewrite the README's support table from the last test-matrix run
+## make support-table: rewrite the support table in docs/install/versions.md from the last test-matrix run
 support-table: $(STAMP)
-	$(PY) hack/matrix.py table --readme README.md
+	$(PY) hack/matrix.py table --page docs/install/versions.md
 
-## make mismatch: the newest kube-scheduler against the oldest supported kube-apiserver (the README's result)
+## make mismatch: the newest kube-scheduler against the oldest supported kube-apiserver (the result in
+## docs/install/versions.md)
 mismatch: $(STAMP)
 	$(PY) hack/mismatch.py
 
@@ -71,6 +73,17 @@ serve: $(STAMP)
 
 schema: $(STAMP)
 	@$(PY) -m extender schema
+
+## make docs: the documentation site: the reference pages generated from the code (docs/reference/
+## policy.md, cli.md, metrics.md; commit them), then a strict build into site/ (a broken link fails)
+docs: $(STAMP)
+	$(PY) hack/docs/generate.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site/
+
+## make docs-serve: the same site on http://127.0.0.1:8000, rebuilt as you edit
+docs-serve: $(STAMP)
+	$(PY) hack/docs/generate.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
 
 ## make crd: regenerate deploy/base/crd.yaml and crd-zonerotation.yaml from the models
 crd: $(STAMP)

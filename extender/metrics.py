@@ -1,7 +1,8 @@
 """Prometheus metrics through prometheus-client, the library made for them.
 
-The names and labels are the ones the README documents (and `deploy/optional/` dashboards and
-alerts read; a test holds them to each other). Beside them, the client's standard process and
+The names and labels are what docs/reference/metrics.md lists (generated from this registry by
+hack/docs/generate.py) and what `deploy/optional/` dashboards and alerts read (a test holds them
+to each other). Beside them, the client's standard process and
 platform collectors: resident memory, CPU seconds, open file descriptors, start time, Python's
 garbage collections. Each `Metrics` has its own registry, so tests build as many as they like.
 The wrappers keep the extender's call sites short: `metrics.binds.inc(result="bound")`.

@@ -1,17 +1,17 @@
 """The version matrix: e2e scenarios on every supported Kubernetes minor (all of them on the
-newest, the version-sensitive ones, EVERY_MINOR below, on the others), and the README's support
-table made from the results.
+newest, the version-sensitive ones, EVERY_MINOR below, on the others), and the support table
+made from the results (docs/install/versions.md, SUPPORT_PAGE).
 
     python hack/matrix.py run   [--minors 1.37,1.34] [--out DIR]   # make test-matrix
     python hack/matrix.py run --minors older --newest-from FILE     # CI, after `make test`
-    python hack/matrix.py table [--out DIR] [--readme README.md]     # make support-table
+    python hack/matrix.py table [--out DIR] [--page docs/install/versions.md]   # make support-table
 
 `run` does, for each minor in extender/kube/versions.py SUPPORTED_MINORS (newest first):
 build or reuse its binaries (hack/kube/build.sh, timed on its own), then its e2e scenarios on
 them (pytest over scenarios_for(minor), timed, E2E_RESULTS=<DIR>/e2e-<minor>.json). It writes <DIR>/matrix.json and
 prints the table; it exits non-zero if any minor's build or suite failed, after running them all.
-`table` turns <DIR>/matrix.json into the markdown table; with --readme it replaces the block
-between the support-table markers in that file.
+`table` turns <DIR>/matrix.json into the markdown table; with --page it replaces the block
+between the support-table markers in that file (the documentation's page is SUPPORT_PAGE).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from extender.kube.versions import SUPPORTED_MINORS  # noqa: E402
 IMAGE = "registry.k8s.io/kube-scheduler"
 BEGIN = "<!-- support-table:begin (make support-table writes this block from test-logs/matrix/matrix.json) -->"
 END = "<!-- support-table:end -->"
+# The page holding the block: the documentation's "Supported Kubernetes versions".
+SUPPORT_PAGE = REPO / "docs" / "install" / "versions.md"
 
 
 # The scenarios that run on every minor: those whose outcome can depend on the Kubernetes version
@@ -212,7 +214,7 @@ def table(matrix: dict) -> str:
         scope = (
             "all"
             if row.get("scope", "all") == "all"
-            else f"the {len(EVERY_MINOR)} version-sensitive modules ([list](hack/matrix.py))"
+            else f"the {len(EVERY_MINOR)} version-sensitive modules (`EVERY_MINOR` in `hack/matrix.py`)"
         )
         lines.append(
             f"| {minor} | `{IMAGE}:{row['pinned']}` | {overlay} | {scope} | {result} | {wall} "
@@ -226,12 +228,12 @@ def table(matrix: dict) -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, text: str) -> None:
-    content = readme.read_text()
+def update_page(page: Path, text: str) -> None:
+    content = page.read_text()
     begin, end = content.find(BEGIN), content.find(END)
     if begin < 0 or end < begin:
-        raise SystemExit(f"{readme} has no support-table markers ({BEGIN} ... {END})")
-    readme.write_text(content[: begin + len(BEGIN)] + "\n" + text + "\n" + content[end:])
+        raise SystemExit(f"{page} has no support-table markers ({BEGIN} ... {END})")
+    page.write_text(content[: begin + len(BEGIN)] + "\n" + text + "\n" + content[end:])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     p_table = sub.add_parser("table", help="the support table from a run's matrix.json")
     p_table.add_argument("--out", type=Path, default=REPO / "test-logs" / "matrix")
-    p_table.add_argument("--readme", type=Path, help="replace the support-table block in this file")
+    p_table.add_argument(
+        "--page", type=Path, help=f"replace the support-table block in this file ({SUPPORT_PAGE.relative_to(REPO)})"
+    )
     args = parser.parse_args(argv)
     if args.command == "run":
         if args.minors == "older":
@@ -265,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         return run(minors, args.out, args.pytest_args, args.newest_from)
     matrix = json.loads((args.out / "matrix.json").read_text())
     text = table(matrix)
-    if args.readme:
-        update_readme(args.readme, text)
+    if args.page:
+        update_page(args.page, text)
     print(text)
     return 0
 

@@ -47,7 +47,7 @@ POLICY_REF_ANNOTATION = f"{API_GROUP}/policy-name"
 # The scheduling gate an adopted template carries when its policy places pods by ordinal zone: the
 # extender narrows each gated pod's node affinity to its ordinal's zone, then lifts it (gate.py).
 ORDINAL_ZONE_GATE = f"{API_GROUP}/ordinal-zone"
-# In-scheduler mode (README "Two ways to run"): a workload opts in by requesting one of this
+# In-scheduler mode (docs/concepts/two-ways-to-run.md): a workload opts in by requesting one of this
 # cluster-level extended resource, which no node advertises (the kubelet drops such requests on
 # admission) and kube-scheduler's fit ignores (managedResources ignoredByScheduler): it only makes
 # kube-scheduler send the pod to the extender. Every other pod is never sent.
@@ -111,9 +111,16 @@ class _Model(BaseModel):
 
 
 class LabelSelectorRequirement(_Model):
-    key: LabelKey
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[LabelValue] = Field(default_factory=list, max_length=MAX_SELECTOR_VALUES)
+    key: LabelKey = Field(description="The pod label the requirement reads.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
+        description="In / NotIn: the label's value is / is not one of values; Exists / DoesNotExist: the pod "
+        "carries / lacks the label (then values stays empty)."
+    )
+    values: list[LabelValue] = Field(
+        default_factory=list,
+        max_length=MAX_SELECTOR_VALUES,
+        description="The values In and NotIn compare with (at least one); empty for Exists and DoesNotExist.",
+    )
 
     @model_validator(mode="after")
     def _values_match_operator(self) -> LabelSelectorRequirement:
@@ -127,8 +134,16 @@ class LabelSelectorRequirement(_Model):
 class LabelSelector(_Model):
     """A Kubernetes label selector; an empty selector matches every pod of the namespace."""
 
-    matchLabels: dict[str, LabelValue] = Field(default_factory=dict, max_length=MAX_SELECTOR_LABELS)
-    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list, max_length=MAX_SELECTOR_EXPRESSIONS)
+    matchLabels: dict[str, LabelValue] = Field(
+        default_factory=dict,
+        max_length=MAX_SELECTOR_LABELS,
+        description="Labels a pod must carry with exactly these values.",
+    )
+    matchExpressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list,
+        max_length=MAX_SELECTOR_EXPRESSIONS,
+        description="Requirements a pod must all meet, besides matchLabels.",
+    )
 
     def matches(self, labels: dict[str, str]) -> bool:
         for key, value in self.matchLabels.items():
@@ -243,9 +258,16 @@ class Cap(_Model):
 class Spread(_Model):
     """Even spread over a topology key, with the native scheduler's maxSkew semantics."""
 
-    topologyKey: LabelKey
-    maxSkew: int = Field(ge=1)
-    whenUnsatisfiable: WhenUnsatisfiable = WhenUnsatisfiable.DO_NOT_SCHEDULE
+    topologyKey: LabelKey = Field(description="Node label whose value names the domain spread over.")
+    maxSkew: int = Field(
+        ge=1,
+        description="Native semantics: the group's pods in the pod's domain, plus 1, minus the pods in the "
+        "emptiest eligible domain, at most maxSkew.",
+    )
+    whenUnsatisfiable: WhenUnsatisfiable = Field(
+        default=WhenUnsatisfiable.DO_NOT_SCHEDULE,
+        description="DoNotSchedule: a hard rule (filter); ScheduleAnyway: a preference (score only).",
+    )
     minDomains: int | None = Field(
         default=None,
         ge=1,
@@ -274,8 +296,12 @@ class Spread(_Model):
 class ShardAntiAffinity(_Model):
     """Pods of one StatefulSet (a shard) kept apart across a topology key."""
 
-    topologyKey: LabelKey
-    mode: AntiAffinityMode = AntiAffinityMode.REQUIRED
+    topologyKey: LabelKey = Field(description="Node label whose value names the domain kept apart.")
+    mode: AntiAffinityMode = Field(
+        default=AntiAffinityMode.REQUIRED,
+        description="Required: never two pods of one StatefulSet in a domain (filter); Preferred: fewer of the "
+        "StatefulSet's pods in the domain score higher.",
+    )
 
 
 class OrdinalZones(_Model):
@@ -285,7 +311,8 @@ class OrdinalZones(_Model):
         default=None,
         max_length=MAX_POLICY_ZONES,
         description="Explicit zone order. Default: derived from the zones' node counts, pinned by the "
-        "zones that already hold the StatefulSet's pods and volumes (see README: stable ordinal zones).",
+        "zones that already hold the StatefulSet's pods and volumes, and recorded once in the StatefulSet's "
+        "ZoneRotation (docs: stable ordinal zones).",
     )
 
     @field_validator("order")
@@ -300,6 +327,8 @@ class OrdinalZones(_Model):
 
 
 class Zones(_Model):
+    """Which zones the group's pods may use, and in what order of preference."""
+
     allowed: list[ZoneName] | None = Field(
         default=None,
         min_length=1,
@@ -342,6 +371,8 @@ class Zones(_Model):
 
 
 class TopologyKeys(_Model):
+    """The node labels that name a node's zone and the node itself."""
+
     zone: LabelKey = Field(
         default=ZONE_KEY,
         description=f"Node label naming the zone. Nodes without it fall back to {LEGACY_ZONE_KEY}.",
@@ -439,7 +470,7 @@ def parse_spec(data: object, source: str) -> PlacementPolicySpec:
     if size > MAX_POLICY_OBJECT_BYTES:
         raise PolicyError(
             f"invalid placement policy in {source}: the spec is {size:,} bytes of JSON; the limit is "
-            f"{MAX_POLICY_OBJECT_BYTES:,} (every list in it is bounded too: README 'Limits')"
+            f"{MAX_POLICY_OBJECT_BYTES:,} (every list in it is bounded too: docs/reference/limits.md)"
         )
     try:
         return PlacementPolicySpec.model_validate(data)

@@ -501,7 +501,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--listen",
         default=_env("EXTENDER_LISTEN", DEFAULT_LISTEN),
-        help=f"address:port (default {DEFAULT_LISTEN}: a sidecar of its scheduler; see README before widening)",
+        help=f"address:port (default {DEFAULT_LISTEN}: a sidecar of its scheduler; docs/security.md before widening)",
     )
     serve.add_argument(
         "--kubeconfig",
@@ -522,7 +522,7 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_PLACE_WINDOW,
         help="in-scheduler mode: pods held by the placeable gate lifted and not yet bound at once "
         f"(default {DEFAULT_PLACE_WINDOW}); with --place-visible, what a hung extender can cost other pods: "
-        "that many httpTimeouts per kube-scheduler retry (README, Failure modes)",
+        "that many httpTimeouts per kube-scheduler retry (docs/operations/failure-modes.md)",
     )
     serve.add_argument(
         "--place-visible",
@@ -707,7 +707,7 @@ def parser() -> argparse.ArgumentParser:
                 "--node-pool",
                 metavar="KEY=VALUE",
                 help="keep the workload on a dedicated node pool: nodeSelector KEY=VALUE and a toleration of the "
-                "taint KEY=VALUE:NoSchedule (nodes no other scheduler's pods share: README 'Two ways to run')",
+                "taint KEY=VALUE:NoSchedule (nodes no other scheduler's pods share: docs/concepts/two-ways-to-run.md)",
             )
         else:
             cmd.add_argument("--no-translate", action="store_true", help="do not write translate's constraints")

@@ -85,7 +85,7 @@ def violations(
 ) -> list[Violation]:
     """Every hard rule the placement breaks, each with the numbers.
 
-    Terminating members are held to the invariant the engine keeps (README "Which pods count"):
+    Terminating members are held to the invariant the engine keeps (docs/concepts/which-pods-count.md):
     caps and anti-affinity count them (a cap must hold at every moment), while spreads, zones
     and ordinal zones judge the placement they leave behind.
 

@@ -2,7 +2,7 @@
 
 Autoscalers never call an extender: Karpenter and cluster-autoscaler simulate scheduling with the
 in-tree plugins only, find that a Pending pod "fits" a node the extender refuses, and add nothing
-(README "Autoscaling clusters"). A pod that also carries the native constraints its policy implies
+(docs/how-to/autoscalers.md). A pod that also carries the native constraints its policy implies
 shows them what the extender needs. Each rule module says what it implies (`imply`, never
 stricter than the rule, so adding it changes none of the extender's decisions: the extender only
 sees the nodes the in-tree filters passed); this module assembles them and writes them into a pod

@@ -6,7 +6,7 @@ some node the hard rules pass, and from there the rest fits. Growth is a snapsho
 replicas; a drain is a snapshot without the drained nodes and the pods they held (those become
 pods to come again, each with its ordinal's zone and volume). The answer carries the analysis's
 certainty: exact where the analysis is exact, and where it is a relaxation a "no" is proven and a
-"yes" is not (the same words as README "Dead-end avoidance: what is exact, what is bounded").
+"yes" is not (the same words as docs/concepts/dead-end-avoidance.md).
 
 `nodes_to_add` searches the smallest multiset of new nodes, each a copy of a given shape (a zone's
 nodes, with a new name), that makes the group fit: breadth first over sizes, so the first answer

@@ -1,6 +1,6 @@
 """Soft preferences, as a 0..10 score (MaxExtenderPriority) per feasible node.
 
-The preferences are ordered, strongest first, and compared lexicographically (README "How
+The preferences are ordered, strongest first, and compared lexicographically (docs/concepts/rules.md, "How
 preferences are weighed"):
 
 1. preferred shard anti-affinity: a shard's pods apart when a split is free;

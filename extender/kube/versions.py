@@ -34,7 +34,7 @@ def support_note(git_version: str) -> str | None:
     return (
         f"the API server reports Kubernetes {git_version or '(no version)'}, outside the tested minors "
         f"({tested}); run the kube-scheduler of the cluster's minor (never newer than the API server), "
-        "see the README's install section"
+        "see docs/install/versions.md"
     )
 
 

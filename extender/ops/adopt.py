@@ -92,7 +92,7 @@ def adopt(
 
     `mode` "second-scheduler" sets `schedulerName` (the extender's own kube-scheduler);
     "in-scheduler" requests the opt-in resource instead (the cluster's one kube-scheduler sends
-    the pods that request it to the extender: README "Two ways to run") and leaves
+    the pods that request it to the extender: docs/concepts/two-ways-to-run.md) and leaves
     `schedulerName`, unless it names the second scheduler (`scheduler_name`): then it becomes
     default-scheduler, which the stanza's kube-scheduler serves."""
     kind = workload.get("kind", "")
@@ -142,7 +142,7 @@ def adopt(
     if missing:
         notes.append(
             f"{len(missing)} rule(s) have no native mirror: an autoscaler cannot see them, and a pod they alone "
-            "refuse waits for a node it will not add (README 'Autoscaling clusters')"
+            "refuse waits for a node it will not add (docs/how-to/autoscalers.md)"
         )
     return Change(out, imp.mirrors, notes)
 
@@ -175,7 +175,7 @@ def on_node_pool(pod_spec: dict[str, Any], key: str, value: str) -> dict[str, An
     """The pod spec kept to a dedicated node pool: nodeSelector key=value and a toleration of the
     pool's taint key=value:NoSchedule. On a managed cluster whose default scheduler cannot be
     configured, a pool only the extender's workloads use is the way to share no node with the
-    default scheduler at all (README "Two ways to run"): taint the pool's nodes so nothing else
+    default scheduler at all (docs/concepts/two-ways-to-run.md): taint the pool's nodes so nothing else
     lands there, and label them."""
     new = copy.deepcopy(pod_spec)
     new.setdefault("nodeSelector", {})[key] = value

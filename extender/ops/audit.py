@@ -289,7 +289,9 @@ def _replicaset_scale_down(spec, records, members, nodes, snap, now) -> list[str
             why = "lowest pod-deletion-cost" if costed else "no pod-deletion-cost decides the order"
             out.append(f"scaling ReplicaSet {r.replicaset} down may remove {r.key} ({why}), which breaks {new[0]}")
     if out and not costed:
-        out.append("the opt-in scale-down controller (README 'Scale-down') makes the ReplicaSet remove the right pods")
+        out.append(
+            "the opt-in scale-down controller (docs/how-to/scale-down.md) makes the ReplicaSet remove the right pods"
+        )
     return out
 
 

@@ -45,7 +45,9 @@ def gate_answer(store: ClusterStore, rotations: RotationRecorder, uid: str) -> G
         if spec is None or spec.ordinalZones is None:
             return GateAnswer(pod, None, "its policy does not place pods by ordinal zone")
         if not _mirrored(store, pod, spec):
-            return GateAnswer(pod, None, "its policy's ordinal zones have no exact native mirror (README)")
+            return GateAnswer(
+                pod, None, "its policy's ordinal zones have no exact native mirror (docs/how-to/autoscalers.md)"
+            )
         return _narrowing(store, rotations, pod, spec)
 
 

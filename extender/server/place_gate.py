@@ -21,7 +21,7 @@ The invariant it keeps: the pods carrying the gate that are in kube-scheduler's 
 to the extender), plus any that lost their place after the lift (they stop counting after
 `lifted_ttl`). A hang therefore costs the cluster's other pods at most `window` `httpTimeout`s per
 kube-scheduler backoff period (10 s), however many opted-in pods wait, and only until the liveness
-probe restarts the extender; README "Failure modes" has the figures.
+probe restarts the extender; docs/operations/failure-modes.md has the figures.
 
 Autoscalers skip gated pods, so up to `visible` pods with no place are lifted anyway, oldest
 first, and stay counted until they are bound or gone, so that an autoscaler sees them and may add

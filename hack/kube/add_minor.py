@@ -15,7 +15,7 @@ proxy with `go mod download`):
   3. deploy/components/kube-<minor>/ and deploy/overlays/kube-<minor>/ with the kube-scheduler tag;
      for a new newest minor also deploy/base/deployment.yaml's tag and the chart's values.yaml.
 Then build and test it: `KUBE_VERSION=<minor> make test` (tests/unit/test_kube_versions.py checks
-that every piece agrees). kwok, Karpenter and the README's support table are left to you: see
+that every piece agrees). kwok, Karpenter and the support table (docs/install/versions.md) are left to you: see
 hack/kube/README.md, "Adding the next minor".
 """
 

@@ -324,7 +324,8 @@ def test_retire_leaves_nothing_behind() -> None:
 def test_a_deleted_policy_that_pods_still_name_is_reported_loudly() -> None:
     """A PlacementPolicy deleted while pods name it: audit reports every such group as a policy
     error (exit 1), with the running pods, and the Pending ones with the message the filter gives
-    them (and its InvalidPlacementPolicy event). It is not protected from deletion: README says so."""
+    them (and its InvalidPlacementPolicy event). It is not protected from deletion:
+    docs/operations/failure-modes.md says so."""
     store = cluster(policy_name="crdb")
     store.apply("pods", "ADDED", pod("crdb-3", sts="crdb", labels=LABELS, policy_name="crdb"))
     store.apply("policies", "DELETED", policy_object("crdb", CAP))

@@ -941,7 +941,7 @@ def test_rule_order():
 # -- custom node key ------------------------------------------------------------------------------
 
 NODE_KEY = "example.com/node"
-# README (topology.node): "node label naming the node; falls back to the node's name"
+# docs/concepts/rules.md (topology.node): "node label naming the node; falls back to the node's name"
 CUSTOM_NODE_KEY_NODES = [node("n1", **{NODE_KEY: "n1"}), node("n2"), node("n3")]
 
 

@@ -1,7 +1,7 @@
 """The native constraints a policy implies (extender/engine/implied.py, each rule's `imply`), proven
 against the rules: on every node the in-tree filters (modelled independently in native_filter.py)
 refuse no node the extender accepts, and refuse exactly what it refuses where the mirror says
-"exact". A table of the cases the README names, then the same claims over random clusters."""
+"exact". A table of the cases docs/how-to/autoscalers.md names, then the same claims over random clusters."""
 
 from __future__ import annotations
 

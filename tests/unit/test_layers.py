@@ -1,7 +1,7 @@
 """The package's layers, read from its imports: every import points down, and no two modules
 import each other, directly or round a loop.
 
-The README's Architecture section draws these layers; this test is what keeps the drawing true.
+docs/architecture.md draws these layers; this test is what keeps the drawing true.
 Imports inside functions count as much as those at the top of a module: a lazy import is still
 an arrow a reader has to follow.
 """
@@ -75,7 +75,7 @@ def layer(name: str) -> str:
 
 
 def test_every_module_belongs_to_a_layer() -> None:
-    """A new top-level module or package needs a place in RANK (and in the README's drawing)."""
+    """A new top-level module or package needs a place in RANK (and in docs/architecture.md's drawing)."""
     unplaced = sorted({layer(m) for m in MODULES} - set(RANK) - {"__init__"})
     assert not unplaced, f"not in a layer: {unplaced}"
 

@@ -1,4 +1,4 @@
-"""hack/matrix.py: the README's support table is made from a matrix run's results file."""
+"""hack/matrix.py: the support table (docs/install/versions.md) is made from a matrix run's results file."""
 
 from __future__ import annotations
 
@@ -51,16 +51,19 @@ def test_table_has_a_row_per_minor_with_image_overlay_result_and_time(matrix) ->
     assert "25m00s" in text
 
 
-def test_readme_block_is_replaced_in_place(matrix, tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"before\n{matrix.BEGIN}\nold table\n{matrix.END}\nafter\n")
-    matrix.update_readme(readme, "new table")
-    assert readme.read_text() == f"before\n{matrix.BEGIN}\nnew table\n{matrix.END}\nafter\n"
+def test_the_page_block_is_replaced_in_place(matrix, tmp_path: Path) -> None:
+    page = tmp_path / "versions.md"
+    page.write_text(f"before\n{matrix.BEGIN}\nold table\n{matrix.END}\nafter\n")
+    matrix.update_page(page, "new table")
+    assert page.read_text() == f"before\n{matrix.BEGIN}\nnew table\n{matrix.END}\nafter\n"
 
 
-def test_the_readme_has_the_block(matrix) -> None:
-    text = (ROOT / "README.md").read_text()
+def test_the_support_page_has_the_block_and_make_support_table_writes_it(matrix) -> None:
+    text = matrix.SUPPORT_PAGE.read_text()
     assert matrix.BEGIN in text and matrix.END in text
+    assert matrix.SUPPORT_PAGE == ROOT / "docs" / "install" / "versions.md"
+    makefile = (ROOT / "Makefile").read_text()
+    assert "hack/matrix.py table --page docs/install/versions.md" in makefile
 
 
 def test_the_table_says_which_scenarios_ran_where(matrix) -> None:

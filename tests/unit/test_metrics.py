@@ -60,7 +60,8 @@ def test_a_pod_no_node_can_take_gets_one_aggregated_event() -> None:
     assert "2 by zones (e.g. zone b is not among the allowed zones (a))" in message
 
 
-# Every metric the README documents, with its labels (README "Operations": the metrics table).
+# Every metric the documentation names, with its labels (docs/reference/metrics.md, generated from this
+# registry by hack/docs/generate.py; docs/operations/metrics.md and the alerts read them).
 DOCUMENTED = {
     "extender_requests": ("counter", {"verb", "code"}),
     "extender_request_duration_seconds": ("histogram", {"verb"}),

@@ -448,9 +448,9 @@ FILTER_CASES = [
         ],
         [pod("p-a1", "node-a"), pod("p-x1", "node-x")],
         codes(node_a=UNSCHEDULABLE, node_x=UNSCHEDULABLE, node_c=UNSCHEDULABLE),
-        departure="departure: a cordoned node is no eligible domain for the extender (README 'Where the extender "
-        "departs from native'): native counts zone3 with 0 pods and refuses node-a and node-x (skew 2) until the "
-        "zone is uncordoned; the extender passes them (1 vs 1)",
+        departure="departure: a cordoned node is no eligible domain for the extender "
+        "(docs/concepts/native-departures.md): native counts zone3 with 0 pods and refuses node-a and node-x (skew 2) "
+        "until the zone is uncordoned; the extender passes them (1 vs 1)",
     ),
 ]
 
@@ -574,7 +574,7 @@ SCORE_CASES = [
         PODS_4_2_1_3,
         {"node-a": 16, "node-b": 0, "node-x": 100},
         departure="departure: the node key (topology.node, kubernetes.io/hostname) falls back to the node's name "
-        "(README 'The policy'), so node-b without the label is its own domain (2 pods) and ranks x > b > a; native "
+        "(docs/concepts/rules.md), so node-b without the label is its own domain (2 pods) and ranks x > b > a; native "
         "ignores it (score 0): x > a > b",
     ),
     case(

@@ -139,7 +139,7 @@ def test_a_lift_holds_the_window_until_bound_and_at_most_its_ttl() -> None:
 def test_lifted_and_unbound_pods_never_exceed_the_window_and_the_visible_budget(
     nodes, groups, window, visible, steps
 ) -> None:
-    """The invariant behind README "Failure modes": whatever waits and however events interleave,
+    """The invariant behind docs/operations/failure-modes.md: whatever waits and however events interleave,
     the pods this gate released into kube-scheduler's queue and that are still unbound (counted
     within the TTL) are at most window + visible."""
     pods = [held(f"g{g}-{i}", app=f"g{g}") for g, size in enumerate(groups) for i in range(size)]

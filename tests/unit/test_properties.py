@@ -104,7 +104,7 @@ def violations(
 ) -> list[str]:
     """Hard rules that placing `pod` on `target` breaks (native semantics: counts before placement).
 
-    Terminating pods, per rule (README "Which pods count"): a cap and anti-affinity count them,
+    Terminating pods, per rule (docs/concepts/which-pods-count.md): a cap and anti-affinity count them,
     so neither is exceeded at any moment; a spread does not, so it holds once they are gone."""
     node = nodes[target]
     staying = [p for p in placements if p.kind is not PlacementKind.TERMINATING]

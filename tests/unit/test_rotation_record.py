@@ -237,7 +237,8 @@ def test_prioritize_does_not_reuse_a_filter_decision_made_before_a_record_arrive
 
 
 def test_without_the_crd_each_decision_derives_the_order_and_nothing_is_written() -> None:
-    """README: without the ZoneRotation CRD the extender decides each rotation anew, as crl does."""
+    """docs/concepts/ordinal-zones.md: without the ZoneRotation CRD the extender decides each rotation anew,
+    as crl does."""
     store, writer, _, verbs = make(zones(a=1, b=1, c=1), 3)
     store.rotations_enabled = False
     assert passed(verbs, store, 1) == ["b1"]

@@ -1,6 +1,6 @@
 """Terminating pods, per rule: the invariant and its table of cases.
 
-The invariant (README "Which pods count"): **no hard rule is broken once the pods now
+The invariant (docs/concepts/which-pods-count.md): **no hard rule is broken once the pods now
 terminating are gone, and no cap is exceeded at any moment** (a terminating pod still holds its
 node). Per rule that means:
 

@@ -315,7 +315,7 @@ def test_the_worker_exits_when_its_master_is_killed() -> None:
         took = time.monotonic() - killed
         print(f"orphaned worker exited {took * 1000:.0f} ms after its master was killed")
         assert _gone(worker_pid), "the orphaned worker still runs 10 s after its master was killed"
-        assert took < 1, f"the orphaned worker took {took:.1f}s to exit (README: within a second)"
+        assert took < 1, f"the orphaned worker took {took:.1f}s to exit (docs: failure modes, within a second)"
         idle.close()
     finally:
         for pid in _children(process.pid):

@@ -1,5 +1,5 @@
 """The placement rules, one module each: its filter check, score part, dead-end terms and native
-translation together (see base.py for the parts, and README "Adding a rule").
+translation together (see base.py for the parts, and docs/contributing/adding-a-rule.md).
 
 `RULES` is the filter's order: the cheapest and most final first (zones refuse a node whatever
 the group does), so a node's reason names the rule a user must change.
@@ -18,7 +18,7 @@ RULES: tuple[Rule, ...] = (zones.RULE, ordinal_zones.RULE, caps.RULE, spread.RUL
 # what zones add to them (minDomains), then ordinal zones' own constraint.
 TRANSLATION_ORDER: tuple[Rule, ...] = (caps.RULE, spread.RULE, zones.RULE, ordinal_zones.RULE, anti_affinity.RULE)
 # The preferences, strongest first: a node better on an earlier one always scores at least as
-# high as one better only on later ones (engine/scoring.py; README "How preferences are weighed").
+# high as one better only on later ones (engine/scoring.py; docs/concepts/rules.md).
 SCORED: tuple[Rule, ...] = (anti_affinity.RULE, spread.RULE, zones.RULE)
 # Implication: spreads first, so a policy's own DoNotSchedule spread on a key takes it before a cap.
 IMPLICATION_ORDER: tuple[Rule, ...] = (spread.RULE, caps.RULE, zones.RULE, ordinal_zones.RULE, anti_affinity.RULE)

@@ -118,7 +118,7 @@ class Exactness(StrEnum):
 
 @dataclass(frozen=True)
 class Mirror:
-    """One rule's native mirror, as `kubectl placement adopt` and the README report it."""
+    """One rule's native mirror, as `kubectl placement adopt` and docs/how-to/autoscalers.md report it."""
 
     rule: str
     exactness: Exactness
