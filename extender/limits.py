@@ -144,6 +144,8 @@ DEFAULT_PLACE_VISIBLE = 1
 DEFAULT_TLS_CLIENT_NAME = "placement-scheduler-client"
 
 # Requests (filters, binds) waiting at once for the watch to show the pod they name: kube-scheduler
-# sends one pod at a time, and waits are rare; a caller naming pods that do not exist gets no wait
-# past this many, so it cannot hold the server's threads (each wait is bounded too, 1 s).
-MAX_POD_WAITERS = 64
+# sends one pod at a time, and waits are rare (the watch is usually ahead of it); a caller naming
+# pods that do not exist gets no wait past this many, so it can hold at most a quarter of the
+# connection threads (DEFAULT_THREADS), and each for 1 s: kube-scheduler's own requests always
+# find a thread.
+MAX_POD_WAITERS = 8
