@@ -47,7 +47,6 @@ from ..state.objects import PodRecord
 from ..state.store import ClusterStore
 from .gate_answers import GateAnswer
 from .ports import EventSink
-from .remedies import rejection_summary
 
 LIFTED_TTL = 60.0
 MAX_EVALUATIONS = 32  # decisions per pass: a pass over many waiting pods stays short
@@ -147,7 +146,7 @@ class PlaceGate:
         if may_show and spec is not None and self._natively_refused(pod, spec, {c.rule for c in decision.classes}):
             why = "no place now; lifted so an autoscaler sees it (its native form refuses the same nodes)"
             return GateAnswer(pod, None, why, PLACEABLE_GATE), group, True
-        summary = rejection_summary(decision) if spec is not None else "no node"
+        summary = decision.rejection_summary() if spec is not None else "no node"
         self._tell(pod, "WaitingForPlace", f"held by {PLACEABLE_GATE} until a node passes its rules: {summary}")
         return None, None, False
 

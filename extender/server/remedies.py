@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from ..engine import Decision, remedies
+from ..engine import remedies
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore
 from .periodic import PeriodicPass
@@ -25,11 +25,6 @@ REMEDY_SPACING = 1.0  # seconds between two such computations, whatever the pods
 REMEDY_BUDGET = 0.5  # seconds one computation may hold the cache (the Verbs pass their decision deadline)
 ANSWERS_REMEMBERED = 10_000
 OWED_REMEMBERED = 1000
-
-
-def rejection_summary(decision: Decision) -> str:
-    """One line for a pod no node could take (Decision.rejection_summary)."""
-    return decision.rejection_summary()
 
 
 class RemedyDesk:

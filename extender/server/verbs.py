@@ -40,7 +40,7 @@ from .disagreements import DisagreementWarner
 from .gate_answers import GateAnswer, gate_answer
 from .ports import Binder, BindError, EventSink, RecordWriter
 from .preemption import victims_allowed
-from .remedies import RemedyDesk, rejection_summary
+from .remedies import RemedyDesk
 from .reuse import DecisionInputs, FilterMemo, narrowed, reused
 from .rotation_records import RotationRecorder
 from .uncached import UncachedNodes
@@ -142,7 +142,7 @@ class Verbs:
         if spec is not None and pod.hard_native is not None:
             self.disagreements.check(pod, spec)
         if result == "no_feasible_node" and decision.order:
-            summary = rejection_summary(decision)
+            summary = decision.rejection_summary()
             remedy = self.remedies.remedy(pod, inputs, args.candidate_names(), summary)
             self.events.pod_event(pod, "PlacementRejected", summary + remedy)
         return filter_result(args, passed, failed, unresolvable)
