@@ -139,7 +139,11 @@ class Metrics:
             ("outcome",),
         )
         self.preemptions = Counter(
-            registry, "extender_preempt_nodes_total", "Preemption candidates by result: kept, refused.", ("result",)
+            registry,
+            "extender_preempt_nodes_total",
+            "Preemption candidates by result: kept (with its victims, as sent), placeholder (sent with no victims,"
+            " as from Kubernetes 1.38, and kept with none: the pod passes the hard rules there as it is), refused.",
+            ("result",),
         )
         self.fallbacks = Counter(
             registry,

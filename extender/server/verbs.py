@@ -280,7 +280,13 @@ class Verbs:
     # ---------------------------------------------------------------- preempt
     def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
         """Keep only victim sets after which the preemptor passes our hard rules and no
-        policy group of a victim loses its last pod in a zone (preemption.py)."""
+        policy group of a victim loses its last pod in a zone (preemption.py).
+
+        A candidate with no victims (`"Pods": []` or `null`: the placeholders Kubernetes 1.38 sends
+        where its dry run, in-tree filters only, evicts nothing, kubernetes#135486) is judged the
+        same way, with nothing evicted: kept with its empty list where the preemptor passes our
+        rules now (kube-scheduler keeps it for the next extender and drops it if it ends empty),
+        dropped elsewhere; a kept one is counted as `placeholder`, not `kept`."""
         named = pod_of(args.Pod)
         victims, pdb = victims_of(args)
         kept: dict[str, MetaVictims] = {}
@@ -300,7 +306,7 @@ class Verbs:
                     break
                 if victims_allowed(self.store, pod, spec, node, set(uids)):
                     kept[node] = MetaVictims(Pods=[MetaPod(UID=u) for u in uids], NumPDBViolations=pdb[node])
-                    self.metrics.preemptions.inc(result="kept")
+                    self.metrics.preemptions.inc(result="kept" if uids else "placeholder")
                 else:
                     self.metrics.preemptions.inc(result="refused")
         return ExtenderPreemptionResult(NodeNameToMetaVictims=kept)

@@ -9,6 +9,14 @@
 #   hack/kube/build.sh --list                                     # supported minors, newest first
 #   NODE_BIN="$(hack/kube/build.sh --node | tail -n1)"            # kubelet + kube-proxy instead, into
 #                                                                 # <key dir>/node-bin (the real-node mode)
+#   hack/kube/build.sh --print-toolchain [GO_MOD]                 # the Go toolchain the build selects for
+#                                                                 # KUBE_VERSION's module (or GO_MOD): goX.Y.Z,
+#                                                                 # or "local" for the go on PATH
+#
+# The Go toolchain, per minor: a v<minor>/go.mod with a `toolchain goX.Y.Z` line (add_minor.py writes one
+# when the release needs a newer Go than the local one), or a `go` line newer than the local go, is built
+# with GOTOOLCHAIN set to that toolchain (go downloads it from GOPROXY once), for that module's go commands
+# only; nobody sets GOTOOLCHAIN by hand. Otherwise the go on PATH builds it, as ever.
 #
 # Environment:
 #   KUBE_VERSION    the minor to build, e.g. 1.34 (default: the newest). The supported minors are
@@ -36,6 +44,36 @@ fi
 log() { printf '[kube-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# toolchain_line GO_MOD -> the `toolchain` line's goX.Y.Z (empty without one)
+toolchain_line() { awk '$1 == "toolchain" && NF == 2 { print $2; exit }' "$1"; }
+
+# toolchain_of GO_MOD -> the GOTOOLCHAIN a build in that module needs, or nothing when the go on PATH will
+# do: its toolchain line, else its go line (goX.Y -> goX.Y.0) when that is newer than the local go.
+toolchain_of() {
+  local gomod="$1" pinned go_line local_go
+  pinned="$(toolchain_line "${gomod}")"
+  if [[ -n "${pinned}" ]]; then
+    printf '%s\n' "${pinned}"
+    return 0
+  fi
+  go_line="$(awk '$1 == "go" && NF == 2 { print $2; exit }' "${gomod}")"
+  local_go="$(cd / && GOTOOLCHAIN=local go env GOVERSION 2>/dev/null || true)"
+  local_go="${local_go#go}"
+  [[ -n "${go_line}" && "${local_go}" =~ ^[0-9]+\.[0-9]+ ]] || return 0
+  [[ ! "${go_line}" =~ ^[0-9]+\.[0-9]+$ ]] || go_line+=".0"
+  [[ "${go_line}" != "${local_go}" ]] || return 0
+  if [[ "$(printf '%s\n' "${go_line}" "${local_go}" | sort -V | tail -n1)" == "${go_line}" ]]; then
+    printf 'go%s\n' "${go_line}"
+  fi
+}
+
+if [[ "${1:-}" == "--print-toolchain" && -n "${2:-}" ]]; then
+  [[ -f "$2" ]] || die "--print-toolchain: no such go.mod: $2"
+  TC="$(toolchain_of "$2")"
+  printf '%s\n' "${TC:-local}"
+  exit 0
+fi
+
 # missing_in DIR -> prints the binaries absent from DIR (empty if complete)
 missing_in() {
   local dir="$1" b
@@ -59,6 +97,15 @@ MOD_DIR="${HERE}/v${WANT}"
 [[ -f "${MOD_DIR}/go.mod" ]] || die "${MOD_DIR}/go.mod is missing for supported minor ${WANT}"
 [[ ${NODE} == 0 ]] || grep -q '"k8s.io/kubernetes/cmd/kubelet"' "${MOD_DIR}/tools.go" ||
   die "--node: v${WANT}/tools.go lists no kubelet (only the newest minor's module pins the node binaries)"
+# The Go toolchain for this minor's module (toolchain_of; empty: the go on PATH).
+GO_TOOLCHAIN="$(toolchain_of "${MOD_DIR}/go.mod")"
+if [[ "${1:-}" == "--print-toolchain" ]]; then
+  printf '%s\n' "${GO_TOOLCHAIN:-local}"
+  exit 0
+fi
+# MOD_GO: go for the commands run in this minor's module (kwok's own module keeps the go on PATH).
+MOD_GO=(go)
+[[ -z "${GO_TOOLCHAIN}" ]] || MOD_GO=(env "GOTOOLCHAIN=${GO_TOOLCHAIN}" go)
 
 # 1. Explicit override.
 OVERRIDE_VAR=KUBE_BIN_DIR
@@ -73,14 +120,22 @@ fi
 
 # 2. Cache key: pinned k8s version + hash of the module checksums.
 KUBE_PIN="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "${MOD_DIR}/go.mod")"
-[[ "${KUBE_PIN}" =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] ||
+# A release (v1.38.0) or a pre-release (v1.38.0-rc.1, -beta.0, -alpha.2) pin.
+[[ "${KUBE_PIN}" =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)(-(alpha|beta|rc)\.[0-9]+)?$ ]] ||
   die "cannot parse k8s.io/kubernetes version from ${MOD_DIR}/go.mod (got '${KUBE_PIN}')"
 KUBE_MAJOR="${BASH_REMATCH[1]}"
 KUBE_MINOR="${BASH_REMATCH[2]}"
 [[ "${KUBE_MAJOR}.${KUBE_MINOR}" == "${WANT}" ]] || die "${MOD_DIR}/go.mod pins ${KUBE_PIN}, not ${WANT}"
 # Bump BUILD_RECIPE when the build flags below change, to invalidate caches.
 BUILD_RECIPE=2
-SUM_HASH="$( { echo "recipe=${BUILD_RECIPE}"; cat "${MOD_DIR}/go.sum" "${HERE}/kwok/go.sum"; } | sha256sum | cut -c1-12)"
+# A module's toolchain line pins the compiler, so it is part of the key; a module without one hashes exactly
+# as before (its cached builds stay valid).
+PINNED_TOOLCHAIN="$(toolchain_line "${MOD_DIR}/go.mod")"
+SUM_HASH="$( {
+  echo "recipe=${BUILD_RECIPE}"
+  [[ -z "${PINNED_TOOLCHAIN}" ]] || echo "toolchain=${PINNED_TOOLCHAIN}"
+  cat "${MOD_DIR}/go.sum" "${HERE}/kwok/go.sum"
+} | sha256sum | cut -c1-12)"
 
 CACHE_ROOT="${KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-extender}"
 KEY_DIR="${CACHE_ROOT}/kube-${KUBE_PIN}-${SUM_HASH}"
@@ -118,7 +173,7 @@ NICE=(nice -n "${KUBE_BUILD_NICE:-10}")
 
 # Reproducible build date: the publish time of the pinned k8s.io/kubernetes
 # module version (not wall-clock time), like SOURCE_DATE_EPOCH upstream.
-BUILD_DATE="$(cd "${MOD_DIR}" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
+BUILD_DATE="$(cd "${MOD_DIR}" && "${MOD_GO[@]}" list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
 BUILD_DATE="${BUILD_DATE:-1970-01-01T00:00:00Z}"
 
 # Same -X flags as upstream hack/lib/version.sh, for both version packages.
@@ -133,6 +188,8 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 log "go: $(go version)"
+[[ -z "${GO_TOOLCHAIN}" ]] ||
+  log "go for v${WANT}'s module: GOTOOLCHAIN=${GO_TOOLCHAIN} (its go.mod asks for it; kwok keeps the go on PATH)"
 log "building k8s ${KUBE_PIN} (key ${SUM_HASH}) into ${BIN_DIR}"
 log "staging in ${STAGE}"
 T0=${SECONDS}
@@ -147,7 +204,9 @@ step() { # step NAME MODULE_DIR LDFLAGS PKG...
   # (1 s sleeps: a killed ticker leaves no sleep holding its caller's pipes open for long)
   (while sleep 1; do (((SECONDS - t) % 60)) || log "[${name}] still compiling: $(((SECONDS - t) / 60)) min so far"; done) &
   ticker=$!
-  (cd "${dir}" && "${NICE[@]}" go build -mod=readonly -trimpath \
+  local gocmd=(go)
+  [[ "${dir}" != "${MOD_DIR}" ]] || gocmd=("${MOD_GO[@]}")
+  (cd "${dir}" && "${NICE[@]}" "${gocmd[@]}" build -mod=readonly -trimpath \
     -ldflags "-s -w${ldflags}" -o "${STAGE}/bin/" "$@") >&2 || rc=$?
   kill "${ticker}" 2>/dev/null || true
   wait "${ticker}" 2>/dev/null || true

@@ -229,6 +229,40 @@ def test_preempt_keeps_only_victim_sets_that_fix_the_pod_and_empty_no_zone() -> 
     assert sorted(result.NodeNameToMetaVictims) == ["n2"]
 
 
+@pytest.mark.parametrize("empty", [[], None], ids=["[]", "null"])
+@pytest.mark.parametrize("cache_capable", [True, False], ids=["NodeNameToMetaVictims", "NodeNameToVictims"])
+def test_preempt_keeps_placeholders_with_no_victims_and_counts_them_apart(cache_capable: bool, empty) -> None:
+    """Kubernetes 1.38's placeholders (kubernetes#135486) beside ordinary victim sets, in either node
+    mode: a candidate with no victims is kept with none where the preemptor passes as things are
+    (n4: empty, in zone b) and counted `placeholder`; one where it does not (n3 still holds r-1, so
+    the cap) is refused; the victim set that frees n2 is kept with its victims and counted `kept`."""
+    store, _, verbs = make([node("n1", "a"), node("n2", "a"), node("n3", "b"), node("n4", "b")])
+    cap = {"caps": [{"topologyKey": HOST, "max": 1}], "zones": {"allowed": ["a", "b"]}}
+    placed = {
+        "u-r0": pod("r-0", sts="r", node_name="n1", policy=cap, uid="u-r0"),
+        "u-other": pod("other", node_name="n2", uid="u-other"),
+        "u-r1": pod("r-1", sts="r", node_name="n3", policy=cap, uid="u-r1"),
+    }
+    for p in placed.values():
+        store.apply("pods", "ADDED", p)
+    proposed = {"n1": ["u-r0"], "n2": ["u-other"], "n3": empty, "n4": empty}
+
+    def victims(uids):
+        if uids is None:
+            return {"Pods": None, "NumPDBViolations": 0}
+        pods = [{"UID": u} for u in uids] if cache_capable else [placed[u] for u in uids]
+        return {"Pods": pods, "NumPDBViolations": 0}
+
+    key = "NodeNameToMetaVictims" if cache_capable else "NodeNameToVictims"
+    args = {"Pod": pod("r-2", sts="r", policy=cap), key: {n: victims(u) for n, u in proposed.items()}}
+    result = verbs.preempt(ExtenderPreemptionArgs.model_validate(args))
+    kept = {n: [p.UID for p in meta.Pods or ()] for n, meta in (result.NodeNameToMetaVictims or {}).items()}
+    assert kept == {"n2": ["u-other"], "n4": []}
+    assert result.NodeNameToMetaVictims["n4"].Pods == []  # type: ignore[index]  # written as [], never null
+    counted = {r: verbs.metrics.preemptions.value(result=r) for r in ("kept", "placeholder", "refused")}
+    assert counted == {"kept": 1, "placeholder": 1, "refused": 2}
+
+
 # -- bounded decisions ---------------------------------------------------------------------------
 
 

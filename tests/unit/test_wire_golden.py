@@ -145,6 +145,41 @@ def test_preempt_with_empty_victim_lists_keeps_only_the_nodes_the_pod_passes_as_
     assert response.get_data(as_text=True) == raw("preempt_result_empty_victims")
 
 
+# Both forms of an empty victim list in both node modes: Go marshals a nil slice as null and an empty one as [];
+# 1.38 sends [] in the MetaVictims form (nodeCacheCapable: true) and null in the Victims form (false).
+PLACEHOLDER_FORMS = {
+    "cache-capable, []": ("preempt_args_empty_metavictims", None),
+    "cache-capable, null": ("preempt_args_empty_metavictims", ('"Pods":[]', '"Pods":null')),
+    "full nodes, null": ("preempt_args_empty_victims", None),
+    "full nodes, []": ("preempt_args_empty_victims", ('"Pods":null', '"Pods":[]')),
+}
+
+
+def _preempt_nodes(client, result: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = text_string_to_metric_families(client.get("/metrics").get_data(as_text=True))
+    family = next(f for f in families if f.name == "extender_preempt_nodes")
+    return sum(s.value for s in family.samples if s.name.endswith("_total") and s.labels["result"] == result)
+
+
+@pytest.mark.parametrize("form", PLACEHOLDER_FORMS)
+def test_preempt_counts_a_kept_placeholder_apart_from_kept_victims(client, form: str) -> None:
+    """A candidate with no victims, `"Pods": []` or `null`, nodeCacheCapable or not, is answered with
+    the node and no victims where the pod passes (node-b1, crdb-1's ordinal zone), and counted in
+    extender_preempt_nodes_total as `placeholder`, never as `kept` (a victim set kept); node-a1,
+    where it does not pass, is refused."""
+    name, swap = PLACEHOLDER_FORMS[form]
+    body = raw(name) if swap is None else raw(name).replace(*swap)
+    assert swap is None or swap[1] in body
+    response = client.post("/preempt", data=body, content_type="application/json")
+    assert response.status_code == 200
+    assert response.get_data(as_text=True) == raw("preempt_result_empty_victims")
+    assert json.loads(response.get_data())["NodeNameToMetaVictims"] == {"node-b1": {"Pods": [], "NumPDBViolations": 0}}
+    assert (_preempt_nodes(client, "placeholder"), _preempt_nodes(client, "kept")) == (1, 0)
+    assert _preempt_nodes(client, "refused") == 1
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
