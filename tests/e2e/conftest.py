@@ -8,15 +8,14 @@ When a test fails, every component's log is copied to test-logs/<test>/ (the pat
 At the end of the run a table summarises each scenario: the Kubernetes version it ran on (the
 API server's /version; KUBE_VERSION=1.34 picks the minor, see hack/kube/README.md), repetitions,
 pods placed, violations, and the wall time of the scenarios that measure one. With
-E2E_RESULTS=<file> the run also writes its outcome there as JSON (hack/matrix.py reads it).
+E2E_RESULTS=<file> the run also writes its outcome there as JSON (hack/matrix.py reads it). Both
+are written by tests/scenario_report.py from the test reports, so they are whole under pytest-xdist.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 
 from extender.devcluster.cluster import LocalCluster
 from extender.devcluster.processes import SigtermAsInterrupt
+from scenario_report import attach
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG_DIR = ROOT / "test-logs"
@@ -46,7 +46,6 @@ class ScenarioResult:
 SUMMARY: dict[str, ScenarioResult] = {}
 # The API server versions the run's control planes reported (one, unless something is off).
 KUBERNETES: list[str] = []
-STARTED = time.monotonic()
 
 
 @pytest.fixture
@@ -68,6 +67,9 @@ def pytest_runtest_makereport(item, call):  # noqa: ANN001
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+    if report.when == "teardown":  # the counters are final: carried to whoever prints the table
+        result = SUMMARY.get(item.name)
+        attach(report, vars(result) if result is not None else None, KUBERNETES)
 
 
 def _failed(request: pytest.FixtureRequest) -> bool:
@@ -113,53 +115,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001
-    if not SUMMARY:
-        return
-    tr = terminalreporter
-    tr.section("e2e scenario summary")
-    tr.write_line(
-        f"{'scenario':<58} {'kubernetes':<11} {'reps':>5} {'placed':>7} {'pending':>8} {'violations':>10} {'wall s':>8}"
-    )
-    for result in SUMMARY.values():
-        wall = f"{result.wall_time:.1f}" if result.wall_time is not None else "-"
-        kube = result.kubernetes or (KUBERNETES[-1] if KUBERNETES else "-")
-        tr.write_line(
-            f"{result.name:<58} {kube:<11} {result.repetitions:>5} {result.pods_placed:>7} {result.pending:>8} "
-            f"{result.violations:>10} {wall:>8}"
-        )
-        if result.note:
-            tr.write_line(f"    {result.note}")
-
-
-def pytest_sessionfinish(session, exitstatus):  # noqa: ANN001
-    """E2E_RESULTS=<file>: the e2e outcome as JSON (per test: passed/failed/skipped), for the
-    version matrix (hack/matrix.py turns the files into the README's support table)."""
-    target = os.environ.get("E2E_RESULTS")
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if not target or reporter is None:
-        return
-    outcomes: dict[str, str] = {}
-    for status in ("passed", "failed", "error", "skipped"):
-        for report in reporter.stats.get(status, ()):
-            nodeid = getattr(report, "nodeid", "")
-            if not nodeid.startswith("tests/e2e/"):
-                continue
-            # A failed teardown after a passed call still fails the test; "error" wins over "passed".
-            if status != "passed" or nodeid not in outcomes:
-                outcomes[nodeid] = status
-    counts = {s: sum(1 for v in outcomes.values() if v == s) for s in ("passed", "failed", "error", "skipped")}
-    record = {
-        "kubernetes": KUBERNETES,
-        "kube_version_requested": os.environ.get("KUBE_VERSION", ""),
-        "exitstatus": int(exitstatus),
-        "seconds": round(time.monotonic() - STARTED, 1),
-        "counts": counts,
-        "tests": outcomes,
-        "scenarios": [vars(result) for result in SUMMARY.values()],
-    }
-    Path(target).parent.mkdir(parents=True, exist_ok=True)
-    Path(target).write_text(json.dumps(record, indent=2) + "\n")
+    """A log folder's name; the minor's too when one is asked for (hack/matrix.py runs several at
+    once, and their logs of one module must not land in one folder)."""
+    minor = os.environ.get("KUBE_VERSION", "")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120] + (f"-{minor}" if minor else "")

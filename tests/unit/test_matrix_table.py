@@ -81,3 +81,47 @@ def test_every_minor_runs_the_version_sensitive_modules_and_the_newest_runs_all(
         assert (ROOT / module).is_file(), module
         assert len(why) > 20, module
     assert "tests/e2e/test_autoscaling.py" not in matrix.EVERY_MINOR  # Karpenter: newest only
+
+
+def test_every_e2e_module_is_classified_once_with_its_reason(matrix) -> None:
+    """A new e2e module is in neither list until someone decides whether its outcome can depend on
+    the minor: until then this fails, so a version-dependent scenario cannot drop out of the older
+    minors' runs unnoticed."""
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests" / "e2e").glob("test_*.py")}
+    both = set(matrix.EVERY_MINOR) & set(matrix.NEWEST_ONLY)
+    assert not both, f"in both EVERY_MINOR and NEWEST_ONLY: {sorted(both)}"
+    unclassified = modules - set(matrix.EVERY_MINOR) - set(matrix.NEWEST_ONLY)
+    assert not unclassified, (
+        f"e2e modules in neither hack/matrix.py EVERY_MINOR nor NEWEST_ONLY: {sorted(unclassified)}; "
+        "add each to one, with the reason"
+    )
+    stale = (set(matrix.EVERY_MINOR) | set(matrix.NEWEST_ONLY)) - modules
+    assert not stale, f"listed but not in tests/e2e: {sorted(stale)}"
+    assert all(len(why) > 20 for why in matrix.NEWEST_ONLY.values())
+
+
+def test_minors_side_by_side_share_one_machine_lock(matrix, tmp_path: Path, monkeypatch) -> None:
+    """`run --jobs N` runs N minors at once; their modules must share one lock so a module marked
+    `alone` is alone across the runs (tests/parallel.py reads PLACEMENT_TEST_LOCK)."""
+    seen: list[tuple[str, str | None]] = []
+
+    def fake_minor(minor, out, pytest_args, workers, log, env_extra):  # noqa: ANN001, ANN202
+        seen.append((minor, env_extra.get("PLACEMENT_TEST_LOCK")))
+        log.write_text("1 passed\n")
+        return {
+            "minor": minor,
+            "pinned": "v0",
+            "build_seconds": 0.0,
+            "build_ok": True,
+            "e2e_exit": 0,
+            "counts": {"passed": 1},
+            "e2e_seconds": 1.0,
+            "scope": "version-sensitive",
+        }
+
+    monkeypatch.delenv("PLACEMENT_TEST_LOCK", raising=False)
+    monkeypatch.setattr(matrix, "run_minor", fake_minor)
+    assert matrix.run(list(SUPPORTED_MINORS[1:]), tmp_path, [], jobs=3, workers=1) == 0
+    locks = {lock for _, lock in seen}
+    assert sorted(m for m, _ in seen) == sorted(SUPPORTED_MINORS[1:])
+    assert locks == {str(tmp_path / "machine.lock")}
