@@ -24,15 +24,21 @@ venv: $(STAMP)
 
 ## make test: lint and format check, then every test (unit, golden wire, property, the docs site's
 ## strict build and generated pages (tests/unit/test_docs.py), e2e on the
-## newest minor, or KUBE_VERSION's) in one pytest run; its e2e outcome goes to $(E2E_RESULTS)
+## newest minor, or KUBE_VERSION's): the tests that measure time, then the rest on TEST_WORKERS
+## workers (hack/run_phases.py, tests/parallel.py; TEST_WORKERS=0: one run in one process); its e2e
+## outcome goes to $(E2E_RESULTS); the time it took is printed last (and in test-logs/timings.jsonl)
 E2E_RESULTS ?= test-logs/matrix/e2e-make-test.json
+TEST_WORKERS ?= 3
 test: lint
-	E2E_RESULTS=$(E2E_RESULTS) $(PY) -m pytest -p no:cacheprovider
+	@$(PY) hack/timed.py "make test" -- env E2E_RESULTS=$(E2E_RESULTS) $(PY) hack/run_phases.py $(TEST_WORKERS)
 
 ## make test-older: the version-sensitive e2e scenarios on every minor but the newest (after
-## make test, which ran the newest); the support table takes the newest's row from make test
+## make test, which ran the newest), OLDER_JOBS minors at once (their modules share one machine
+## lock, tests/parallel.py); the support table takes the newest's row from make test
+OLDER_JOBS ?= 3
 test-older: $(STAMP)
-	$(PY) hack/matrix.py run --minors older --newest-from $(E2E_RESULTS)
+	@$(PY) hack/timed.py "make test-older" -- \
+	  $(PY) hack/matrix.py run --minors older --newest-from $(E2E_RESULTS) --jobs $(OLDER_JOBS)
 
 ## make test-matrix: lint, then e2e scenarios on every supported Kubernetes minor (newest first: all of
 ## them there, the version-sensitive ones, hack/matrix.py EVERY_MINOR, on the others);

@@ -6,6 +6,10 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# The e2e closing table and results file (from the reports, so whole under pytest-xdist), and how
+# modules share the machine when `make test` runs them on several workers.
+pytest_plugins = ["scenario_report", "parallel"]
+
 # Hypothesis profiles. Ordinary property tests set their own example counts and are the same in
 # both; the profiles differ in the long-running fuzzers, which take their settings from
 # "<profile>-fuzz" (see tests/unit/test_fuzz_http.py).

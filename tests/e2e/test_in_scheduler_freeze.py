@@ -23,6 +23,7 @@ import pytest
 from extender.api.policy import PLACEABLE_GATE
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import zoned_nodes
+from parallel import machine_alone, machine_idle
 
 from .test_in_scheduler import opted_in
 from .workloads import deployment, pods
@@ -80,17 +81,22 @@ def test_a_frozen_extender_costs_ordinary_pods_a_bounded_time(cluster, scenario)
     wait_for("10 of the 60 capped pods placed", lambda: bound_count(api, ns, "waiting") == 10, 120)
     time.sleep(3)
     assert bound_count(api, ns, "waiting") == 10, "a cap of 1 on 10 nodes"
-    healthy = ordinary_wave(api, ns, "healthy")
-
-    signal_extender(cluster, signal.SIGSTOP)
-    frozen_at = time.monotonic()
+    with machine_alone():  # the three timed waves, with no other test beside them (tests/parallel.py)
+        healthy = ordinary_wave(api, ns, "healthy")
+        signal_extender(cluster, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:
+            frozen = ordinary_wave(api, ns, "frozen")
+            api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", capped("late", 10))
+            wait_for("10 late opted-in pods created", lambda: len(pods(api, ns, "app=late")) == 10, 60)
+            frozen_late = ordinary_wave(api, ns, "frozen-late")
+            placed_late = bound_count(api, ns, "late")
+        except BaseException:
+            signal_extender(cluster, signal.SIGCONT)
+            raise
     try:
-        frozen = ordinary_wave(api, ns, "frozen")
-        api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", capped("late", 10))
-        wait_for("10 late opted-in pods created", lambda: len(pods(api, ns, "app=late")) == 10, 60)
-        frozen_late = ordinary_wave(api, ns, "frozen-late")
-        placed_late = bound_count(api, ns, "late")
-        time.sleep(max(0.0, FREEZE - (time.monotonic() - frozen_at)))
+        with machine_idle():  # the rest of the freeze only waits: a test that runs alone need not wait for it
+            time.sleep(max(0.0, FREEZE - (time.monotonic() - frozen_at)))
     finally:
         signal_extender(cluster, signal.SIGCONT)
     frozen_for = time.monotonic() - frozen_at

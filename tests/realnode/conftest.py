@@ -75,10 +75,13 @@ def _real_node_possible() -> None:
         pytest.fail(f"mandatory under CI=true / REALNODE=1, but {_REASON}", pytrace=False)
 
 
-# ------------------------------------------------------------------ one real node for the session
+# ------------------------------------------------------------------ one real node for the package
+# Package-scoped: the node goes (and the host is checked) as soon as the last real-node module is
+# done, not at the end of the session, so under `make test`'s workers it does not idle beside the
+# modules that worker runs next.
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def node_cluster() -> Iterator[LocalCluster]:
     """The local control plane with one real node (zone ZONE); the host checked to be as it was
     found once the node is gone."""
@@ -100,7 +103,7 @@ def node_cluster() -> Iterator[LocalCluster]:
     assert not differences, f"the host is not as it was found: {differences}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def images(node_cluster: LocalCluster) -> Images:
     """The extender image built from the Dockerfile and a kube-scheduler image of the pinned
     binary, imported into the node's containerd (never pulled)."""
@@ -136,7 +139,7 @@ def images(node_cluster: LocalCluster) -> Images:
     return Images(extender=f"placement-extender:{version}", scheduler=scheduler)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kwok_beside(node_cluster: LocalCluster) -> list[str]:
     """Two kwok nodes of another zone, emptier than the real node: kube-scheduler's own scores
     would pick them, so a pod on the real node was placed by the policy, through the extender."""

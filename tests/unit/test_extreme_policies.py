@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from benchmarks import synthetic
@@ -23,6 +24,8 @@ from extender.state.store import ClusterStore
 from extreme_policies import extreme_policies
 
 from fakes import RecordedEvents
+
+pytestmark = pytest.mark.alone("bounds how long a decision holds the cache's lock, in wall-clock seconds")
 
 CLUSTER = synthetic.cluster(1000, 10_000, rich=False, policy=synthetic.FULL_POLICY)
 STORE = ClusterStore()

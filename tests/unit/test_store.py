@@ -14,6 +14,8 @@ from extender.state.watcher import _lines
 
 from builders import HOST, ZONE, claim, node, pod, policy_object, statefulset, volume
 
+pytestmark = pytest.mark.alone("bounds a wait in wall-clock seconds")
+
 
 @pytest.fixture
 def store() -> ClusterStore:

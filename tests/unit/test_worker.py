@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 
 from extender.server.worker import HEALTH_LISTEN_ENV, MAX_HEAD_BYTES
 
+pytestmark = pytest.mark.alone("bounds the worker's exits and timeouts in wall-clock seconds")
+
 TESTS = Path(__file__).parent.parent
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 
