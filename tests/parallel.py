@@ -1,7 +1,8 @@
 """How `make test` shares two cores between test modules (pytest-xdist, `-n` workers).
 
-Most of an e2e scenario's time is waiting: on kube-scheduler, on controllers, on watches. Two
-modules at once use the machine that one leaves idle. Three rules keep that safe:
+Most of an e2e scenario's time is waiting: on kube-scheduler, on controllers, on watches. Several
+modules at once use the machine that one leaves idle. Three rules keep that safe, and
+`--machine-phase` splits the run in two (hack/run_phases.py says why):
 
 - **A module is one unit of work** (ModuleScheduling below): its tests run in order on one
   worker, beside its own control plane, as they do serially. The real-node package is one unit: the
@@ -18,7 +19,7 @@ modules at once use the machine that one leaves idle. Three rules keep that safe
   machine_alone) go first, and within them those tests first: an alone test waits for every test
   running beside it to end, and at the start little is running, nothing long and idle. Then the rest
   in the order of their last measured time
-  (MODULE_SECONDS, longest first; a module not measured yet counts as long), so the run does not end
+  (tests/module_seconds.json, longest first; a module not measured yet counts as long), so the run does not end
   with one worker busy on a long module and the other idle. A wrong figure costs time, never a
   result. Each run writes its own measure to test-logs/module-seconds.json; copy it over
   tests/module_seconds.json when modules change a lot.
