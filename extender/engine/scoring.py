@@ -3,10 +3,11 @@
 The preferences are ordered, strongest first, and compared lexicographically (docs/concepts/rules.md, "How
 preferences are weighed"):
 
-1. preferred shard anti-affinity: a shard's pods apart when a split is free;
-2. ScheduleAnyway spreads, with native PodTopologySpread's counting;
-3. zone weights;
-4. balance, the extender's own heuristic: fewer of the group's pods in the node's domains on
+1. an adopted ordinal back in the zone it ran in (ordinal zones: nothing running moves);
+2. preferred shard anti-affinity: a shard's pods apart when a split is free;
+3. ScheduleAnyway spreads, with native PodTopologySpread's counting;
+4. zone weights;
+5. balance, the extender's own heuristic: fewer of the group's pods in the node's domains on
    every key the hard rules use, which keeps the most headroom under each cap so later pods keep
    their choices.
 

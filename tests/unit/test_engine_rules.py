@@ -18,6 +18,7 @@ from extender.engine import (
     Placement,
     PlacementKind,
     PodRequest,
+    RecordedRotation,
     Requirement,
     Snapshot,
     Taint,
@@ -76,6 +77,7 @@ def run(
     volume_zones: Mapping[str, Mapping[int, str]] | None = None,
     candidates: list | None = None,
     lookahead: bool = False,
+    rotations: Mapping[str, RecordedRotation] | None = None,
 ) -> Decision:
     """Evaluate; dead-end avoidance is off unless asked for, so each table sees its rule alone."""
     nodes = list(nodes)
@@ -88,6 +90,7 @@ def run(
         group_size=group_size,
         shard_replicas=dict(shard_replicas or {}),
         volume_zones=dict(volume_zones or {}),
+        zone_rotations=dict(rotations or {}),
     )
     if candidates is None:
         candidates = [n.name for n in nodes if n.schedulable]
@@ -248,6 +251,56 @@ def test_ordinal_zones(pod, kw, expected):
 def test_ordinal_zones_order(policy, ordinal, passing):
     d = run(policy, pod=PodRequest(f"db/s-{ordinal}", "s", ordinal))
     assert set(d.passed()) == passing
+
+
+@pytest.mark.parametrize(
+    ("adopted", "policy", "best"),
+    [
+        pytest.param({1: "a"}, {}, {"a1", "a2"}, id="adopted-ordinal-prefers-where-it-ran"),
+        pytest.param({2: "a"}, {}, {"b1", "b2"}, id="another-ordinal-adopted-no-preference"),
+        pytest.param(
+            {1: "a"},
+            {"shardAntiAffinity": [{"topologyKey": ZONE_KEY, "mode": "Preferred"}]},
+            {"a1", "a2"},
+            id="outranks-a-free-split",
+        ),
+    ],
+)
+def test_an_adopted_ordinal_scores_the_zone_it_ran_in_highest(adopted, policy, best):
+    """Invariant: among the zones the rule accepts, an adopted ordinal's own zone scores highest,
+    so a rollout puts it back where it ran (nothing running moves)."""
+    placements = [at("a1", "s", 0)] if "shardAntiAffinity" in policy else []
+    d = run(
+        {"ordinalZones": {"order": ["c", "b", "a"]}, **policy},
+        placements=placements,
+        rotations={"s": RecordedRotation("db/s", ("c", "b", "a"), adopted)},
+    )
+    passed = d.passed()
+    top = max(d.verdicts[n].score for n in passed)
+    assert {n for n in passed if d.verdicts[n].score == top} == best, scores(d)
+
+
+@given(
+    free=st.lists(st.sampled_from(ABC_NAMES), unique=True, min_size=1),
+    ordinal=st.integers(0, 5),
+    adopted=st.sampled_from("abc"),
+)
+def test_an_adopted_ordinal_returns_whenever_its_zone_has_room(free, ordinal, adopted):
+    """Property: over random free nodes, the top-scored passing node is in the adopted zone
+    whenever a node there passes."""
+    order = ("a", "b", "c")
+    taken = [at(n, "t", None) for n in ABC_NAMES if n not in free]
+    d = run(
+        {"ordinalZones": {"order": list(order)}, "caps": [{"topologyKey": HOSTNAME_KEY, "max": 1}]},
+        placements=taken,
+        pod=PodRequest(f"db/s-{ordinal}", "s", ordinal),
+        rotations={"s": RecordedRotation("db/s", order, {ordinal: adopted})},
+    )
+    passed = d.passed()
+    assert all(n[0] in (adopted, order[ordinal % 3]) for n in passed)
+    if any(n[0] == adopted for n in passed):
+        top = max(d.verdicts[n].score for n in passed)
+        assert all(n[0] == adopted for n in passed if d.verdicts[n].score == top), scores(d)
 
 
 def test_ordinal_zone_reason_and_note():

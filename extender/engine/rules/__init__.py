@@ -19,7 +19,7 @@ RULES: tuple[Rule, ...] = (zones.RULE, ordinal_zones.RULE, caps.RULE, spread.RUL
 TRANSLATION_ORDER: tuple[Rule, ...] = (caps.RULE, spread.RULE, zones.RULE, ordinal_zones.RULE, anti_affinity.RULE)
 # The preferences, strongest first: a node better on an earlier one always scores at least as
 # high as one better only on later ones (engine/scoring.py; docs/concepts/rules.md).
-SCORED: tuple[Rule, ...] = (anti_affinity.RULE, spread.RULE, zones.RULE)
+SCORED: tuple[Rule, ...] = (ordinal_zones.RULE, anti_affinity.RULE, spread.RULE, zones.RULE)
 # Implication: spreads first, so a policy's own DoNotSchedule spread on a key takes it before a cap.
 IMPLICATION_ORDER: tuple[Rule, ...] = (spread.RULE, caps.RULE, zones.RULE, ordinal_zones.RULE, anti_affinity.RULE)
 NARROWING: tuple[Rule, ...] = tuple(r for r in RULES if r.narrow is not None)

@@ -35,7 +35,8 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
 
 def score(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
     """Preferred rules: 1 where no sibling shares a domain, less per rule a sibling shares. The
-    strongest preference (rules.SCORED): a free split of a shard is never traded for balance."""
+    strongest preference after an adopted ordinal's zone (rules.SCORED): a free split of a shard is
+    never traded for balance."""
     rules = [r for r in ctx.spec.shardAntiAffinity if r.mode is AntiAffinityMode.PREFERRED]
     if not rules or ctx.pod.shard is None:
         return None

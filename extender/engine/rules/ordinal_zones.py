@@ -7,6 +7,8 @@ ZoneRotation record); the dead-end analysis gives each pod still to come its ord
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ...api.policy import NodeInclusionPolicy, PlacementPolicySpec, WhenUnsatisfiable
 from ..context import Context
 from ..model import NodeInfo, Outcome
@@ -88,6 +90,19 @@ def zones_for(ctx: Context) -> frozenset[str] | None:
     return frozenset({ctx.ideal_zone, *ctx.pod.volume_zones, *((adopted,) if adopted else ())})
 
 
+def score(ctx: Context, nodes: Sequence[NodeInfo]) -> list[float] | None:
+    """An adopted ordinal back in the zone it ran in: 1 there, 0 in its rotation zone. The check
+    accepts both, so that a rollout cannot stall; this preference is what makes "nothing running
+    moves" hold when both have room (without it, the tie-break sent a recreated pod to its
+    rotation zone about half the time). The strongest preference (rules.SCORED): the zone a pod
+    ran in is the one promise made to it before any other preference was asked for."""
+    adopted = _adopted_zone(ctx)
+    if adopted is None or ctx.spec.ordinalZones is None:
+        return None
+    values = [1.0 if ctx.domain(n, ctx.zone_key) == adopted else 0.0 for n in nodes]
+    return values if max(values) > min(values) else None
+
+
 def dead_end(ctx: Context, terms: DeadEndTerms) -> None:
     """Each pod still to come may use only its ordinal's zone (and its volume's)."""
     if ctx.spec.ordinalZones is not None:
@@ -139,4 +154,4 @@ def imply(spec: PlacementPolicySpec, out: ImpliedFragment) -> None:
     )
 
 
-RULE = Rule(NAME, check, dead_end, translate, imply)
+RULE = Rule(NAME, check, dead_end, translate, imply, score=score)
