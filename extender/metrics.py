@@ -207,5 +207,11 @@ def store_gauges(metrics: Metrics, store, clock: Callable[[], float]) -> None:  
         stale,
     )
     metrics.add_gauge(
+        "extender_ungated_opt_in_pods",
+        "Opted-in pods the watch showed created without the placeable gate and not on a node, since start: "
+        "outside in-scheduler mode's bound (no MutatingAdmissionPolicy placement-placeable-gate).",
+        lambda: {(): float(store.ungated_arrivals)},
+    )
+    metrics.add_gauge(
         "extender_reservations", "Placements chosen but not yet visible in the watch, by kind.", reservations
     )

@@ -74,6 +74,8 @@ EVERY_MINOR = {
     "default scheduler",
     "tests/e2e/test_opt_in_and_invalid.py": "kube-scheduler's handling of schedulerName and of an extender Error "
     "(SchedulerError)",
+    "tests/e2e/test_placeable_gate_admission.py": "MutatingAdmissionPolicy v1, served from 1.36: the placeable "
+    "gate added at creation there, and the documented gap before",
     "tests/e2e/test_bind_guard.py": "the minor's kube-scheduler in both modes beside direct requests to the verbs: "
     "binds refused for pods not the extender's, forged bodies judged from that API server's pods",
 }

@@ -293,15 +293,19 @@ def _explain(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from ..ops.audit import as_json, audit, overcommitted, render, render_overcommit
+    from ..ops.audit import as_json, audit, gate_bound, overcommitted, render, render_gate_bound, render_overcommit
+    from ..ops.load import live_gate_admission
 
     store = _live_store(args)
     reports = audit(store, args.namespace, args.scheduler_name)
     nodes = overcommitted(store)
+    bound = gate_bound(store, args.namespace, live_gate_admission(args.kubeconfig, args.context))
     if args.json:
-        print(json.dumps({**as_json(reports), "overcommitted_nodes": [asdict(n) for n in nodes]}, indent=2))
+        extra = {"overcommitted_nodes": [asdict(n) for n in nodes], "in_scheduler_bound": asdict(bound)}
+        print(json.dumps({**as_json(reports), **extra}, indent=2))
     else:
-        print(render(reports) + (("\n" + render_overcommit(nodes)) if nodes else ""))
+        gap = render_gate_bound(bound)
+        print(render(reports) + (("\n" + render_overcommit(nodes)) if nodes else "") + (("\n" + gap) if gap else ""))
     return ExitCode.FINDING if nodes or any(r.violations or r.error for r in reports) else ExitCode.OK
 
 

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULER_CONFIG = REPO / "config" / "scheduler-config.yaml"
 IN_SCHEDULER_CONFIG = REPO / "config" / "in-scheduler" / "scheduler-config.yaml"
+GATE_ADMISSION = REPO / "deploy" / "components" / "placeable-gate" / "placeable-gate.yaml"
 BUILD_SCRIPT = REPO / "hack" / "kube" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 SYSTEM_NAMESPACE = "placement-system"
@@ -107,6 +108,12 @@ class NodeSpec:
         }
 
 
+def serves_gate_admission(api: Api) -> bool:
+    """The API server serves MutatingAdmissionPolicy v1 (Kubernetes 1.36 and later, on by default)."""
+    found = api.get("/apis/admissionregistration.k8s.io/v1")
+    return any(r.get("name") == "mutatingadmissionpolicies" for r in (found or {}).get("resources") or [])
+
+
 def zoned_nodes(layout: dict[str, int], prefix: str = "node") -> list[NodeSpec]:
     """{'zone-a': 2, 'zone-b': 2} -> node-a1, node-a2, node-b1, node-b2."""
     out = []
@@ -132,6 +139,7 @@ class LocalCluster:
         extender_config: dict[str, Any] | None = None,
         mode: str = "second-scheduler",
         real_node: bool | RealNode = False,
+        gate_admission: bool = True,
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self._sigterm = SigtermAsInterrupt()  # a SIGTERM to the harness stops the plane, as Ctrl-C does
@@ -156,6 +164,10 @@ class LocalCluster:
         if mode not in ("second-scheduler", "in-scheduler", "both"):
             raise ValueError(f"mode must be second-scheduler, in-scheduler or both, not {mode!r}")
         self.mode = mode
+        # In-scheduler mode: the install's MutatingAdmissionPolicy that creates every opted-in pod
+        # held by the placeable gate (deploy/components/placeable-gate), where the API server serves
+        # it (1.36+), as deploy/overlays/in-scheduler installs it. False: as on 1.34 and 1.35.
+        self.gate_admission = gate_admission
         # A real kubelet and kube-proxy on this machine (realnode/) beside kwok's fake nodes: the API
         # server then serves on its bridge, every default controller runs, and deploy/ (applied by the
         # test) runs the extender and our kube-scheduler as pods, so the harness starts neither.
@@ -441,6 +453,8 @@ class LocalCluster:
             "-f",
             str(base / "flowschema.yaml"),
         )
+        if self.mode != "second-scheduler" and self.gate_admission and serves_gate_admission(api):
+            self.kubectl("apply", "-f", str(GATE_ADMISSION))
         api.ensure(
             "/apis/storage.k8s.io/v1/storageclasses",
             {

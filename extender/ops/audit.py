@@ -10,9 +10,17 @@ CronJob alarm (deploy/optional/audit-cronjob.yaml).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
-from ..api.policy import OPT_IN_RESOURCE, SCHEDULER_NAME, PlacementPolicySpec, PolicyError, parse_annotation
+from ..api.policy import (
+    OPT_IN_RESOURCE,
+    PLACEABLE_GATE,
+    SCHEDULER_NAME,
+    PlacementPolicySpec,
+    PolicyError,
+    parse_annotation,
+)
 from ..engine import Topology
 from ..engine.checker import Member, violations, zones_of
 from ..engine.implied import pod_disagreements
@@ -370,3 +378,58 @@ def render(reports: list[GroupReport]) -> str:
 
 def as_json(reports: list[GroupReport]) -> dict[str, Any]:
     return {"groups": [asdict(r) for r in reports], "violated": sum(1 for r in reports if r.violations or r.error)}
+
+
+class GateAdmission(StrEnum):
+    """Whether the API server creates every opted-in pod held by the placeable gate
+    (deploy/components/placeable-gate: a MutatingAdmissionPolicy and its binding)."""
+
+    INSTALLED = "installed"
+    ABSENT = "absent"  # not installed, or not served (Kubernetes before 1.36)
+    UNKNOWN = "unknown"  # the caller may not read it
+
+
+GATE_ADMISSION_NAME = "placement-placeable-gate"
+
+
+@dataclass
+class GateBound:
+    """In-scheduler mode's bound, as the cluster keeps it: opted-in pods waiting for a node that no
+    placeable gate holds are in kube-scheduler's queue, and while the extender hangs each costs
+    every other pod of the cluster the stanza's httpTimeout per attempt."""
+
+    admission: GateAdmission
+    outside: list[str] = field(default_factory=list)  # namespace/pod: opted in, pending, not held
+
+
+def gate_bound(store: ClusterStore, namespace: str | None, admission: GateAdmission) -> GateBound:
+    """The opted-in pods pending outside the placeable gate (a pod the extender lifted moments ago
+    looks the same, and binds within seconds; a pod created without the gate stays)."""
+    outside = sorted(
+        p.key
+        for p in store.pods.values()
+        if (namespace is None or p.namespace == namespace) and p.outside_placeable_gate
+    )
+    return GateBound(admission, outside)
+
+
+def render_gate_bound(bound: GateBound) -> str:
+    if not bound.outside:
+        return ""
+    lines = [
+        f"== in-scheduler bound: {len(bound.outside)} opted-in pod(s) pending without the {PLACEABLE_GATE} gate",
+        "   while the extender hangs, kube-scheduler waits its httpTimeout on each, and every other pod waits",
+    ]
+    lines.extend(f"   outside: {key}" for key in bound.outside[:50])
+    if len(bound.outside) > 50:
+        lines.append(f"   ... and {len(bound.outside) - 50} more")
+    fix = {
+        GateAdmission.INSTALLED: f"the MutatingAdmissionPolicy {GATE_ADMISSION_NAME} is installed: these were "
+        "created before it, or lifted by the extender moments ago",
+        GateAdmission.ABSENT: f"no MutatingAdmissionPolicy {GATE_ADMISSION_NAME}: install deploy/overlays/in-scheduler "
+        "(Kubernetes 1.36+), or put the gate in the templates (adopt --mode in-scheduler does)",
+        GateAdmission.UNKNOWN: f"could not read the MutatingAdmissionPolicy {GATE_ADMISSION_NAME} (RBAC): whether "
+        "new pods get the gate is unknown",
+    }[bound.admission]
+    lines.append(f"   fix: {fix}")
+    return "\n".join(lines)

@@ -15,12 +15,15 @@ import logging
 import time
 from typing import Protocol
 
+from ..api.policy import PLACEABLE_GATE
 from .gate_answers import GateAnswer
 from .periodic import PeriodicPass
 from .place_gate import PlaceGate
 from .verbs import Verbs
 
 log = logging.getLogger(__name__)
+
+UNGATED_LOG_EVERY = 300.0  # seconds between two warnings about one workload's ungated opted-in pods
 
 
 class GateWriter(Protocol):
@@ -45,6 +48,8 @@ class GateLifter(PeriodicPass):
         self.interval = interval
         self.retry_after = retry_after
         self._retry_at: dict[str, float] = {}
+        self._ungated_logged: dict[str, float] = {}  # workload -> when its ungated pods were last logged
+        self._ungated_counts: dict[str, int] = {}  # workload -> ungated pods not logged yet
 
     def pass_once(self, now: float | None = None) -> int:
         """One pass over the gated pods; returns how many were lifted."""
@@ -73,7 +78,36 @@ class GateLifter(PeriodicPass):
                     answer.pod.key if answer is not None else uid,
                     err,
                 )
+        self._report_ungated(now)
         return lifted + self._lift_placeable(now)
+
+    def _report_ungated(self, now: float) -> None:
+        """Log the opted-in pods that arrived outside the placeable gate: once per workload per
+        UNGATED_LOG_EVERY, with how many, so the gap is loud without flooding the log."""
+        store = self.verbs.store
+        with store.lock.held("gates"):
+            arrivals = list(store.ungated_recent)
+            store.ungated_recent.clear()
+        by_owner: dict[str, list[str]] = {}
+        for pod in arrivals:
+            by_owner.setdefault(pod.owner, []).append(pod.name)
+        for owner, names in by_owner.items():
+            self._ungated_counts[owner] = self._ungated_counts.get(owner, 0) + len(names)
+            if now - self._ungated_logged.get(owner, float("-inf")) < UNGATED_LOG_EVERY:
+                continue
+            self._ungated_logged[owner] = now
+            count = self._ungated_counts.pop(owner)
+            log.warning(
+                "%d opted-in pod(s) of %s (latest %s) were created without the %s gate: they are outside "
+                "in-scheduler mode's bound (while this extender hangs, kube-scheduler waits its httpTimeout "
+                "on each, and every other pod waits with it). Install the MutatingAdmissionPolicy of "
+                "deploy/overlays/in-scheduler (Kubernetes 1.36+), or put the gate in the template "
+                "(adopt --mode in-scheduler does)",
+                count,
+                owner,
+                names[-1],
+                PLACEABLE_GATE,
+            )
 
     def _lift_placeable(self, now: float) -> int:
         if self.place is None:

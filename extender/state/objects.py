@@ -118,6 +118,20 @@ class PodRecord:
         """Requests the opt-in resource: in in-scheduler mode, the cluster's kube-scheduler sends it here."""
         return any(name == OPT_IN_RESOURCE for name, _ in self.requests)
 
+    @property
+    def outside_placeable_gate(self) -> bool:
+        """Opted in, waiting for a node, and held by no placeable gate: in kube-scheduler's queue
+        without the extender having found it a place. Seen as the pod arrives, it was created
+        without the gate (no MutatingAdmissionPolicy placement-placeable-gate: Kubernetes before
+        1.36, or not installed), so a hung extender costs kube-scheduler httpTimeout per attempt
+        at it (extender/server/place_gate.py)."""
+        return self.opted_in and self.node is None and not self.held and not self.terminating and not self.finished
+
+    @property
+    def owner(self) -> str:
+        """namespace/<its StatefulSet, ReplicaSet or own name>: how a workload is named in logs."""
+        return f"{self.namespace}/{self.shard or self.replicaset or self.name}"
+
     def placed_by(self, scheduler_names: Iterable[str]) -> bool:
         """The extender's own pod, as the API server shows it: a pod of a scheduler it serves
         (second-scheduler mode) or one that opted in (in-scheduler mode). Nothing else is ever

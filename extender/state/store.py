@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable, Set
 from typing import Any
 
@@ -38,6 +38,8 @@ from .objects import (
     split_ordinal,
 )
 from .reservations import Reservations
+
+UNGATED_KEPT = 256  # arrivals outside the placeable gate kept for the log between two gate passes
 
 KINDS = ("nodes", "pods", "statefulsets", "claims", "volumes", "policies", "rotations")
 PARSERS = {
@@ -79,6 +81,10 @@ class ClusterStore:
         self._bound: dict[str, Placement] = {}  # uid -> the placement of a pod on a node, made once per event
         self.gated: set[str] = set()  # uids of pods held by the ordinal-zone gate (extender/server/gate_patch.py)
         self.held: set[str] = set()  # uids of pods held by the placeable gate (extender/server/place_gate.py)
+        # Opted-in pods the watch showed arriving outside the placeable gate (PodRecord.outside_placeable_gate):
+        # how many since start, and the latest, for the gate loop to log (extender/server/gate_lifter.py).
+        self.ungated_arrivals = 0
+        self.ungated_recent: deque[PodRecord] = deque(maxlen=UNGATED_KEPT)
         # PlacementPolicies created or edited since the first list: (namespace, name) -> generation
         self.policy_edits: dict[tuple[str, str], str] = {}
         self._policies_before: dict[tuple[str, str], PolicyRecord] = {}
@@ -120,6 +126,9 @@ class ClusterStore:
         record = PARSERS[kind](obj)  # outside the lock: parsing is the costly part
         with self.lock.held("watch"):
             getattr(self, f"_put_{kind}")(event_type == "DELETED", record)
+            if kind == "pods" and event_type == "ADDED" and record.outside_placeable_gate:
+                self.ungated_arrivals += 1
+                self.ungated_recent.append(record)
             self.last_event[kind] = self.clock()
             self.data_version += 1
 

@@ -429,6 +429,7 @@ def _stand_in_store() -> Any:
         last_event={"pods": 0.0},
         staleness=lambda: {},
         reservations=_ReservationCounts(),
+        ungated_arrivals=0,
     )
 
 

@@ -76,6 +76,7 @@ DOCUMENTED = {
     "extender_cache_last_event_age_seconds": ("gauge", {"kind"}),
     "extender_cache_stale_seconds": ("gauge", {"kind"}),
     "extender_reservations": ("gauge", {"kind"}),
+    "extender_ungated_opt_in_pods": ("gauge", set()),
 }
 STANDARD = ["process_resident_memory_bytes", "process_cpu_seconds", "process_open_fds", "python_gc_collections"]
 
