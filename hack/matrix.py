@@ -95,6 +95,7 @@ NEWEST_ONLY = {
     "tests/e2e/test_demo_handover.py": "`make demo`, which runs the newest minor",
     "tests/e2e/test_in_scheduler.py": "the in-scheduler rules; the minor's kube-scheduler in that mode is "
     "test_bind_guard's, on every minor",
+    "tests/e2e/test_gate_fairness.py": "the placeable gate's rotation over held pods, the extender's own",
     "tests/e2e/test_in_scheduler_freeze.py": "the placeable gate, the extender's own; httpTimeout and ignorable "
     "are held on every minor by test_extender_restart and test_bind_guard",
     "tests/e2e/test_mode_switch.py": "adopt and retire between the modes: the extender's commands",

@@ -23,6 +23,14 @@ to the extender), plus any that lost their place after the lift (they stop count
 kube-scheduler backoff period (10 s), however many opted-in pods wait, and only until the liveness
 probe restarts the extender; docs/operations/failure-modes.md has the figures.
 
+Fair across tenants: a pass evaluates at most `max_evaluations` held pods (a pass over many
+waiting pods stays short), starting after the last pod the previous pass evaluated (round robin
+over all held pods, by namespace, workload and ordinal). So every held pod is evaluated, lifted
+if it has a place and told why if not, within ceil(held / max_evaluations) passes, whatever
+another tenant holds: 40 pods naming a missing policy no longer keep another namespace's
+placeable pods gated (they did, for as long as those 40 waited, when every pass began at the
+first held pod).
+
 Autoscalers skip gated pods, so up to `visible` pods with no place are lifted anyway, oldest
 first, and stay counted until they are bound or gone, so that an autoscaler sees them and may add
 the node that frees them. Only a pod that carries its rules' exact native form (what adopt
@@ -36,6 +44,7 @@ event saying why (no place, or an invalid policy) each time the reason changes.
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from ..api.policy import PLACEABLE_GATE, PlacementPolicySpec, PolicyError
@@ -49,7 +58,22 @@ from .gate_answers import GateAnswer
 from .ports import EventSink
 
 LIFTED_TTL = 60.0
-MAX_EVALUATIONS = 32  # decisions per pass: a pass over many waiting pods stays short
+MAX_EVALUATIONS = 32  # decisions per pass: a pass over many waiting pods stays short (and rotates: _from_cursor)
+
+
+def _turn(pod: PodRecord) -> tuple[str, str, int, str, str]:
+    """A held pod's place in the rotation: by namespace and workload, a StatefulSet's by ordinal."""
+    return (pod.namespace, pod.shard or "", pod.ordinal if pod.ordinal is not None else -1, pod.name, pod.uid)
+
+
+def _from_cursor(held: list[PodRecord], cursor: tuple[str, str, int, str, str] | None) -> list[PodRecord]:
+    """`held` (in turn order) from the first pod after `cursor`, wrapping round: each pass goes on
+    where the last one stopped, so every held pod is evaluated within ceil(held / max_evaluations)
+    passes whatever the others are (an invalid policy, no place), and each is told why it waits."""
+    if cursor is None:
+        return held
+    start = bisect_right([_turn(p) for p in held], cursor)
+    return held[start:] + held[:start]
 
 
 @dataclass
@@ -73,6 +97,8 @@ class PlaceGate:
     max_evaluations: int = MAX_EVALUATIONS
     lifted: dict[str, Lifted] = field(default_factory=dict)
     told: dict[str, str] = field(default_factory=dict)
+    # The turn of the last pod a pass evaluated: the next pass starts after it (round robin).
+    cursor: tuple[str, str, int, str, str] | None = None
 
     def answers(self, now: float | None = None) -> list[GateAnswer]:
         """The pods to lift in this pass, decided under the store lock."""
@@ -83,15 +109,15 @@ class PlaceGate:
                 return []
             self._forget(now)
             held = sorted(
-                (p for u in store.held if (p := store.pods.get(u)) is not None and self._waiting(p)),
-                key=lambda p: (p.namespace, p.shard or "", p.ordinal if p.ordinal is not None else -1, p.name),
+                (p for u in store.held if (p := store.pods.get(u)) is not None and self._waiting(p)), key=_turn
             )
             out: list[GateAnswer] = []
             in_flight = sum(1 for entry in self.lifted.values() if not entry.visible)
             shown = sum(1 for entry in self.lifted.values() if entry.visible)
-            for pod in held[: self.max_evaluations]:
+            for pod in _from_cursor(held, self.cursor)[: self.max_evaluations]:
                 if in_flight >= self.window and shown >= self.visible:
                     break
+                self.cursor = _turn(pod)
                 answer, group, visible = self._answer(pod, in_flight < self.window, shown < self.visible)
                 if answer is None:
                     continue
@@ -126,13 +152,17 @@ class PlaceGate:
 
     def _answer(self, pod: PodRecord, may_place: bool, may_show: bool) -> tuple[GateAnswer | None, object, bool]:
         store = self.store
+        # Only the nodes the pod's own nodeSelector, required affinity and tolerations allow:
+        # kube-scheduler refuses the others itself, and a pod lifted for them would hold a slot
+        # of the window for its TTL without ever being bound.
+        usable = store.topology.admitted(pod.constraints.view(affinity=True, taints=True))
+        names = sorted(store.topology.nodes if usable is None else usable)
         try:
             spec = store.resolve_policy(pod)
             if spec is None:
-                places, group = len(store.topology.nodes), None
+                places, group = sum(1 for n in names if store.topology.nodes[n].schedulable), None
             else:
                 request, snap = store.decision_inputs(pod, spec)
-                names = sorted(store.topology.nodes)
                 decision = evaluate(spec, request, snap, names, deadline=time.monotonic() + self.decision_deadline)
                 places, group = len(decision.passed()), group_key(pod, spec)
         except PolicyError as err:
@@ -146,7 +176,7 @@ class PlaceGate:
         if may_show and spec is not None and self._natively_refused(pod, spec, {c.rule for c in decision.classes}):
             why = "no place now; lifted so an autoscaler sees it (its native form refuses the same nodes)"
             return GateAnswer(pod, None, why, PLACEABLE_GATE), group, True
-        summary = decision.rejection_summary() if spec is not None else "no node"
+        summary = decision.rejection_summary() if spec is not None else "no node its own constraints allow"
         self._tell(pod, "WaitingForPlace", f"held by {PLACEABLE_GATE} until a node passes its rules: {summary}")
         return None, None, False
 

@@ -173,3 +173,68 @@ def test_lifted_and_unbound_pods_never_exceed_the_window_and_the_visible_budget(
 def store_obj(store: ClusterStore, uid: str) -> dict:
     record = store.pods[uid]
     return held(record.name, app=record.labels["app"], gates=())
+
+
+MISSING = {"caps": [{"topologyKey": HOST, "max": -1}]}  # an invalid policy: never placeable
+
+
+def test_a_tenant_whose_pods_cannot_be_placed_does_not_hold_another_tenants_pods() -> None:
+    """40 held pods of one namespace with an invalid policy, 2 placeable ones of another: the
+    first pass spends its evaluations on the 40, the second goes on where it stopped and lifts
+    the 2 (before the rotation every pass began at the first held pod: the 2 waited for good)."""
+    stuck = [held(f"a-{i}", namespace="a", app="stuck", policy=MISSING) for i in range(40)]
+    placeable = [held(f"b-{i}", namespace="b", app=f"b{i}") for i in range(2)]
+    events = RecordedEvents()
+    gate = PlaceGate(cluster(4, stuck + placeable), events, window=4, visible=0, max_evaluations=32)
+    assert lifted_names(gate, 0.0) == []
+    assert lifted_names(gate, 0.2) == ["b-0", "b-1"]
+    told = {key for key, reason, _ in events.events if reason == "InvalidPlacementPolicy"}
+    assert len(told) == 40, "each of the 40 was told why it waits"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["invalid", "no-place", "place"]), min_size=1, max_size=60),
+    max_evaluations=st.integers(1, 16),
+    namespaces=st.integers(1, 4),
+)
+def test_every_held_pod_is_reached_within_ceil_held_over_the_evaluations(kinds, max_evaluations, namespaces) -> None:
+    """Property: whatever the held pods are, within ceil(held / max_evaluations) passes each is
+    lifted (it has a place) or told why it waits (its event): a pass never starves a pod."""
+    pods = []
+    for i, kind in enumerate(kinds):
+        ns = f"ns{i % namespaces}"
+        if kind == "invalid":
+            pods.append(held(f"p{i}", namespace=ns, app=f"x{i}", policy=MISSING))
+        elif kind == "no-place":  # its group already holds the one node under a cap of 1
+            pods.append(held(f"p{i}", namespace=ns, app="full"))
+        else:
+            pods.append(held(f"p{i}", namespace=ns, app=f"x{i}", policy=None))
+    full = []  # in each namespace, the group "full" already holds the one node under its cap of 1
+    for n in range(namespaces):
+        obj = bound(f"full-{n}", "n0", app="full")
+        obj["metadata"]["namespace"], obj["metadata"]["uid"] = f"ns{n}", f"uid-full-{n}"
+        full.append(obj)
+    store = cluster(1, full + pods)
+    events = RecordedEvents()
+    gate = PlaceGate(store, events, window=len(kinds), visible=0, max_evaluations=max_evaluations)
+    reached: set[str] = set()
+    passes = -(-len(kinds) // max_evaluations)
+    for step in range(passes):
+        reached |= {a.pod.name for a in gate.answers(float(step))}
+    reached |= {key.rsplit("/", 1)[-1] for key, _, _ in events.events}
+    assert reached == {f"p{i}" for i in range(len(kinds))}, (sorted(reached), kinds)
+
+
+@pytest.mark.parametrize("policy", [CAP1, None], ids=["with-a-policy", "without"])
+def test_a_node_the_pods_own_selector_refuses_is_no_place(policy) -> None:  # noqa: ANN001
+    """kube-scheduler refuses such a node itself: a pod lifted for it would hold the window for
+    its TTL and never be bound."""
+    nowhere = held("db-0", policy=policy)
+    nowhere["spec"]["nodeSelector"] = {"example.com/nowhere": "true"}
+    somewhere = held("db-1", policy=policy)
+    somewhere["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": "a"}
+    events = RecordedEvents()
+    gate = PlaceGate(cluster(2, [nowhere, somewhere]), events, window=4, visible=0)
+    assert lifted_names(gate) == ["db-1"]
+    assert [(key, reason) for key, reason, _ in events.events] == [("db/db-0", "WaitingForPlace")]
