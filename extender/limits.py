@@ -135,7 +135,7 @@ DEFAULT_COMMITTED_TTL = 120.0
 # In-scheduler mode's placeable gate (server/place_gate.py): at most this many pods it lifted are
 # in kube-scheduler's queue unbound at once, plus this many lifted with no place for autoscalers.
 # Together they bound what a hung extender costs the cluster's other pods (docs/operations/failure-modes.md).
-DEFAULT_PLACE_WINDOW = 4
+DEFAULT_PLACE_WINDOW = 2
 DEFAULT_PLACE_VISIBLE = 1
 
 # With mutual TLS, the client certificate name the extender admits unless told others

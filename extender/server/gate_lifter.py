@@ -46,6 +46,7 @@ class GateLifter(PeriodicPass):
         self.writer = writer
         self.place = place
         self.interval = interval
+        self.wake = getattr(verbs.store, "gate_work", None)  # lifts follow binds (ClusterStore.gate_work)
         self.retry_after = retry_after
         self._retry_at: dict[str, float] = {}
         self._ungated_logged: dict[str, float] = {}  # workload -> when its ungated pods were last logged

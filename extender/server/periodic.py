@@ -22,6 +22,10 @@ class PeriodicPass(ABC):
 
     name: ClassVar[str]
     interval: float
+    # Set by whoever has work for the loop sooner than `interval` (None: a plain timer); a pass
+    # then starts at once, but never sooner than `min_gap` after the last one began.
+    wake: threading.Event | None = None
+    min_gap: float = 0.02
 
     def start(self) -> Self:
         threading.Thread(target=self._run, name=self.name, daemon=True).start()
@@ -40,5 +44,11 @@ class PeriodicPass(ABC):
 
     def _run(self) -> None:
         while True:
+            began = time.monotonic()
             self.guarded_pass()
-            time.sleep(self.interval)
+            if self.wake is None:
+                time.sleep(self.interval)
+                continue
+            self.wake.wait(max(0.0, self.interval - (time.monotonic() - began)))
+            self.wake.clear()
+            time.sleep(max(0.0, self.min_gap - (time.monotonic() - began)))

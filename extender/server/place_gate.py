@@ -81,6 +81,8 @@ class Lifted:
     at: float
     group: object
     visible: bool  # lifted with no place, so autoscalers see it
+    asks: int = 0  # the filter requests that had named the pod when it was lifted (ClusterStore.asks)
+    reached_at: float | None = None  # when this gate first saw that kube-scheduler had tried the pod
 
 
 @dataclass
@@ -99,6 +101,12 @@ class PlaceGate:
     told: dict[str, str] = field(default_factory=dict)
     # The turn of the last pod a pass evaluated: the next pass starts after it (round robin).
     cursor: tuple[str, str, int, str, str] | None = None
+    interval: float = 0.2  # the period over which `max_evaluations` may be spent (_refill)
+    _tokens: float = field(default=float(MAX_EVALUATIONS), repr=False)
+    _filled_at: float | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._tokens = float(self.max_evaluations)
 
     def answers(self, now: float | None = None) -> list[GateAnswer]:
         """The pods to lift in this pass, decided under the store lock."""
@@ -108,6 +116,7 @@ class PlaceGate:
             if store.not_synced() is not None:
                 return []
             self._forget(now)
+            self._refill(now)
             held = sorted(
                 (p for u in store.held if (p := store.pods.get(u)) is not None and self._waiting(p)), key=_turn
             )
@@ -117,11 +126,14 @@ class PlaceGate:
             for pod in _from_cursor(held, self.cursor)[: self.max_evaluations]:
                 if in_flight >= self.window and shown >= self.visible:
                     break
+                if self._tokens < 1:
+                    break
+                self._tokens -= 1
                 self.cursor = _turn(pod)
                 answer, group, visible = self._answer(pod, in_flight < self.window, shown < self.visible)
                 if answer is None:
                     continue
-                self.lifted[pod.uid] = Lifted(now, group, visible)
+                self.lifted[pod.uid] = Lifted(now, group, visible, store.asks.get(pod.uid, 0))
                 shown += visible
                 in_flight += not visible
                 self.told.pop(pod.uid, None)
@@ -138,13 +150,32 @@ class PlaceGate:
             and self.store.owns(pod)
         )
 
+    def _refill(self, now: float) -> None:
+        """Evaluations are a budget, `max_evaluations` per `interval` (a token bucket): passes may
+        come at every bind the watch shows, and a pass over pods with no place costs as much as
+        ever, however often it runs."""
+        if self._filled_at is not None:
+            rate = self.max_evaluations / self.interval
+            self._tokens = min(float(self.max_evaluations), self._tokens + (now - self._filled_at) * rate)
+        self._filled_at = now
+
     def _forget(self, now: float) -> None:
-        """A lift stops counting once its pod is bound or gone; a lift with a place also after
-        `lifted_ttl` (it lost its place: it must not hold the window for good)."""
+        """A lift stops counting once its pod is bound or gone. A lift with a place also stops
+        `lifted_ttl` after kube-scheduler has tried its pod (it lost its place: it must not hold
+        the window for good), and only then: the evidence is a filter request naming it
+        (ClusterStore.asks) or kube-scheduler's own Unschedulable condition on it. While
+        kube-scheduler cannot reach the extender (a partition, a broken Service path) its lifts
+        keep counting, so nothing more is lifted into a queue that would wait its httpTimeout on
+        each: the cost stays at `window` pods however long the partition lasts."""
+        asks = self.store.asks
         for uid, entry in list(self.lifted.items()):
             pod = self.store.pods.get(uid)
-            stale = not entry.visible and now - entry.at > self.lifted_ttl
-            if pod is None or pod.node is not None or pod.finished or stale:
+            if pod is None or pod.node is not None or pod.finished:
+                del self.lifted[uid]
+                continue
+            if entry.reached_at is None and (asks.get(uid, 0) > entry.asks or pod.tried_unschedulable):
+                entry.reached_at = now
+            if not entry.visible and entry.reached_at is not None and now - entry.reached_at > self.lifted_ttl:
                 del self.lifted[uid]
         for uid in list(self.told):
             if uid not in self.store.held:

@@ -270,6 +270,7 @@ class Verbs:
         pod = self.store.pods.get(named.uid)
         if pod is None or (pod.namespace, pod.name) != (named.namespace, named.name):
             return None
+        self.store.asks[pod.uid] = self.store.asks.get(pod.uid, 0) + 1  # reached about it (place_gate.py)
         return pod
 
     def _wait_for_watch(self, named: PodRecord) -> None:

@@ -101,6 +101,9 @@ class PodRecord:
     policy_ref: str | None = None
     nominated_node: str | None = None
     unschedulable: str | None = None  # the PodScheduled=False message, while Pending
+    # PodScheduled=False with reason Unschedulable: kube-scheduler tried the pod and no node fit
+    # (not SchedulingGated, not SchedulerError such as an extender it could not reach)
+    tried_unschedulable: bool = False
     # nodeSelector, required node affinity, tolerations: the nodes it could use at all (engine/eligibility.py)
     constraints: NodeConstraints = NO_CONSTRAINTS
     gated: bool = False  # held by the ordinal-zone scheduling gate (extender/server/gate_patch.py)
@@ -154,6 +157,14 @@ def parse_pod(obj: Any) -> PodRecord:
             raise ObjectError(f"Pod spec.{field_name} must be a string")
     labels = _str_map(meta.get("labels"))
     annotations = _str_map(meta.get("annotations"))
+    scheduled = next(
+        (
+            c
+            for c in _items(status.get("conditions"))
+            if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"
+        ),
+        None,
+    )
     shard = None
     replicaset = None
     for ref in _items(meta.get("ownerReferences")):
@@ -195,14 +206,8 @@ def parse_pod(obj: Any) -> PodRecord:
         hard_native=_hard_native(spec),
         requests=_requests_of(spec),
         nominated_node=status.get("nominatedNodeName") if isinstance(status.get("nominatedNodeName"), str) else None,
-        unschedulable=next(
-            (
-                str(c.get("message") or c.get("reason") or "")
-                for c in _items(status.get("conditions"))
-                if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"
-            ),
-            None,
-        ),
+        unschedulable=str(scheduled.get("message") or scheduled.get("reason") or "") if scheduled else None,
+        tried_unschedulable=bool(scheduled) and scheduled.get("reason") == "Unschedulable",
     )
 
 

@@ -84,6 +84,12 @@ class ClusterStore:
         # Opted-in pods the watch showed arriving outside the placeable gate (PodRecord.outside_placeable_gate):
         # how many since start, and the latest, for the gate loop to log (extender/server/gate_lifter.py).
         self.ungated_arrivals = 0
+        # uid -> how many filter requests named the pod (the verbs count them): that kube-scheduler
+        # reached the extender about it, which the placeable gate waits for (place_gate.py)
+        self.asks: dict[str, int] = {}
+        # Set when the gate loop has work sooner than its period (a pod held, an opted-in pod bound
+        # or gone): lifts follow binds, not a timer (extender/server/gate_lifter.py).
+        self.gate_work = threading.Event()
         self.ungated_recent: deque[PodRecord] = deque(maxlen=UNGATED_KEPT)
         # PlacementPolicies created or edited since the first list: (namespace, name) -> generation
         self.policy_edits: dict[tuple[str, str], str] = {}
@@ -145,6 +151,8 @@ class ClusterStore:
             put = getattr(self, f"_put_{kind}")
             for record in records:
                 put(False, record)
+            if kind == "pods":  # a pod deleted while the watch was lost is not seen DELETED
+                self.asks = {uid: n for uid, n in self.asks.items() if uid in self.pods}
             self._policies_before = {}
             self.synced[kind] = True
             self.listed[kind] = True
@@ -246,7 +254,12 @@ class ClusterStore:
             self._remove_pod(old)
         if deleted:
             self.reservations.release(record.uid)
+            self.asks.pop(record.uid, None)
+            if old is not None and old.opted_in:
+                self.gate_work.set()
             return
+        if record.held or (record.opted_in and record.node is not None and (old is None or old.node is None)):
+            self.gate_work.set()  # a pod to hold, or a lift's slot freed by a bind: the gate loop's next pass now
         self.pods[record.uid] = record
         if self._pod_waiters:
             waiter = self._pod_waiters.get(record.uid)
