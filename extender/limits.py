@@ -137,6 +137,9 @@ DEFAULT_COMMITTED_TTL = 120.0
 # Together they bound what a hung extender costs the cluster's other pods (docs/operations/failure-modes.md).
 DEFAULT_PLACE_WINDOW = 2
 DEFAULT_PLACE_VISIBLE = 1
+# Seconds a lifted pod keeps its slot once kube-scheduler has tried it without binding it (it lost
+# its place); until kube-scheduler has tried it, it keeps the slot (a partition lifts nothing more).
+DEFAULT_PLACE_LIFTED_TTL = 60.0
 
 # With mutual TLS, the client certificate name the extender admits unless told others
 # (serve --tls-client-name): the name of the scheduler's certificate in the TLS install

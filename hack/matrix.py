@@ -96,6 +96,8 @@ NEWEST_ONLY = {
     "tests/e2e/test_in_scheduler.py": "the in-scheduler rules; the minor's kube-scheduler in that mode is "
     "test_bind_guard's, on every minor",
     "tests/e2e/test_gate_fairness.py": "the placeable gate's rotation over held pods, the extender's own",
+    "tests/e2e/test_in_scheduler_worst_moment.py": "the placeable gate's bound at its worst moment, the "
+    "extender's own; the minor's kube-scheduler retry and timeout are held by test_extender_restart",
     "tests/e2e/test_in_scheduler_freeze.py": "the placeable gate, the extender's own; httpTimeout and ignorable "
     "are held on every minor by test_extender_restart and test_bind_guard",
     "tests/e2e/test_mode_switch.py": "adopt and retire between the modes: the extender's commands",

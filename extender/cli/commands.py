@@ -26,6 +26,7 @@ from ..limits import (
     DEFAULT_DECISION_DEADLINE,
     DEFAULT_LISTEN,
     DEFAULT_MAX_BODY,
+    DEFAULT_PLACE_LIFTED_TTL,
     DEFAULT_PLACE_VISIBLE,
     DEFAULT_PLACE_WINDOW,
     DEFAULT_TENTATIVE_TTL,
@@ -121,6 +122,7 @@ def _serve(args: argparse.Namespace) -> int:
             scheduler_names=tuple(args.scheduler_name or (SCHEDULER_NAME,)),
             place_window=args.place_window,
             place_visible=args.place_visible,
+            place_lifted_ttl=args.place_lifted_ttl,
         )
     )
     return 0
@@ -534,6 +536,14 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_PLACE_VISIBLE,
         help="in-scheduler mode: pods with no place lifted anyway so autoscalers see them "
         f"(default {DEFAULT_PLACE_VISIBLE}; 0: none)",
+    )
+    serve.add_argument(
+        "--place-lifted-ttl",
+        type=_positive_seconds,
+        default=DEFAULT_PLACE_LIFTED_TTL,
+        help="in-scheduler mode: seconds a lifted pod keeps its slot of the window after kube-scheduler "
+        f"has tried it without binding it (it lost its place; default {DEFAULT_PLACE_LIFTED_TTL:g}). "
+        "Until kube-scheduler has tried it, it keeps the slot: a partition lifts nothing more",
     )
     serve.add_argument(
         "--scheduler-name",

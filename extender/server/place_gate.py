@@ -50,14 +50,14 @@ from dataclasses import dataclass, field
 from ..api.policy import PLACEABLE_GATE, PlacementPolicySpec, PolicyError
 from ..engine import Exactness, evaluate
 from ..engine.implied import implied, pod_disagreements
-from ..limits import DEFAULT_PLACE_VISIBLE, DEFAULT_PLACE_WINDOW
+from ..limits import DEFAULT_PLACE_LIFTED_TTL, DEFAULT_PLACE_VISIBLE, DEFAULT_PLACE_WINDOW
 from ..state.groups import group_key
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore
 from .gate_answers import GateAnswer
 from .ports import EventSink
 
-LIFTED_TTL = 60.0
+LIFTED_TTL = DEFAULT_PLACE_LIFTED_TTL
 MAX_EVALUATIONS = 32  # decisions per pass: a pass over many waiting pods stays short (and rotates: _from_cursor)
 
 

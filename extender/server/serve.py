@@ -25,6 +25,7 @@ from ..limits import (
     DEFAULT_DECISION_DEADLINE,
     DEFAULT_LISTEN,
     DEFAULT_MAX_BODY,
+    DEFAULT_PLACE_LIFTED_TTL,
     DEFAULT_PLACE_VISIBLE,
     DEFAULT_PLACE_WINDOW,
     DEFAULT_TENTATIVE_TTL,
@@ -64,6 +65,7 @@ class ServeOptions:
     scheduler_names: tuple[str, ...] = (SCHEDULER_NAME,)  # whose pods are its own (ClusterStore.owns)
     place_window: int = DEFAULT_PLACE_WINDOW  # placeable-gate lifts in flight at once (place_gate.py)
     place_visible: int = DEFAULT_PLACE_VISIBLE  # pods with no place lifted for autoscalers (place_gate.py)
+    place_lifted_ttl: float = DEFAULT_PLACE_LIFTED_TTL  # a lift's slot, once kube-scheduler tried it (place_gate.py)
 
 
 # The cyclic collector's first threshold: tracked allocations (net) between young collections.
@@ -116,6 +118,7 @@ def build(options: ServeOptions):
         events,
         window=options.place_window,
         visible=options.place_visible,
+        lifted_ttl=options.place_lifted_ttl,
         decision_deadline=options.decision_deadline,
     )
     GateLifter(verbs, KubeGateWriter(api), place=place).start()

@@ -1,0 +1,146 @@
+"""In-scheduler mode's bound at its worst moment (issue 50): what ordinary pods pay while opted-in
+pods are mid-burst and the extender fails, measured against a healthy wave in the same run.
+
+kube-scheduler reaches the extender through a TCP proxy that can go silent (tests/e2e/blackhole.py:
+a partition, a broken Service path, with both processes alive). Each scenario starts its own
+opted-in burst (100 pods opted in by hand, gated at creation, a per-node cap of 10 on 12 nodes),
+and takes the worst moment deterministically: the path is cut mid-burst, which leaves exactly
+`window` lifted pods in kube-scheduler's queue (the gate lifts nothing more while kube-scheduler
+has not tried its lifts); then
+
+1. frozen: the extender SIGSTOPped, the path restored: kube-scheduler retries those pods against
+   a process that accepts and never answers, each try costing its httpTimeout (1 s);
+2. killed: the extender SIGKILLed, the path restored: each try is refused at once; the extender is
+   then started again;
+3. cut off: the path stays silent for 5 lifts' TTLs (shortened to 8 s by --place-lifted-ttl: the
+   TTL, not the wait), the extender alive and watching, a wave after each TTL. Before, a lift
+   stopped counting 60 s after it was made, asked about or not, and 4 more were lifted: 36 in the
+   queue and over 50x by minute 8 (issue 50's report).
+
+Each 100-pod ordinary wave must bind within 2x the healthy wave. After each scenario every
+opted-in pod is placed, and no sample (every 0.5 s, throughout) shows a node over its cap.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from extender.api.policy import PLACEABLE_GATE
+from extender.devcluster.api import wait_for
+from extender.devcluster.cluster import zoned_nodes
+from parallel import machine_alone
+
+from .blackhole import BlackholeProxy
+from .test_in_scheduler import opted_in
+from .test_in_scheduler_freeze import bound_count, ordinary_wave
+from .workloads import Sampler, deployment, pods
+
+pytestmark = pytest.mark.e2e
+
+PROXY = BlackholeProxy()  # its target, the extender's port, is set once the cluster has started
+TTL = 8.0
+CLUSTER_OPTIONS = {
+    "mode": "in-scheduler",
+    "extender_args": ["--place-lifted-ttl", str(TTL)],
+    "extender_config": {"urlPrefix": f"http://127.0.0.1:{PROXY.port}"},
+}
+HOST = "kubernetes.io/hostname"
+BURST, CAP, NODES, WINDOW = 100, 10, 12, 2
+
+
+def _burst(name: str) -> dict:
+    policy = {"group": {"selector": {"matchLabels": {"app": name}}}, "caps": [{"topologyKey": HOST, "max": CAP}]}
+    return opted_in(deployment(name, BURST, policy=policy))
+
+
+def _lifted_unbound(api, ns: str, app: str) -> int:  # noqa: ANN001
+    """Pods of `app` out of the gate and not bound: in kube-scheduler's queue."""
+    return sum(
+        1
+        for p in pods(api, ns, f"app={app}")
+        if not p["spec"].get("nodeName") and PLACEABLE_GATE not in str(p["spec"].get("schedulingGates"))
+    )
+
+
+def _worst_over_cap(api, ns: str) -> int:  # noqa: ANN001
+    per_node = Counter(
+        (p["metadata"]["labels"]["app"], p["spec"]["nodeName"])
+        for p in pods(api, ns)
+        if p["spec"].get("nodeName") and p["metadata"]["labels"].get("app", "").startswith("burst-")
+    )
+    return max((c - CAP for c in per_node.values()), default=0)
+
+
+def _extender_signal(cluster, sig: int) -> None:  # noqa: ANN001
+    process = cluster.extender_process()
+    assert process is not None and process.popen is not None
+    os.killpg(process.popen.pid, sig)
+
+
+def _cut_mid_burst(api, ns: str, app: str) -> int:  # noqa: ANN001
+    """Start the burst, cut the path once part of it is bound, and wait until the window's lifts
+    are in the queue: the gate lifts nothing more while kube-scheduler cannot try them."""
+    api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", _burst(app))
+    wait_for(f"{app}: 20 bound", lambda: bound_count(api, ns, app) >= 20, 120, interval=0.1)
+    PROXY.cut()
+    wait_for(f"{app}: the window's lifts in the queue", lambda: _lifted_unbound(api, ns, app) == WINDOW, 30)
+    time.sleep(1.0)  # kube-scheduler cannot reach the extender about them: nothing more is lifted
+    in_queue = _lifted_unbound(api, ns, app)
+    assert in_queue == WINDOW, f"{in_queue} lifted and unbound while kube-scheduler could not ask"
+    return in_queue
+
+
+def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) -> None:  # noqa: ANN001
+    api = cluster.admin
+    PROXY.target_port = cluster.ports["extender"]
+    cluster.add_nodes(zoned_nodes({"wm-a": NODES}, prefix="wm"))
+    ns = cluster.namespace("worst-moment")
+    waves: dict[str, float] = {}
+    with Sampler(lambda: _worst_over_cap(api, ns), interval=0.5) as sampler, machine_alone():
+        waves["healthy"] = ordinary_wave(api, ns, "healthy")
+
+        _cut_mid_burst(api, ns, "burst-frozen")
+        _extender_signal(cluster, signal.SIGSTOP)
+        PROXY.restore()
+        try:
+            waves["frozen"] = ordinary_wave(api, ns, "frozen")
+        finally:
+            _extender_signal(cluster, signal.SIGCONT)
+        wait_for("burst-frozen placed", lambda: bound_count(api, ns, "burst-frozen") == BURST, 180)
+
+        _cut_mid_burst(api, ns, "burst-killed")
+        _extender_signal(cluster, signal.SIGKILL)
+        PROXY.restore()
+        waves["killed"] = ordinary_wave(api, ns, "killed")
+        cluster.start_extender()
+        wait_for("burst-killed placed", lambda: bound_count(api, ns, "burst-killed") == BURST, 180)
+
+        _cut_mid_burst(api, ns, "burst-cut")
+        cut_at, queued = time.monotonic(), []
+        for i in range(5):
+            time.sleep(max(0.0, cut_at + (i + 1) * TTL - time.monotonic()))
+            waves[f"cut-{i + 1}"] = ordinary_wave(api, ns, f"cut-{i + 1}")
+            queued.append(_lifted_unbound(api, ns, "burst-cut"))
+        cut_for = time.monotonic() - cut_at
+        PROXY.restore()
+        wait_for("burst-cut placed", lambda: bound_count(api, ns, "burst-cut") == BURST, 180)
+    over = [v for _, v in sampler.samples if isinstance(v, int) and v > 0]
+    healthy = waves["healthy"]
+    ratios = {k: round(v / healthy, 2) for k, v in waves.items() if k != "healthy"}
+    scenario.repetitions, scenario.pods_placed = 3, 3 * BURST + 100 * len(waves)
+    scenario.violations = len(over)
+    scenario.note = (
+        f"healthy 100-pod wave {healthy:.1f} s; with {WINDOW} lifted pods in the queue: frozen "
+        f"{ratios['frozen']}x, killed {ratios['killed']}x; cut off {cut_for:.0f} s ({cut_for / TTL:.1f} lift TTLs), "
+        f"waves {[ratios[f'cut-{i}'] for i in range(1, 6)]}x, lifted-unbound after each {queued}; "
+        f"{len(sampler.samples)} samples, {len(over)} over a cap; every burst placed"
+    )
+    print(f"\n{scenario.note}")
+    assert not over, over
+    assert all(q <= WINDOW for q in queued), queued
+    assert all(r <= 2.0 for r in ratios.values()), scenario.note
