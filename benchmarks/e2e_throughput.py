@@ -18,7 +18,7 @@ kube-controller-manager's client is raised to --kube-api-qps 500 / burst 1000 (-
 its default 20/30): at the default the StatefulSet controller creates pods at ~20/s, which
 would cap both sides at the same rate and hide the schedulers' throughput.
 
-Three variants, each on a fresh control plane (--variants, default all):
+Variants, each on a fresh control plane (--variants, default all):
 
 - shipped:   both kube-schedulers keep their default client limits (50 QPS, burst 100), as
              deployed. The default scheduler's Binding calls then cap the native side near
@@ -26,6 +26,11 @@ Three variants, each on a fresh control plane (--variants, default all):
              whose client is not limited.
 - equal-qps: both kube-schedulers at clientConnection qps 500 / burst 1000 (--equal-qps,
              --equal-burst), so the native side is no longer held by its client rate limit.
+- modes:     as equal-qps, on a control plane running both modes (LocalCluster mode "both"): a
+             third side, in-scheduler, whose StatefulSets request the opt-in resource (written
+             by hand; the install's admission policy gates them) and are placed by the default
+             kube-scheduler with the stanza. Its rate against the extender side's is issue 50's
+             throughput target (>= 0.8).
 - go-floor:  as equal-qps, but our kube-scheduler calls the do-nothing Go extender
              (benchmarks/gofloor: filter passes every node, prioritize scores 0) and binds by
              itself. No rule is enforced (its violations are expected): this is the cost of the
@@ -34,6 +39,7 @@ Three variants, each on a fresh control plane (--variants, default all):
     python -m benchmarks.e2e_throughput                 # all variants, 2 rounds per side; ~8 min
     python -m benchmarks.e2e_throughput --variants equal-qps --equal-qps 1000 --equal-burst 2000
     python -m benchmarks.e2e_throughput --rounds 1 --sets 3 --replicas 50 --nodes 60
+    python -m benchmarks.e2e_throughput --variants modes --sets 3 --nodes 120   # issue 50: the modes
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ from benchmarks.common import (  # noqa: E402
     verdict,
     write_result,
 )
-from extender.api.policy import INLINE_POLICY_ANNOTATION, PlacementPolicySpec  # noqa: E402
+from extender.api.policy import INLINE_POLICY_ANNOTATION, OPT_IN_RESOURCE, PlacementPolicySpec  # noqa: E402
 from extender.devcluster.api import ApiError, wait_for  # noqa: E402
 from extender.devcluster.cluster import (  # noqa: E402
     HOSTNAME,
@@ -82,15 +88,17 @@ POLICY = {
 }
 ZONES = ("zone-a", "zone-b", "zone-c")
 TARGET_RATIO = 0.8
+IN_SCHEDULER_TARGET = 0.8  # issue 50: opted-in pods in in-scheduler mode / second-scheduler mode, same run
+SIDES = ("native", "extender", "in-scheduler")
 CLK_TCK = 100
-VARIANTS = ("shipped", "equal-qps", "go-floor", "before")
+VARIANTS = ("shipped", "equal-qps", "go-floor", "before", "modes")
 
 
 def variant_limits(variant: str, qps: float, burst: int) -> tuple[float | None, int | None]:
     """Both kube-schedulers' client (qps, burst) for a variant; None keeps kube-scheduler's default."""
     if variant == "shipped":
         return None, None
-    if variant in ("equal-qps", "go-floor", "before"):
+    if variant in ("equal-qps", "go-floor", "before", "modes"):
         return qps, burst
     raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
 
@@ -270,14 +278,20 @@ def verb_delta(
 
 
 def statefulset(name: str, replicas: int, side: str, spec: PlacementPolicySpec) -> dict[str, Any]:
+    """`side`: native (translate's constraints, the default scheduler), extender (second-scheduler
+    mode) or in-scheduler (the default scheduler with the stanza: the opt-in request, written by
+    hand; the install's admission policy adds the placeable gate)."""
     labels = {"app": name, "bench": "e2e"}
+    container: dict[str, Any] = {"name": "main", "image": "registry.invalid/db:1"}
+    if side == "in-scheduler":
+        container["resources"] = {"limits": {OPT_IN_RESOURCE: "1"}}
     pod_spec: dict[str, Any] = {
         "schedulerName": SCHEDULER_NAME if side == "extender" else "default-scheduler",
         "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
+        "containers": [container],
     }
     annotations = {}
-    if side == "extender":
+    if side in ("extender", "in-scheduler"):
         annotations[INLINE_POLICY_ANNOTATION] = json.dumps(POLICY)
     else:
         pod_spec.update(translate(spec, match_labels={"app": name}, group_size=replicas).fragment)
@@ -466,7 +480,9 @@ def _gone(api, ns: str) -> bool:  # noqa: ANN001
 
 def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for side in ("native", "extender"):
+    for side in SIDES:
+        if side == "in-scheduler" and not any(r["side"] == side for r in rounds):
+            continue
         mine = [r for r in rounds if r["side"] == side and r["complete"]]
         out[side] = {
             "rounds": len([r for r in rounds if r["side"] == side]),
@@ -485,6 +501,20 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         ratio = round(out["extender"]["median_pods_per_second"] / out["native"]["median_pods_per_second"], 2)
     out["ratio_extender_over_native"] = ratio
     out["ratio_per_round_pair"] = pairs
+    if "in-scheduler" in out:  # the modes variant: in-scheduler against second-scheduler, same rounds
+        ours = [r for r in rounds if r["side"] == "in-scheduler"]
+        out["ratio_in_scheduler_per_round"] = [
+            round(i["pods_per_second"] / e["pods_per_second"], 2)
+            for i, e in zip(ours, extenders, strict=False)
+            if i["complete"] and e["complete"]
+        ]
+        inside, beside = out["in-scheduler"]["median_pods_per_second"], out["extender"]["median_pods_per_second"]
+        value = round(inside / beside, 2) if inside and beside else None
+        out["in_scheduler"] = {
+            "ratio_over_second_scheduler": value,
+            "target": IN_SCHEDULER_TARGET,
+            "verdict": verdict(value, IN_SCHEDULER_TARGET, higher_is_better=True) if value else "not measured",
+        }
     out["target"] = {
         "target": TARGET_RATIO,
         "value": ratio,
@@ -538,6 +568,13 @@ def report(rounds: list[dict[str, Any]], summary: dict[str, Any], title: str = "
         f"{summary['ratio_per_round_pair']}); "
         f"target >= {TARGET_RATIO}: {summary['target']['verdict']}",
     ]
+    if "in_scheduler" in summary:
+        mine = summary["in_scheduler"]
+        lines.append(
+            f"in-scheduler mode: median {summary['in-scheduler']['median_pods_per_second']} pods/s, "
+            f"{mine['ratio_over_second_scheduler']} of second-scheduler mode's (per round: "
+            f"{summary['ratio_in_scheduler_per_round']}); target >= {IN_SCHEDULER_TARGET}: {mine['verdict']}"
+        )
     return "\n".join(lines)
 
 
@@ -598,7 +635,7 @@ def cpu_per_pod(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
     """CPU-ms per pod placed, per component, median over a side's complete rounds."""
     rows = []
     for name, v in results.items():
-        for side in ("native", "extender"):
+        for side in SIDES:
             mine = [r for r in v.get("rounds", []) if r["side"] == side and r["complete"]]
             if not mine:
                 continue
@@ -630,7 +667,7 @@ def bind_summary(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
     over the API server's own mean for the same side's Binding POSTs (what the binder adds)."""
     rows = []
     for name, v in results.items():
-        for side in ("native", "extender"):
+        for side in SIDES:
             mine = [r for r in v.get("rounds", []) if r["side"] == side and r["complete"]]
             for binder in sorted({b for r in mine for b in r.get("bind_ms", {})}):
                 stats = [r["bind_ms"][binder] for r in mine if binder in r.get("bind_ms", {})]
@@ -682,6 +719,8 @@ def run_variant(variant: str, args: argparse.Namespace, layout: dict[str, int], 
         cluster_context = BeforeCluster(
             args.before_tree, kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst
         )
+    elif variant == "modes":  # both modes on one control plane: our kube-scheduler and the stanza
+        cluster_context = BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst, mode="both")
     else:
         cluster_context = BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst)
     with cluster_context as cluster:
@@ -689,8 +728,9 @@ def run_variant(variant: str, args: argparse.Namespace, layout: dict[str, int], 
         t = time.monotonic()
         zone_of = add_zoned_nodes(cluster, layout, args.nodes)
         log(f"nodes Ready in {time.monotonic() - t:.1f}s")
+        sides = SIDES if variant == "modes" else SIDES[:2]
         for index in range(args.rounds):
-            for side in ("native", "extender"):
+            for side in sides:
                 rounds.append(run_round(cluster, side, index, args.sets, args.replicas, zone_of, args.timeout, log))
         if args.keep_logs is not None:
             cluster.keep_logs(args.keep_logs / variant)
@@ -719,7 +759,8 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated, run in this order, each on a fresh control plane: shipped (both "
         "kube-schedulers at their default client qps 50 / burst 100), equal-qps (both at "
         "--equal-qps / --equal-burst), go-floor (equal-qps, the do-nothing Go extender), before "
-        "(equal-qps, the extender of --before-tree)",
+        "(equal-qps, the extender of --before-tree), modes (equal-qps, both modes on one control "
+        "plane: native, second-scheduler and in-scheduler sides)",
     )
     parser.add_argument("--equal-qps", type=float, default=500, help="both kube-schedulers' client qps in equal-qps")
     parser.add_argument("--equal-burst", type=int, default=1000, help="both kube-schedulers' client burst in equal-qps")
@@ -810,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
                     "extender_pods_per_second": v["summary"]["extender"]["median_pods_per_second"],
                     "ratio_extender_over_native": v["summary"]["ratio_extender_over_native"],
                     "verdict": v["summary"]["target"]["verdict"],
+                    "in_scheduler": v["summary"].get("in_scheduler"),
                 }
                 for name, v in results.items()
             },

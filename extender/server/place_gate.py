@@ -43,6 +43,7 @@ event saying why (no place, or an invalid policy) each time the reason changes.
 
 from __future__ import annotations
 
+import logging
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ from .gate_answers import GateAnswer
 from .ports import EventSink
 
 LIFTED_TTL = DEFAULT_PLACE_LIFTED_TTL
+log = logging.getLogger(__name__)
 MAX_EVALUATIONS = 32  # decisions per pass: a pass over many waiting pods stays short (and rotates: _from_cursor)
 
 
@@ -123,9 +125,13 @@ class PlaceGate:
             out: list[GateAnswer] = []
             in_flight = sum(1 for entry in self.lifted.values() if not entry.visible)
             shown = sum(1 for entry in self.lifted.values() if entry.visible)
+            log.debug("place gate: %d held, %d lifts in flight, %d shown", len(held), in_flight, shown)
             for pod in _from_cursor(held, self.cursor)[: self.max_evaluations]:
-                if in_flight >= self.window and shown >= self.visible:
+                full = in_flight >= self.window
+                if full and shown >= self.visible:
                     break
+                if full and pod.hard_native is None:
+                    continue  # only a pod carrying its native form may be shown: nothing to decide now
                 if self._tokens < 1:
                     break
                 self._tokens -= 1
