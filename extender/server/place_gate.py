@@ -7,21 +7,34 @@ kube-scheduler, which calls filter synchronously (schedule_one.go). While the ex
 for the stanza's `httpTimeout`, and every other pod of the cluster waits behind it: 50 opted-in
 pods waiting for room turned a 4.4 s Deployment of ordinary pods into 251 s
 (../shared/research/in-scheduler.md). A pod with a scheduling gate never enters the queue
-(KEP-3521), so it costs nothing. `adopt --mode in-scheduler` puts PLACEABLE_GATE in the
-template, and this pass (run by the extender's gate loop, so only while the extender runs)
-removes it from one of its own pods when
+(KEP-3521), so it costs nothing. Every opted-in pod is created with PLACEABLE_GATE (the
+install's MutatingAdmissionPolicy, deploy/components/placeable-gate, on 1.36+; the template
+`adopt --mode in-scheduler` writes, before), and this pass (run by the extender's gate loop, so
+only while the extender runs) removes it from one of its own pods when
 
   * the cache is synced (a frozen, dead or partitioned extender lifts nothing), and
-  * some node passes the pod's rules now (a place), with fewer of its group's pods lifted and
-    still unbound than the group has passing nodes, and
-  * fewer than `window` pods it lifted in the last `lifted_ttl` seconds are still unbound.
+  * some node its own node constraints allow passes the pod's rules now (a place), with fewer of
+    its group's pods lifted and still unbound than the group has passing nodes, and
+  * fewer than `window` pods it lifted still count: a lift counts until its pod is bound or gone,
+    or `lifted_ttl` after kube-scheduler has tried it (a filter request naming it, or its own
+    Unschedulable condition); never merely because time passed.
 
 The invariant it keeps: the pods carrying the gate that are in kube-scheduler's queue are at most
 `window` (lifted with a place, normally bound within one cycle) plus `visible` (below, never sent
-to the extender), plus any that lost their place after the lift (they stop counting after
-`lifted_ttl`). A hang therefore costs the cluster's other pods at most `window` `httpTimeout`s per
-kube-scheduler backoff period (10 s), however many opted-in pods wait, and only until the liveness
-probe restarts the extender; docs/operations/failure-modes.md has the figures.
+to the extender), plus any that lost their place after kube-scheduler tried them (they stop
+counting `lifted_ttl` later). So whatever the extender does, at most `window` opted-in pods make
+kube-scheduler wait: frozen, each try at one costs the stanza's `httpTimeout` (1 s) once per
+kube-scheduler retry (1 s doubling to 10 s); cut off from kube-scheduler while it keeps running
+(a partition, a broken Service path), its lifts are never tried, so they keep counting and
+nothing more is lifted however long it lasts (before, a lift stopped counting 60 s after it was
+made and 4 more followed: 36 in the queue after 8.5 minutes); killed, each try is refused at
+once. At `window` 2 and `httpTimeout` 1 s, a 100-pod ordinary wave took at most 1.77x its healthy
+time at the worst moment (tests/e2e/test_in_scheduler_worst_moment.py;
+docs/operations/failure-modes.md has the figures).
+
+Lifts follow binds: the watch wakes the gate loop when an opted-in pod is bound or a pod is held
+(ClusterStore.gate_work), so the next pod is lifted as soon as a slot frees, not at the next
+tick; evaluations stay a budget per period (_refill) however often passes run.
 
 Fair across tenants: a pass evaluates at most `max_evaluations` held pods (a pass over many
 waiting pods stays short), starting after the last pod the previous pass evaluated (round robin
