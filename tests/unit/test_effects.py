@@ -68,3 +68,47 @@ def test_the_table_answers_as_a_plain_log_of_sends(steps) -> None:
         if expected:
             last_sent[str(key)] = now
         assert all(now - t < interval for t in sink._sent.values())
+
+
+class PatchingApi:
+    """Answers each PATCH with the next scripted outcome (an exception to raise, or a body)."""
+
+    def __init__(self, *outcomes: object) -> None:
+        self.calls: list[tuple[str, str, object, str]] = []
+        self.outcomes = list(outcomes)
+
+    def call(self, method: str, path: str, body: object = None, timeout: float = 0, content_type: str = "") -> object:
+        self.calls.append((method, path, body, content_type))
+        outcome = self.outcomes.pop(0) if self.outcomes else {}
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
+def test_a_placeable_lift_is_one_patch_deleting_the_gate_with_the_uid_as_precondition() -> None:
+    from extender.api.policy import PLACEABLE_GATE
+    from extender.kube.client import KubeApiError
+    from extender.server.effects import KubeGateWriter
+    from extender.server.gate_answers import GateAnswer
+
+    answer = GateAnswer(record("r-0", "u0"), None, "a place", PLACEABLE_GATE)
+    api = PatchingApi({})
+    writer = KubeGateWriter(api)  # type: ignore[arg-type]
+    writer.lift(answer)
+    assert api.calls == [
+        (
+            "PATCH",
+            "/api/v1/namespaces/db/pods/r-0",
+            {"metadata": {"uid": "u0"}, "spec": {"schedulingGates": [{"$patch": "delete", "name": PLACEABLE_GATE}]}},
+            "application/strategic-merge-patch+json",
+        )
+    ]
+    assert writer.lifted == 1
+    # another pod under the name (the API server refuses the uid), or gone: left to the next pass
+    for status, message in (
+        (422, 'Pod "r-0" is invalid: metadata.uid: Invalid value: "u0": field is immutable'),
+        (404, ""),
+    ):
+        writer = KubeGateWriter(PatchingApi(KubeApiError(status, "Invalid", message)))  # type: ignore[arg-type]
+        writer.lift(answer)
+        assert writer.lifted == 0
