@@ -720,7 +720,10 @@ def run_variant(variant: str, args: argparse.Namespace, layout: dict[str, int], 
             args.before_tree, kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst
         )
     elif variant == "modes":  # both modes on one control plane: our kube-scheduler and the stanza
-        cluster_context = BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst, mode="both")
+        window = [] if args.place_window is None else ["--place-window", str(args.place_window)]
+        cluster_context = BenchCluster(
+            kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst, mode="both", extender_args=window
+        )
     else:
         cluster_context = BenchCluster(kcm_qps=args.kcm_qps, scheduler_qps=qps, scheduler_burst=burst)
     with cluster_context as cluster:
@@ -765,6 +768,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--equal-qps", type=float, default=500, help="both kube-schedulers' client qps in equal-qps")
     parser.add_argument("--equal-burst", type=int, default=1000, help="both kube-schedulers' client burst in equal-qps")
     parser.add_argument("--timeout", type=float, default=240, help="seconds a round may take")
+    parser.add_argument(
+        "--place-window", type=int, help="modes: the extender's --place-window (default: the shipped one)"
+    )
     parser.add_argument(
         "--before-tree",
         type=Path,
