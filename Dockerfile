@@ -25,9 +25,10 @@ RUN python3 -m venv /opt/extender \
 ENV PATH=/opt/extender/bin:$PATH
 
 # The ports the manifests' --listen flags use: 8888 on loopback beside kube-scheduler (deploy/),
-# 8443 with TLS on the pod network (overlays tls and in-scheduler). tests/unit/test_image_manifests.py
+# 8443 with TLS on the pod network (overlays tls and in-scheduler); and the probes' health
+# listeners (--health-listen): 8889 beside 8888, 8888 beside 8443. tests/unit/test_image_manifests.py
 # fails when a manifest listens, declares or probes a port not listed here.
-EXPOSE 8888 8443
+EXPOSE 8888 8889 8443
 
 # Non-root; the manifests also set runAsNonRoot, a read-only root filesystem, and drop all capabilities.
 USER 65532:65532

@@ -105,6 +105,8 @@ NEWEST_ONLY = {
     "tests/e2e/test_netease_table.py": "the per-zone rules of seed 002, the extender's own logic",
     "tests/e2e/test_operations.py": "metrics, audit and explain: the extender's own",
     "tests/e2e/test_plan.py": "plan, the extender's own command",
+    "tests/e2e/test_policy_edit_writes.py": "the extender's own writes after policy edits (coalescing), through "
+    "the pod patch test_deploy holds on every minor",
     "tests/e2e/test_remedy.py": "the remedy search and its events, the extender's own",
     "tests/e2e/test_rolling_max_unavailable.py": "a StatefulSet's maxUnavailable, honoured from 1.37 (the newest) only",
     "tests/e2e/test_shared_nodes.py": "the shared-nodes figures, measured on the newest minor",

@@ -106,9 +106,13 @@ class PKI:
         self._sign(name, f"/CN={hosts[0]}", f"{name}.ext")
         return ClientCert(self.root / f"{name}.crt", self.root / f"{name}.key")
 
-    def client(self, name: str, user: str, group: str | None = None) -> ClientCert:
-        """A client certificate: CN is the user, O the group (system:masters for admin)."""
+    def client(self, name: str, user: str, group: str | None = None, *, usage: bool = True) -> ClientCert:
+        """A client certificate: CN is the user, O the group (system:masters for admin); without
+        `usage`, no extendedKeyUsage at all (which OpenSSL's handshake accepts for any purpose)."""
         subject = f"/CN={user}" + (f"/O={group}" if group else "")
+        if not usage:
+            self._sign(name, subject)
+            return ClientCert(self.root / f"{name}.crt", self.root / f"{name}.key")
         (self.root / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
         self._sign(name, subject, "client.ext")
         return ClientCert(self.root / f"{name}.crt", self.root / f"{name}.key")

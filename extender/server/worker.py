@@ -11,8 +11,10 @@ signals, a graceful stop, TLS from the same settings.
 
 Bounds, so that no client can hold the worker:
 - at most `threads` connections at once; when all are taken, the connection idle the longest is
-  closed to make room (never one with a request under way), and if none is idle, new connections
-  wait in the listen backlog;
+  closed to make room (never one with a request under way, and never one accepted less than
+  FRESH_GRACE ago that has not sent its first request: a probe connects and asks at once, and was
+  evicted before its request was read under a flood, issue 51), and if none may be closed, new
+  connections wait in the listen backlog;
 - a request's head and body must arrive within REQUEST_READ_TIMEOUT of its first byte, and a
   TLS handshake within the same time (408 or close otherwise); an answer must be taken by the
   client within it too;
@@ -50,8 +52,10 @@ from gunicorn.sock import ssl_context
 from gunicorn.workers.base import Worker
 
 from ..limits import DEFAULT_MAX_BODY
+from .cert_usage import allows_client_auth
 
 IDLE_TIMEOUT = 120.0  # seconds an idle kept-alive connection stays open (Go's client: 90 s)
+FRESH_GRACE = 2.0  # seconds a just-accepted connection is not closed to make room before its first request
 REQUEST_READ_TIMEOUT = 30.0  # seconds from a request's first byte to its last; also per answer sent
 MAX_HEAD_BYTES = 64 * 1024  # request line plus headers
 RECEIVE_SIZE = 256 * 1024
@@ -93,6 +97,7 @@ class _Connection:
         self.ready: deque[_Request] = deque()
         self.idle = True  # no request under way: may be closed to make room (under worker.lock)
         self.idle_since = time.monotonic()
+        self.answered = False  # a request answered: idle now means kept alive between requests
         self.evicted = False
 
     # ------------------------------------------------------------ parser callbacks
@@ -155,7 +160,13 @@ class _Connection:
                 self.sock.settimeout(REQUEST_READ_TIMEOUT)
                 self.sock = self.worker.tls().wrap_socket(self.sock, server_side=True)
                 names = self.worker.client_names
-                if names and not names & peer_names(self.sock.getpeercert()):
+                der = self.sock.getpeercert(binary_form=True)  # None: no client certificate asked for
+                if der is not None and not allows_client_auth(der):
+                    self.refusal = (
+                        "this client certificate has no extendedKeyUsage clientAuth; the extender admits "
+                        "only certificates issued for client authentication (docs/security.md)"
+                    )
+                elif names and not names & peer_names(self.sock.getpeercert()):
                     # Answered once the request is read (_answer): a 403 sent before the client
                     # finished sending its body would reach it as a reset connection.
                     self.refusal = (
@@ -316,6 +327,7 @@ class ConnectionWorker(Worker):
         self.lock = threading.Lock()
         self.connections: set[_Connection] = set()
         self.max_connections = max(1, self.cfg.threads)
+        self.backlogged = False  # the accept loop waits for room: connections wait in the listen backlog
         self.max_body = DEFAULT_MAX_BODY
         self.server_address = ("localhost", "0")
         self.tls: Callable[[], ssl.SSLContext] | None = None
@@ -368,6 +380,7 @@ class ConnectionWorker(Worker):
                     for listener in listeners:
                         selector.register(listener, selectors.EVENT_READ)
                     accepting = True
+                    self.backlogged = False
                 for key, _ in selector.select(1.0):
                     if key.fileobj == self.PIPE[0]:
                         _drain(self.PIPE[0])
@@ -375,10 +388,11 @@ class ConnectionWorker(Worker):
                         self._accept(key.fileobj, health=True)  # type: ignore[arg-type]
                     elif accepting and not self._accept(key.fileobj):  # type: ignore[arg-type]
                         # every connection is busy: the others wait in the listen backlog until
-                        # one ends (its thread wakes this loop through the pipe)
+                        # one ends or goes idle (its thread wakes this loop through the pipe)
                         for listener in listeners:
                             selector.unregister(listener)
                         accepting = False
+                        self.backlogged = True
         finally:
             selector.close()
             self._stop()
@@ -405,15 +419,17 @@ class ConnectionWorker(Worker):
         return True
 
     def _has_room(self) -> bool:
+        """Whether accepting may make progress: a free slot or a connection that may be closed (one
+        still in its grace may be closed soon: the accept loop looks again at least once a second)."""
         with self.lock:
-            return len(self.connections) < self.max_connections or any(c.idle for c in self.connections)
+            return len(self.connections) < self.max_connections or bool(self._closable())
 
     def _make_room(self) -> bool:
         """Whether one more connection fits, closing the longest idle one if it must."""
         with self.lock:
             if len(self.connections) < self.max_connections:
                 return True
-            idle = [c for c in self.connections if c.idle and not c.evicted]
+            idle = self._closable()
             if not idle:
                 return False
             oldest = min(idle, key=lambda c: c.idle_since)
@@ -421,6 +437,16 @@ class ConnectionWorker(Worker):
             _shutdown(oldest.sock)
             self.connections.discard(oldest)
             return True
+
+    def _closable(self) -> list[_Connection]:
+        """Idle connections that may be closed to make room (under the lock): kept alive after an
+        answer, or accepted FRESH_GRACE ago without sending a request."""
+        now = time.monotonic()
+        return [
+            c
+            for c in self.connections
+            if c.idle and not c.evicted and (c.answered or now - c.idle_since >= FRESH_GRACE)
+        ]
 
     def _stop(self) -> None:
         """Graceful stop: no new connections; idle ones closed now, busy ones after their answer."""
@@ -454,14 +480,22 @@ class ConnectionWorker(Worker):
         """`connection` answered and waits for the next request; False if the worker is stopping."""
         with self.lock:
             connection.idle = True
+            connection.answered = True
             connection.idle_since = time.monotonic()
-            return self.alive
+            wake = self.backlogged
+        if wake:  # connections wait in the backlog: this one may now make room for the next
+            self._wake()
+        return self.alive
 
     def forget(self, connection: _Connection) -> None:
         with self.lock:
             self.connections.discard(connection)
+        self._wake()  # a slot is free
+
+    def _wake(self) -> None:
+        """Wake the accept loop (its select watches the pipe)."""
         try:
-            os.write(self.PIPE[1], b".")  # a slot is free: wake the accept loop
+            os.write(self.PIPE[1], b".")
         except OSError:
             pass
 
@@ -512,8 +546,8 @@ class ConnectionWorker(Worker):
 def peer_names(cert: dict[str, Any] | None) -> frozenset[str]:
     """A verified client certificate's names: its subject's common names and its DNS, URI and
     email subject alternative names (ssl.SSLSocket.getpeercert's shape). The client-auth usage
-    itself is checked by OpenSSL in the handshake (a server verifies client certificates for the
-    sslclient purpose)."""
+    is checked apart (cert_usage.py): OpenSSL's handshake refuses a certificate whose usages
+    exclude it, but accepts one with none."""
     if not cert:
         return frozenset()
     common = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]

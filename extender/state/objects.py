@@ -19,6 +19,7 @@ from ..api.policy import (
     OPT_IN_RESOURCE,
     ORDINAL_ZONE_GATE,
     PLACEABLE_GATE,
+    POLICY_GENERATION_ANNOTATION,
     POLICY_REF_ANNOTATION,
     ZONE_KEY,
 )
@@ -115,6 +116,8 @@ class PodRecord:
     # What it takes from a node, as kube-scheduler counts it (engine/resources.py): (resource, amount)
     requests: tuple[tuple[str, int], ...] = ()
     held: bool = False  # held by the in-scheduler placeable gate (extender/server/place_gate.py)
+    # The PlacementPolicy generation it was last nudged for (server/nudge.py): not written twice
+    nudged_generation: str | None = None
 
     @property
     def opted_in(self) -> bool:
@@ -198,6 +201,7 @@ def parse_pod(obj: Any) -> PodRecord:
         claims=claims,
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
+        nudged_generation=annotations.get(POLICY_GENERATION_ANNOTATION),
         constraints=parse_node_constraints(spec, _narrowed(annotations.get(NARROWED_ZONES_ANNOTATION))),
         replicaset=replicaset,
         deletion_cost=annotations.get(DELETION_COST_ANNOTATION),

@@ -489,7 +489,8 @@ def test_components_run_under_the_pods_service_account_each_with_its_own_token(c
 def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None:
     """The TLS overlay's mode: HTTPS, and callers without a certificate from the CA are refused;
     so is a certificate of the same CA with another name (403: issue 44, a `CN=tenant-x` once bound
-    a pod) and one without the client-auth usage (at the handshake). The scheduler's is served."""
+    a pod), one whose usages exclude client auth (at the handshake) and one with no
+    extendedKeyUsage at all (403 naming clientAuth). The scheduler's is served."""
     import sys
 
     import requests
@@ -546,6 +547,18 @@ def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None
             timeout=2,
         )
         assert bind.status_code == 403, bind.text
+        # The scheduler's name, no extendedKeyUsage at all: OpenSSL's handshake takes it, the extender
+        # refuses it (issue 51: it was served 200 on /filter and /bind)
+        no_usage = pki.client("no-usage-client", "placement-scheduler-client", usage=False)
+        for path in ("/readyz", "/bind"):
+            answer = session.post(
+                url.replace("/readyz", path),
+                json={"PodName": "x", "PodNamespace": "y", "PodUID": "z", "Node": "n"},
+                verify=str(pki.ca_cert),
+                cert=(str(no_usage.cert), str(no_usage.key)),
+                timeout=2,
+            )
+            assert answer.status_code == 403 and "clientAuth" in answer.text, (path, answer.text)
         serving_only = pki.server("not-a-client", ["placement-scheduler-client"])  # serverAuth usage only
         with pytest.raises(requests.exceptions.RequestException):
             session.get(url, verify=str(pki.ca_cert), cert=(str(serving_only.cert), str(serving_only.key)), timeout=2)
@@ -658,6 +671,91 @@ def test_the_extenders_pod_writes_are_held_to_the_gate_and_its_annotations(clust
             )
 
 
+def _status_path(cluster, ns: str, name: str, bound: bool) -> str:  # noqa: ANN001
+    """A pod of namespace `ns` (another tenant's), gated or bound to a node; its status path."""
+    path = _pod(cluster, ns, name, [] if bound else [GATE])
+    if bound:  # to a name: the API server binds to a node it does not know
+        target = {"apiVersion": "v1", "kind": "Node", "name": "admission-node"}
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": target}
+        cluster.admin.create(f"/api/v1/namespaces/{ns}/pods/{name}/binding", body)
+    return f"{path}/status"
+
+
+def test_status_writes_may_change_only_what_kube_scheduler_writes_there(cluster, tls_overlay_identity) -> None:
+    """Through pods/status (system:kube-scheduler grants its patch): as each identity, a pod of
+    another namespace, gated or bound, keeps its labels, annotations, finalizers, generateName and
+    every status field but kube-scheduler's own; PodScheduled, DisruptionTarget and
+    nominatedNodeName, what kube-scheduler writes there, still pass (issue 51). The TLS overlay's
+    identity has no pods/status at all (RBAC refuses first); the pod identity is refused by the
+    policy, naming it."""
+    ns = cluster.namespace("admission-status")
+    scheduled = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/3 nodes are available",
+    }
+    evicted = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    for user in (SCHEDULER, EXTENDER):
+        api, tag = _as(cluster, user), user.rsplit(":", 1)[1]
+        for bound in (False, True):
+            path = _status_path(cluster, ns, f"{tag}-{'bound' if bound else 'gated'}", bound)
+            denied = {
+                "a label": {"metadata": {"labels": {"app": "stolen-by-status"}}},
+                "another annotation": {"metadata": {"annotations": {"team": "other"}}},
+                "a finalizer": {"metadata": {"finalizers": ["example.com/hold"]}},
+                "a generateName": {"metadata": {"generateName": "other-"}},
+                "the phase": {"status": {"phase": "Failed"}},
+                "a Ready condition": {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+                "the pod IP": {"status": {"podIP": "10.0.0.9", "podIPs": [{"ip": "10.0.0.9"}]}},
+            }
+            for what, body in denied.items():
+                message = _patch(api, path, body)
+                assert message is not None, (user, bound, what, "allowed")
+                by_policy = "placement-extender-pod-writes" in message
+                assert by_policy if user == SCHEDULER else (by_policy or "forbidden" in message), (user, what, message)
+            if user == SCHEDULER and not bound:  # the API server sets no nominatedNodeName on a bound pod
+                for allowed in (
+                    {"status": {"conditions": [scheduled]}},
+                    {"status": {"nominatedNodeName": "somewhere"}},
+                    {"status": {"conditions": [scheduled, evicted], "nominatedNodeName": None}},
+                ):
+                    assert _patch(api, path, allowed, "application/strategic-merge-patch+json") is None, allowed
+            after = cluster.admin.get(path.removesuffix("/status"))
+            assert after["metadata"]["labels"] == {"app": "held"}, after["metadata"]
+            assert after["metadata"]["annotations"] == {"team": "db"} and not after["metadata"].get("finalizers")
+            assert after["status"]["phase"] == "Pending"
+
+
+def test_a_binding_may_not_carry_metadata_onto_the_pod(cluster, tls_overlay_identity) -> None:
+    """A Binding's annotations and labels are copied onto the pod it binds: as either identity a
+    Binding carrying them is denied by the bindings policy; a plain Binding still binds."""
+    ns = cluster.namespace("admission-binding")
+    node = "admission-node"  # the API server binds to a node it does not know
+    for user in (SCHEDULER, EXTENDER):
+        api, tag = _as(cluster, user), user.rsplit(":", 1)[1]
+        for what, metadata in {
+            "an annotation": {"annotations": {"team": "stolen"}},
+            "a label": {"labels": {"app": "stolen"}},
+        }.items():
+            name = f"{tag}-{what.split()[-1]}"
+            _pod(cluster, ns, name, [])
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name, **metadata},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            }
+            with pytest.raises(ApiError) as err:
+                api.create(f"/api/v1/namespaces/{ns}/pods/{name}/binding", body)
+            assert "placement-extender-bindings" in str(err.value), (user, what, err.value)
+            del body["metadata"][next(iter(metadata))]
+            api.create(f"/api/v1/namespaces/{ns}/pods/{name}/binding", body)
+            pod = cluster.admin.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+            assert pod["spec"]["nodeName"] == node and pod["metadata"]["labels"] == {"app": "held"}
+            assert pod["metadata"]["annotations"] == {"team": "db"}
+
+
 def test_the_scale_down_identity_may_write_the_deletion_cost_only(cluster, scale_down_identity) -> None:
     ns = cluster.namespace("admission-scale-down")
     api = _as(cluster, scale_down_identity)
@@ -744,13 +842,42 @@ MUTATIONS = {
     ),
     "set activeDeadlineSeconds": (lambda p: {"spec": {"activeDeadlineSeconds": 600}}, lambda p: False),
     "add a nodeSelector": (lambda p: {"spec": {"nodeSelector": {"disk": "ssd"}}}, lambda p: False),
+    # kube-scheduler's own status writes, and others (through `pods` a status change is dropped)
+    "set nominatedNodeName": (lambda p: {"status": {"nominatedNodeName": "node-b"}}, lambda p: True),
+    "mark it unschedulable": (
+        lambda p: {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}},
+        lambda p: True,
+    ),
+    "set the phase": (lambda p: {"status": {"phase": "Failed"}}, lambda p: False),
+    "set a Ready condition": (
+        lambda p: {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+        lambda p: False,
+    ),
+    "set a pod IP": (lambda p: {"status": {"podIP": "10.0.0.9", "podIPs": [{"ip": "10.0.0.9"}]}}, lambda p: False),
 }
+
+
+def _takes_effect(name: str, subresource: str) -> bool:
+    """Whether the change reaches storage through `subresource`: `pods` drops a status change and
+    `pods/status` a spec change and ownerReferences (each strategy resets them), so such a change
+    is none."""
+    change, _ = MUTATIONS[name]
+    touches = (
+        "spec"
+        if isinstance(change, str)
+        else next(iter(change({"spec": {"containers": [{}], "initContainers": [{}]}})))
+    )
+    if subresource == "/status" and name == "add an owner reference":
+        return False  # the status strategy resets ownerReferences too
+    return not ((subresource == "" and touches == "status") or (subresource == "/status" and touches == "spec"))
 
 
 def _merge(into: dict, fragment: dict) -> None:
     for key, value in fragment.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
             _merge(into[key], value)
+        elif key == "conditions" and isinstance(into.get(key), list):
+            into[key] = [*into[key], *value]  # two condition changes, both made
         else:
             into[key] = value
 
@@ -806,33 +933,37 @@ def admission_pods(cluster):
     return paths
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     variant=st.sampled_from(["gated", "plain"]),
     chosen=st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3, unique=True),
     user=st.sampled_from([SCHEDULER, EXTENDER]),
+    subresource=st.sampled_from(["", "/status"]),
 )
 def test_admission_allows_a_patch_exactly_when_every_change_is_granted(
-    cluster, tls_overlay_identity, admission_pods, variant, chosen, user
+    cluster, tls_overlay_identity, admission_pods, variant, chosen, user, subresource
 ) -> None:  # noqa: ANN001
     """Any combination of granted and other changes, to a gated or a plain pod, as the pod's
-    identity or the TLS overlay's: a patch the API server accepts from the admin (a dry run) is
-    allowed to the extender's identity exactly when every change in it is granted, and otherwise
-    denied with the policy's message."""
+    identity or the TLS overlay's, through `pods` or `pods/status`: a patch the API server
+    accepts from the admin (a dry run) is allowed to the extender's identity exactly when every
+    change in it that takes effect there is granted, and otherwise denied with the policy's
+    message (through pods/status the TLS overlay's identity has no RBAC at all: denied)."""
     path = admission_pods[variant]
     pod = cluster.admin.get(path)
     if variant == "plain" and any(isinstance(MUTATIONS[n][0], str) for n in chosen):
         reject()  # no gate to remove
     patch = _patch_of(pod, chosen)
-    status, message = _dry_run(cluster.admin, path, patch)
+    status, message = _dry_run(cluster.admin, path + subresource, patch)
     if status >= 400:
         reject()  # the API server itself refuses it (an affinity or nodeSelector change of a pod without gates)
-    granted = all(MUTATIONS[n][1](pod) for n in chosen)
-    status, message = _dry_run(_as(cluster, user), path, patch)
-    if granted:
-        assert status < 400, (chosen, message)
+    granted = all(MUTATIONS[n][1](pod) or not _takes_effect(n, subresource) for n in chosen)
+    status, message = _dry_run(_as(cluster, user), path + subresource, patch)
+    if subresource and user == EXTENDER:
+        assert status == 403, (chosen, status, message)  # RBAC: no pods/status
+    elif granted:
+        assert status < 400, (subresource, chosen, message)
     else:
-        assert status >= 400 and "placement-extender-pod-writes" in message, (chosen, status, message)
+        assert status >= 400 and "placement-extender-pod-writes" in message, (subresource, chosen, status, message)
 
 
 # Every field of a PodSpec on the supported minors (1.37's list, a superset of the older ones): a
@@ -896,6 +1027,34 @@ def test_every_field_an_update_can_change_is_compared_by_the_admission_policy(cl
     server_owned = {"metadata.managedFields", "metadata.resourceVersion", "metadata.generation", "metadata.selfLink"}
     assert {"metadata.labels", "metadata.annotations", "spec.activeDeadlineSeconds"} <= mutable, mutable
     assert mutable - server_owned <= compared | {"metadata.annotations"}, (mutable - server_owned) - compared
+
+
+# PodStatus fields deploy/base/admission.yaml does not compare, each with why: the ones
+# kube-scheduler writes, and ones a minor may lack (a field absent from a minor's schema cannot be
+# named in the policy's CEL there) that no consumer acts on to place, run or stop a pod.
+STATUS_UNCOMPARED = {
+    "conditions": "compared but for kube-scheduler's own (PodScheduled, DisruptionTarget)",
+    "nominatedNodeName": "kube-scheduler's preemption writes it",
+    "observedGeneration": "the kubelet's record of the spec it saw; informational",
+    "resize": "deprecated (in-place resize reports in conditions); informational",
+    "extendedResourceClaimStatus": "DRA's extended-resource claim record, 1.34+; the claim itself decides",
+    "allocatedResources": "the kubelet's report of what it allocated; informational",
+    "resources": "the kubelet's report of resources in use; informational",
+    "volumeHealth": "the kubelet's report of its volumes' health (1.37); informational",
+    "nodeAllocatableResourceClaimStatuses": "DRA's node-allocatable claims (1.37); the claim itself decides",
+}
+
+
+def test_every_status_field_is_compared_or_named(cluster) -> None:
+    """Against this minor's API server: each PodStatus field is compared by the policy's status
+    validation or named above with its reason (a new field fails here until it is read)."""
+    import re
+
+    text = (REPO / "deploy/base/admission.yaml").read_text()
+    compared = set(re.findall(r"\bobject\.status\.(\w+)", text))
+    schemas = cluster.admin.get("/openapi/v3/api/v1")["components"]["schemas"]
+    fields = set(schemas["io.k8s.api.core.v1.PodStatus"]["properties"])
+    assert fields <= compared | set(STATUS_UNCOMPARED), fields - compared - set(STATUS_UNCOMPARED)
 
 
 def _dry_run_object(cluster, path: str, patch: dict) -> dict:  # noqa: ANN001

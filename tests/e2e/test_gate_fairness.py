@@ -10,12 +10,15 @@ held pods only the first 32 ever got an Event.
 - 40 pods of namespace `aaa-stuck` name a missing PlacementPolicy; then 2 placeable pods of
   namespace `zzz-other` (sorted after it) are created: both bound within 10 s.
 - 1,004 pods under a per-node cap of 1 on the 4 nodes: 4 bound, and each of the 1,000 with no
-  place gets its `WaitingForPlace` Event.
+  place gets its `WaitingForPlace` Event. They are created by the test, 16 at a time (as a
+  ReplicaSet would, but not at kube-controller-manager's 20 writes a second: 50 s of CI time).
 """
 
 from __future__ import annotations
 
+import copy
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -73,8 +76,15 @@ def test_pods_that_cannot_be_placed_never_hold_another_tenants_pods(cluster, sce
 def test_every_held_pod_gets_its_event(cluster, scenario) -> None:  # noqa: ANN001
     api = cluster.admin
     ns = cluster.namespace("many-held")
-    many = opted_in(deployment("many", MANY + 4, policy=capped("many")))  # 4 nodes under a cap of 1
-    api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", many)
+    template = opted_in(deployment("many", MANY + 4, policy=capped("many")))["spec"]["template"]  # cap 1, 4 nodes
+
+    def create(i: int) -> None:
+        pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(template)}
+        pod["metadata"]["name"] = f"many-{i}"
+        api.create(f"/api/v1/namespaces/{ns}/pods", pod)
+
+    with ThreadPoolExecutor(16) as creators:
+        list(creators.map(create, range(MANY + 4)))
     wait_for(f"{MANY + 4} pods created", lambda: len(pods(api, ns, "app=many")) == MANY + 4, 300, interval=1)
     wait_for("4 of them bound, 1 a node", lambda: _bound(api, ns, "many") == 4, 120)
 

@@ -12,7 +12,7 @@ has not tried its lifts); then
    a process that accepts and never answers, each try costing its httpTimeout (1 s);
 2. killed: the extender SIGKILLed, the path restored: each try is refused at once; the extender is
    then started again;
-3. cut off: the path stays silent for 5 lifts' TTLs (shortened to 8 s by --place-lifted-ttl: the
+3. cut off: the path stays silent for 5 lifts' TTLs (shortened to 5 s by --place-lifted-ttl: the
    TTL, not the wait), the extender alive and watching, a wave after each TTL. Before, a lift
    stopped counting 60 s after it was made, asked about or not, and 4 more were lifted: 36 in the
    queue and over 50x by minute 8 (issue 50's report).
@@ -44,7 +44,7 @@ from .workloads import Sampler, deployment, pods
 pytestmark = pytest.mark.e2e
 
 PROXY = BlackholeProxy()  # its target, the extender's port, is set once the cluster has started
-TTL = 8.0
+TTL = 5.0
 CLUSTER_OPTIONS = {
     "mode": "in-scheduler",
     "extender_args": ["--place-lifted-ttl", str(TTL)],

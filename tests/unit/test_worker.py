@@ -202,6 +202,73 @@ def test_when_every_slot_is_taken_the_longest_idle_connection_makes_room() -> No
         _stop(process)
 
 
+def test_a_connection_is_never_closed_to_make_room_before_its_first_request() -> None:
+    """Two connections accepted and silent (as a probe is between connecting and asking), every slot
+    taken: a third waits in the backlog instead of evicting one of them; each is answered, and the
+    third then makes room by closing the one idle the longest (issue 51: a just-accepted probe was
+    evicted before its request was read)."""
+    process, port = _start(threads=2)
+    try:
+        first, second = _connect(port), _connect(port)
+        time.sleep(0.2)  # both accepted: every slot taken
+        third = _connect(port)
+        third.sendall(HEALTHZ)
+        time.sleep(0.3)
+        for sock in (first, second):
+            sock.sendall(HEALTHZ)
+            assert _status(_read(sock)) == 200
+        assert _status(_read(third)) == 200
+        assert _closed(first)
+        third.close()
+        second.close()
+    finally:
+        _stop(process)
+
+
+@pytest.mark.parametrize("keep_alive", [False, True], ids=["a-connection-a-request", "kept-alive"])
+def test_probes_on_fresh_connections_are_answered_through_a_flood(keep_alive: bool) -> None:
+    """16 clients against 4 slots, each sending request after request on a new connection each
+    time or on one kept alive; a probe connecting anew every 50 ms: every probe gets its 200
+    within its 5 s timeout (kept alive, the flood's connections take turns with the backlog: one
+    going idle makes room for the next waiting)."""
+    import threading
+
+    process, port = _start(threads=4)
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            try:
+                with _connect(port) as sock:
+                    while not stop.is_set():
+                        sock.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+                        if not _read(sock) or not keep_alive:
+                            break
+            except OSError:
+                pass
+
+    flooders = [threading.Thread(target=flood, daemon=True) for _ in range(16)]
+    try:
+        for thread in flooders:
+            thread.start()
+        answers = []
+        for _ in range(40):
+            try:
+                with _connect(port) as probe:
+                    probe.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    answer = _read(probe)
+                    answers.append(_status(answer) if answer else "closed")
+            except OSError as err:
+                answers.append(type(err).__name__)
+            time.sleep(0.05)
+        assert answers == [200] * 40, answers
+    finally:
+        stop.set()
+        for thread in flooders:
+            thread.join(10)
+        _stop(process)
+
+
 @pytest.mark.parametrize(
     ("request_line", "status"),
     [
