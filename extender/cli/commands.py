@@ -601,7 +601,8 @@ def parser() -> argparse.ArgumentParser:
         "--health-listen",
         default=_env("EXTENDER_HEALTH_LISTEN"),
         help="also answer /healthz and /readyz (only those, plain HTTP) on this loopback address:port, "
-        "for exec probes beside a TLS listener, which the kubelet cannot pass (it has no client certificate)",
+        "for the pod's exec probes: accepted whatever the verb port is doing (a flood of verb requests "
+        "cannot fail them), and beside a TLS listener, which the kubelet cannot pass (it has no client certificate)",
     )
     serve.set_defaults(func=_serve)
 

