@@ -362,43 +362,152 @@ def _policy_file(path: str) -> PlacementPolicySpec:
     return parse_spec(doc.get("spec") or {}, f"{KIND} in {path}") if doc.get("kind") == KIND else parse_spec(doc, path)
 
 
-def _show_change(args: argparse.Namespace, verb: str, kind: str, change, rollout=None) -> None:  # noqa: ANN001
-    """What adopt or retire wrote (or, with --dry-run, would write): the header first, then the
-    native mirrors, notes, the rollout it starts, and for a dry run the template it would write."""
+def _show_change(args: argparse.Namespace, verb: str, kind: str, change, rollout=None, record=None) -> None:  # noqa: ANN001
+    """What adopt or retire wrote (or, with --dry-run or -f, would write): the header first, then
+    the native mirrors, notes, the rollout it starts, and for a dry run the template it would
+    write. With -o yaml the objects go to stdout as YAML (ops/manifests.py) and the rest to stderr."""
     from ..engine import Exactness
+    from ..ops.manifests import committable, dump, with_api_version
 
+    as_yaml = args.output == "yaml"
+    out = sys.stderr if as_yaml else sys.stdout
     name = change.workload["metadata"]["name"]
     done = {"adopt": "adopted", "retire": "retired"}[verb]
-    if args.dry_run:
-        print(f"dry run: would {verb} {kind} {args.namespace}/{name}; nothing written")
+    if args.filename:
+        print(f"{verb} {kind} {args.namespace}/{name} from {args.filename}; nothing written", file=out)
+    elif args.dry_run:
+        print(f"dry run: would {verb} {kind} {args.namespace}/{name}; nothing written", file=out)
     else:
-        print(f"{done} {kind} {args.namespace}/{name}")
+        print(f"{done} {kind} {args.namespace}/{name}", file=out)
     for m in change.mirrors:
         mark = {Exactness.EXACT: "exact", Exactness.RELAXED: "relaxed", Exactness.NONE: "NOT MIRRORED"}[m.exactness]
-        print(f"  {m.rule:<20} {mark:<13} {m.native}")
+        print(f"  {m.rule:<20} {mark:<13} {m.native}", file=out)
     for note in change.notes:
-        print(f"  note: {note}")
+        print(f"  note: {note}", file=out)
     if rollout is not None:
-        _show_rollout(rollout)
-    if args.dry_run:
+        _show_rollout(rollout, out)
+    if as_yaml:
+        documents = [record] if record is not None else []
+        sys.stdout.write(dump([*documents, committable(with_api_version(change.workload))]))
+    elif args.dry_run:
         print("# the pod template it would write:")
         sys.stdout.write(yaml.safe_dump(change.workload["spec"]["template"], sort_keys=False))
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    if args.output == "yaml" and not (args.dry_run or args.filename):
+        raise UsageError("-o yaml prints what would be written: give --dry-run, or -f FILE (which never writes)")
+    if args.filename is None and args.workload is None:
+        raise UsageError("name the workload (statefulset/NAME or deployment/NAME), or give its manifest with -f FILE")
+    if args.offline and args.filename is None:
+        raise UsageError("--offline reads no cluster, so it needs the workload's manifest: -f FILE")
 
 
 def _adopt(args: argparse.Namespace) -> int:
     from ..kube.client import connect, retry_on_conflict
 
+    _check_output(args)
+    if args.filename:
+        return _adopt_manifest(args)
     kind, path = _workload_path(args.workload, args.namespace)
     from_file = None if args.policy_name else _policy_file(args.policy_file)  # stdin is read once
     api = connect(args.kubeconfig, args.context)
     # Read, decide and write again on a 409: the StatefulSet controller's status writes alone
     # can move the resourceVersion between our read and our update.
-    change, rollout = retry_on_conflict(lambda: _adopt_once(args, api, kind, path, from_file))
+    change, rollout, uid = retry_on_conflict(lambda: _adopt_once(args, api, kind, path, from_file))
     if rollout is not None and not rollout.completes:
         print("adopt: refused, nothing written: the rollout adopting starts would stall", file=sys.stderr)
         _show_rollout(rollout)
         return ExitCode.FINDING
-    _show_change(args, "adopt", kind, change, rollout)
+    _show_change(args, "adopt", kind, change, rollout, _record_document(rollout, uid))
+    return ExitCode.OK
+
+
+def _record_document(rollout, uid: str | None) -> dict | None:  # noqa: ANN001
+    """The ZoneRotation adopt writes for this rollout, as an object (None: none to write)."""
+    from ..api.rotation import rotation_object
+
+    if rollout is None or rollout.record is None:
+        return None
+    record = rollout.record
+    return rotation_object(record.namespace, record.statefulset, uid, record.order, record.adopted)
+
+
+def _manifest_input(args: argparse.Namespace):  # noqa: ANN202
+    """(documents, the workload, its kind, its namespace) from -f FILE ('-': stdin)."""
+    from ..ops.manifests import pick_workload, read_documents
+
+    source = "stdin" if args.filename == "-" else args.filename
+    if args.filename == "-" and getattr(args, "policy_file", None) == "-":
+        raise UsageError("-f - and --policy-file - both read stdin: give one of them as a file")
+    text = sys.stdin.read() if args.filename == "-" else open(args.filename, encoding="utf-8").read()
+    docs = read_documents(text, source)
+    name = None
+    if args.workload is not None:
+        _workload_path(args.workload, args.namespace)  # the same spelling as the live command
+        name = args.workload.partition("/")[2]
+    workload = pick_workload(docs, name, source)
+    namespace = (workload.get("metadata") or {}).get("namespace") or args.namespace
+    args.namespace = namespace
+    return docs, workload, workload["kind"], namespace
+
+
+def _adopt_manifest(args: argparse.Namespace) -> int:
+    """adopt -f: the workload from a manifest, every object adopt would write printed as YAML;
+    the cluster is read (unless --offline) for the named policy and, for a running StatefulSet,
+    the rollout check and its ZoneRotation record. Nothing is written."""
+    from ..kube.client import KubeApiError, connect
+    from ..ops.adopt import adopt
+    from ..ops.manifests import policy_in
+    from ..ops.rollout import check_adoption
+    from ..state.watcher import list_once
+
+    args.output = "yaml"
+    docs, workload, kind, namespace = _manifest_input(args)
+    api = None if args.offline else connect(args.kubeconfig, args.context)
+    if args.policy_name:
+        spec = policy_in(docs, args.policy_name)
+        if spec is None:
+            if api is None:
+                raise UsageError(
+                    f"PlacementPolicy {args.policy_name} is not in {args.filename} and --offline reads no cluster: "
+                    "add the policy to the manifests, or drop --offline"
+                )
+            spec = _named_policy(api, namespace, args.policy_name)
+        named = {"policy_name": args.policy_name}
+    else:
+        spec = _policy_file(args.policy_file)
+        named = {"inline_policy": spec.model_dump_json(exclude_defaults=True)}
+    change = adopt(
+        workload,
+        spec,
+        scheduler_name=args.scheduler_name,
+        mode=args.mode,
+        node_pool=_node_pool(args.node_pool),
+        **named,
+    )
+    rollout, uid = None, None
+    if kind == "StatefulSet" and api is not None:
+        name = workload["metadata"]["name"]
+        try:
+            live = api.call("GET", f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}")
+        except KubeApiError as err:
+            if err.status != 404:
+                raise
+            live = None  # not running yet: its first pods decide the rotation, nothing to record
+        if live is not None:
+            uid = live["metadata"].get("uid")
+            rollout = check_adoption(list_once(api), namespace, name, spec)
+            if not rollout.completes:
+                print("adopt: refused: the rollout applying this would start would stall", file=sys.stderr)
+                _show_rollout(rollout)
+                return ExitCode.FINDING
+    elif kind == "StatefulSet" and spec.ordinalZones is not None:
+        change.notes.append(
+            "--offline: the running pods were not read, so no ZoneRotation is printed; if the set is running, "
+            "pods outside the rotation would move: run it once with the cluster reachable"
+        )
+    _show_change(args, "adopt", kind, change, rollout, _record_document(rollout, uid))
     return ExitCode.OK
 
 
@@ -411,6 +520,7 @@ def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: 
     from ..state.watcher import list_once
 
     workload = {"kind": kind, **api.call("GET", path)}
+    uid = workload["metadata"].get("uid")
     if from_file is None:
         spec = _named_policy(api, args.namespace, args.policy_name)
         named = {"policy_name": args.policy_name}
@@ -429,13 +539,12 @@ def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: 
     if kind == "StatefulSet":
         rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
         if not rollout.completes:
-            return change, rollout
+            return change, rollout, uid
     if not args.dry_run:
         if rollout is not None and rollout.record is not None:
-            uid = workload["metadata"].get("uid")
             write_adopted_rotation(api, rollout.record, uid, rollout.record_exists)
         update_workload(api, path, change.workload)
-    return change, rollout
+    return change, rollout, uid
 
 
 def _node_pool(text: str | None) -> tuple[str, str] | None:
@@ -447,13 +556,16 @@ def _node_pool(text: str | None) -> tuple[str, str] | None:
     return key, value
 
 
-def _show_rollout(rollout) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck
+def _show_rollout(rollout, out=None) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck
     """What the rollout adopt starts will do (ops/rollout.py), or why it would stall."""
+    out = out or sys.stdout
     if rollout.adopted:
         kept = ", ".join(f"ordinal {o} in {z}" for o, z in sorted(rollout.adopted.items()))
-        print(f"  rotation: running pods outside it stay in their zones ({kept}), recorded in the ZoneRotation")
+        print(
+            f"  rotation: running pods outside it stay in their zones ({kept}), recorded in the ZoneRotation", file=out
+        )
     for step in rollout.steps:
-        print(f"  rollout: {step}")
+        print(f"  rollout: {step}", file=out)
     for problem in rollout.problems:
         print(f"  rollout: {problem}", file=sys.stderr)
 
@@ -461,6 +573,9 @@ def _show_rollout(rollout) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck
 def _retire(args: argparse.Namespace) -> int:
     from ..kube.client import connect, retry_on_conflict
 
+    _check_output(args)
+    if args.filename:
+        return _retire_manifest(args)
     kind, path = _workload_path(args.workload, args.namespace)
     api = connect(args.kubeconfig, args.context)
     change = retry_on_conflict(lambda: _retire_once(args, api, kind, path))
@@ -484,6 +599,31 @@ def _retire_once(args: argparse.Namespace, api, kind: str, path: str):  # noqa: 
     if not args.dry_run:
         update_workload(api, path, change.workload)
     return change
+
+
+def _retire_manifest(args: argparse.Namespace) -> int:
+    """retire -f: the workload from a manifest, retired, printed as YAML; the policy from its
+    inline annotation, the manifests, or (unless --offline) the cluster. Nothing is written."""
+    from ..kube.client import connect
+    from ..ops.adopt import retire
+    from ..ops.manifests import policy_in
+
+    args.output = "yaml"
+    docs, workload, kind, namespace = _manifest_input(args)
+    annotations = ((workload.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations") or {}
+    spec = None
+    if INLINE_POLICY_ANNOTATION in annotations:
+        spec = parse_annotation(annotations[INLINE_POLICY_ANNOTATION], f"{kind} {workload['metadata']['name']}")
+    elif POLICY_REF_ANNOTATION in annotations:
+        ref = annotations[POLICY_REF_ANNOTATION]
+        spec = policy_in(docs, ref)
+        if spec is None and not args.offline:
+            spec = _named_policy(connect(args.kubeconfig, args.context), namespace, ref)
+    change = retire(workload, spec, translated=not args.no_translate)
+    if spec is None and not args.no_translate and POLICY_REF_ANNOTATION in annotations:
+        change.notes.append("--offline and the policy is not in the manifests: no native constraints translated")
+    _show_change(args, "retire", kind, change)
+    return ExitCode.OK
 
 
 def parser() -> argparse.ArgumentParser:
@@ -695,12 +835,32 @@ def parser() -> argparse.ArgumentParser:
         ("adopt", _adopt, "move a workload to the extender: schedulerName, policy, implied native constraints, gate"),
         ("retire", _retire, "move a workload back to the native scheduler: adopt's additions out, translate's in"),
     ):
-        cmd = sub.add_parser(verb, parents=[quiet], help=text)
-        cmd.add_argument("workload", help="statefulset/NAME or deployment/NAME")
+        cmd = sub.add_parser(verb, parents=[quiet], help=text, description=text)
+        cmd.add_argument(
+            "workload", nargs="?", help="statefulset/NAME or deployment/NAME (with -f: which of the file's, if several)"
+        )
         cmd.add_argument("-n", "--namespace", default="default")
         cmd.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
         cmd.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
         cmd.add_argument("--dry-run", action="store_true", help="print the new pod template; write nothing")
+        cmd.add_argument(
+            "-f",
+            "--filename",
+            help=f"the workload's manifest ('-' for stdin), for GitOps: {verb} it and print, as YAML, every object "
+            f"{verb} would write (the workload and, for a running StatefulSet, its ZoneRotation); write nothing",
+        )
+        cmd.add_argument(
+            "-o",
+            "--output",
+            choices=["text", "yaml"],
+            default="text",
+            help="yaml: the objects as YAML on stdout, the rest on stderr (with --dry-run or -f)",
+        )
+        cmd.add_argument(
+            "--offline",
+            action="store_true",
+            help="with -f: read no cluster (no rollout check, no ZoneRotation; a named policy must be in the file)",
+        )
         cmd.set_defaults(func=func)
         if verb == "adopt":
             source = cmd.add_mutually_exclusive_group(required=True)

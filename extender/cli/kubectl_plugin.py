@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
         ("retire", "move a workload back to the native scheduler; as `python -m extender retire`"),
     ):
         cmd = sub.add_parser(verb, parents=[flags], help=text)
-        cmd.add_argument("workload", help="statefulset/NAME or deployment/NAME")
+        cmd.add_argument("workload", nargs="?", help="statefulset/NAME or deployment/NAME (or -f FILE)")
     ch = sub.add_parser("check", help="validate a policy file ('-' for stdin)")
     ch.add_argument("file")
     return top
@@ -108,13 +108,25 @@ def cli_arguments(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
             *rest,
         ]
     if args.command in ("adopt", "retire"):
-        return [args.command, args.workload, "-n", namespace, *connection, *rest]
+        workload = [args.workload] if args.workload else []
+        return [args.command, *workload, "-n", namespace, *connection, *rest]
     return ["translate", args.source, "-n", namespace, *connection, *rest]
 
 
+# Commands whose options are the CLI's own: their --help is the CLI's (it lists every option)
+PASSED_THROUGH = ("translate", "adopt", "retire", "plan")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in PASSED_THROUGH and {"-h", "--help"} & set(argv[1:]):
+        print(
+            f"kubectl placement {argv[0]} takes the options of `python -m extender {argv[0]}`, and kubectl's "
+            "-n/--namespace, --context and --kubeconfig:\n"
+        )
+        return cli_main([argv[0], "--help"])
     args, rest = parser().parse_known_args(argv)
-    if rest and args.command not in ("translate", "adopt", "retire", "plan"):
+    if rest and args.command not in PASSED_THROUGH:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     return cli_main(cli_arguments(args, rest))
 

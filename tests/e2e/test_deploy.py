@@ -109,6 +109,38 @@ def test_version_overlays_render_the_matching_scheduler(cluster, tmp_path, minor
         assert result.returncode == 0, result.stderr
 
 
+def test_one_image_edit_reaches_every_install(cluster, tmp_path) -> None:
+    """The documented edit (deploy/components/image: newName and newTag, what `kustomize edit set
+    image` writes there) and every install renders the extender under that name and no other:
+    deploy/, each overlay, the TLS and in-scheduler ones included (issue 52: after an edit of
+    deploy/base they still ran `placement-extender:0.1.0`, which no registry serves)."""
+    import shutil
+
+    for part in ("deploy", "config"):
+        shutil.copytree(REPO / part, tmp_path / part, ignore=shutil.ignore_patterns("helm"))
+    component = tmp_path / "deploy" / "components" / "image" / "kustomization.yaml"
+    doc = yaml.safe_load(component.read_text())
+    mine = "registry.invalid/platform/placement-extender"
+    doc["images"] = [{"name": "placement-extender", "newName": mine, "newTag": "9.9.9"}]
+    component.write_text(yaml.safe_dump(doc))
+    installs = [tmp_path / "deploy", *sorted((tmp_path / "deploy" / "overlays").iterdir())]
+    found = {}
+    for path in installs:
+        rendered = [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(path)).stdout) if d]
+        images = {
+            c["image"]
+            for d in rendered
+            if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job")
+            for c in [
+                *d["spec"]["template"]["spec"]["containers"],
+                *(d["spec"]["template"]["spec"].get("initContainers") or ()),
+            ]
+            if "kube-scheduler" not in c["image"]
+        }
+        found[path.name] = images
+    assert all(images == {f"{mine}:9.9.9"} for images in found.values()), found
+
+
 def test_optional_audit_cronjob_passes_server_side_dry_run(cluster) -> None:
     result = cluster.kubectl(
         "apply", "--dry-run=server", "-f", str(REPO / "deploy" / "optional" / "audit-cronjob.yaml"), check=False

@@ -130,3 +130,16 @@ def test_adopt_parses_every_option_its_function_takes() -> None:
     assert (plain.mode, plain.node_pool) == ("second-scheduler", None)
     with pytest.raises(ValueError, match="KEY=VALUE"):
         _node_pool("pool")
+
+
+def test_adopts_help_lists_adopts_own_options(capsys) -> None:  # noqa: ANN001
+    """`kubectl placement adopt --help` showed none of adopt's options (issue 52)."""
+    import pytest
+
+    from extender.cli.kubectl_plugin import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["adopt", "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    assert all(option in out for option in ("--policy-name", "--mode", "--dry-run", "--filename", "--output")), out
