@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test test-older test-matrix support-table mismatch unit lint format demo serve venv schema crd docs docs-serve clean constraints
+.PHONY: test test-older test-matrix support-table mismatch unit lint format demo serve venv schema crd docs docs-serve clean constraints release
 
 # The Kubernetes minor the control plane runs (e2e tests, demo): KUBE_VERSION=1.34 make test.
 # Empty means the newest supported one; the list is SUPPORTED_MINORS in extender/kube/versions.py.
@@ -72,6 +72,11 @@ unit: $(STAMP)
 ## make demo: a local control plane (pinned upstream binaries) with the extender and a sample StatefulSet
 demo: $(STAMP)
 	$(PY) -m extender dev up
+
+## make release: dist/ gets the image (OCI archive), the packaged chart and SHA256SUMS, at
+## pyproject.toml's version (every other place naming it must agree); pushing: docs/install/release.md
+release: $(STAMP)
+	$(PY) hack/release.py
 
 ## make serve: the extender alone, against $$KUBECONFIG
 serve: $(STAMP)

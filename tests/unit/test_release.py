@@ -1,0 +1,51 @@
+"""One version, set in pyproject.toml: every other place naming it agrees, and hack/release.py
+names each one that does not (issue 52)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "hack"))
+
+import release  # noqa: E402
+
+
+def test_every_place_names_pyprojects_version() -> None:
+    assert release.disagreements() == []
+    places = release.version_places()
+    assert len(places) >= 6, places  # the chart twice, its image tag, the component, the optional manifests
+
+
+@pytest.fixture()
+def copy(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(ROOT / "deploy", tmp_path / "deploy", ignore=shutil.ignore_patterns("templates"))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new"),
+    [
+        ("deploy/helm/placement-scheduler/Chart.yaml", 'appVersion: "0.1.0"', 'appVersion: "0.1.1"'),
+        ("deploy/helm/placement-scheduler/values.yaml", 'tag: "0.1.0"', 'tag: "0.2.0"'),
+        ("deploy/components/image/kustomization.yaml", 'newTag: "0.1.0"', 'newTag: "9"'),
+        ("deploy/optional/audit-cronjob.yaml", "placement-extender:0.1.0", "placement-extender:0.0.9"),
+    ],
+)
+def test_a_place_that_disagrees_is_named(copy: Path, path: str, old: str, new: str) -> None:
+    file = copy / path
+    text = file.read_text()
+    assert old in text, (path, old)
+    file.write_text(text.replace(old, new, 1))
+    [problem] = release.disagreements(copy)
+    assert path in problem and new.split(":")[-1].strip().strip('"') in problem, problem
+
+
+def test_check_only_passes_on_the_repo(capsys) -> None:  # noqa: ANN001
+    assert release.main(["--check-only"]) == 0
+    assert "every place agrees" in capsys.readouterr().out
