@@ -486,7 +486,25 @@ def metrics_page() -> str:
 
 # -- writing --------------------------------------------------------------------------------------
 
-PAGES = {"policy.md": policy_page, "cli.md": cli_page, "metrics.md": metrics_page}
+
+def examples_page() -> str:
+    """config/examples/, each file whole: complete PlacementPolicy manifests to start from, each
+    one the model parses (tests/unit/test_examples.py)."""
+    parts = [
+        _header("config/examples/"),
+        "# Example policies\n\n",
+        "Complete manifests, one per seed workload, from `config/examples/`: a PlacementPolicy, or a\n"
+        "StatefulSet with its policy inline. Each policy parses (`python -m extender check FILE` for\n"
+        "the PlacementPolicies; `tests/unit/test_examples.py`). Copy one, change the\n"
+        "namespace, labels and zones, and `kubectl apply -f` it; then adopt the workload with\n"
+        "`--policy-name` ([Adopt a running database](../how-to/adopt.md)).\n",
+    ]
+    for path in sorted((REPO / "config" / "examples").glob("*.yaml")):
+        parts.append(f"\n## {path.stem}\n\n```yaml\n{path.read_text().rstrip()}\n```\n")
+    return "".join(parts)
+
+
+PAGES = {"policy.md": policy_page, "cli.md": cli_page, "metrics.md": metrics_page, "examples.md": examples_page}
 
 
 def pages() -> dict[Path, str]:

@@ -35,7 +35,7 @@ def generate():
 
 def test_the_generated_reference_pages_are_what_the_code_gives_now(generate) -> None:
     pages = generate.pages()
-    assert {p.name for p in pages} == {"policy.md", "cli.md", "metrics.md"}
+    assert {p.name for p in pages} == {"policy.md", "cli.md", "metrics.md", "examples.md"}
     for path, text in pages.items():
         rel = path.relative_to(ROOT)
         assert path.exists(), f"{rel} is missing: run make docs and commit it"
@@ -47,7 +47,7 @@ def test_the_generator_checks_and_writes(generate, tmp_path: Path, monkeypatch, 
     assert generate.main(["--check"]) == 1  # nothing written yet
     assert "run make docs" in capsys.readouterr().out
     assert generate.main([]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cli.md", "metrics.md", "policy.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cli.md", "examples.md", "metrics.md", "policy.md"]
     assert generate.main(["--check"]) == 0
 
 

@@ -49,3 +49,17 @@ def test_a_place_that_disagrees_is_named(copy: Path, path: str, old: str, new: s
 def test_check_only_passes_on_the_repo(capsys) -> None:  # noqa: ANN001
     assert release.main(["--check-only"]) == 0
     assert "every place agrees" in capsys.readouterr().out
+
+
+def test_the_charts_kube_version_admits_what_the_kustomize_page_suggests_for_an_untested_minor() -> None:
+    """docs/install/index.md suggests an untested minor's tag (v1.32.9) to kustomize users; the
+    chart must not refuse that minor (issue 52: it said >=1.34)."""
+    import re
+
+    import yaml
+
+    text = (ROOT / "docs/install/index.md").read_text()
+    suggested = re.search(r"For a minor not in the table.*?newTag: v1\.(\d+)\.", text, re.S)
+    assert suggested, "the page's suggestion moved: update this test"
+    floor = yaml.safe_load((ROOT / "deploy/helm/placement-scheduler/Chart.yaml").read_text())["kubeVersion"]
+    assert int(re.match(r">=1\.(\d+)", floor).group(1)) <= int(suggested.group(1)), floor  # type: ignore[union-attr]
