@@ -25,9 +25,10 @@ to the extender), plus any that lost their place after kube-scheduler tried them
 counting `lifted_ttl` later). So whatever the extender does, at most `window` opted-in pods make
 kube-scheduler wait: frozen, each try at one costs the stanza's `httpTimeout` (1 s) once per
 kube-scheduler retry (1 s doubling to 10 s); cut off from kube-scheduler while it keeps running
-(a partition, a broken Service path), its lifts are never tried, so they keep counting and
-nothing more is lifted however long it lasts (before, a lift stopped counting 60 s after it was
-made and 4 more followed: 36 in the queue after 8.5 minutes); killed, each try is refused at
+(a partition, a broken Service path), its lifts are never tried, so they keep counting: the
+queue holds at most twice `window` (those, plus lifts tried just before the cut, whose slots free
+`lifted_ttl` later) and does not grow however long it lasts (before, a lift stopped counting 60 s
+after it was made and 4 more followed: 36 in the queue after 8.5 minutes); killed, each try is refused at
 once. At `window` 2 and `httpTimeout` 1 s, a 100-pod ordinary wave took 1.6-2.14x its healthy
 time at the worst moment in 4 runs (tests/e2e/test_in_scheduler_worst_moment.py holds 2.5x;
 docs/operations/failure-modes.md has the figures).
@@ -184,8 +185,9 @@ class PlaceGate:
         the window for good), and only then: the evidence is a filter request naming it
         (ClusterStore.asks) or kube-scheduler's own Unschedulable condition on it. While
         kube-scheduler cannot reach the extender (a partition, a broken Service path) its lifts
-        keep counting, so nothing more is lifted into a queue that would wait its httpTimeout on
-        each: the cost stays at `window` pods however long the partition lasts."""
+        keep counting, so the queue that would wait its httpTimeout on each stops growing: at
+        most twice `window` pods (the lifts tried just before the cut free their slots once, to
+        lifts that then keep counting) however long the partition lasts."""
         asks = self.store.asks
         for uid, entry in list(self.lifted.items()):
             pod = self.store.pods.get(uid)

@@ -15,7 +15,9 @@ has not tried its lifts); then
 3. cut off: the path stays silent for 5 lifts' TTLs (shortened to 5 s by --place-lifted-ttl: the
    TTL, not the wait), the extender alive and watching, a wave after each TTL. Before, a lift
    stopped counting 60 s after it was made, asked about or not, and 4 more were lifted: 36 in the
-   queue and over 50x by minute 8 (issue 50's report).
+   queue and over 50x by minute 8 (issue 50's report). Now the lifted and unbound pods stay at
+   most twice the window (a lift kube-scheduler asked about just before the cut runs out its TTL
+   and its slot is taken again) and do not grow.
 
 Each 100-pod ordinary wave must bind within 2.5x the healthy one (the mean of a healthy wave
 before the scenarios and one after them; issue 50 asks 2x, not met yet: see WORST_RATIO). After each scenario every
@@ -148,7 +150,11 @@ def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) 
     )
     print(f"\n{scenario.note}")
     assert not over, over
-    assert all(q <= WINDOW for q in queued), queued
+    # In the queue while cut off: the window's lifts kube-scheduler never asked about (they keep
+    # counting), plus at most a window of lifts it asked about just before the cut, whose TTL then
+    # runs out (their slots are taken again by lifts it cannot ask about). So at most twice the
+    # window, and no growth once the first TTL has passed (before: 36 and rising by minute 8).
+    assert max(queued) <= 2 * WINDOW and queued[-1] <= queued[0], queued
     # Issue 50 asks for 2x. Measured in 4 runs: frozen 1.6-2.04x, killed 1.58-2.14x, cut off at most
     # 1.27x. The killed case pays no timeout (kube-scheduler's tries are refused at once), so what
     # costs there is not the gate's bound; until it is found, the docs promise what holds: 2.5x.

@@ -23,13 +23,11 @@ import requests
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import zoned_nodes
 from extender.devcluster.processes import free_port
+from parallel import machine_alone
 
 from .workloads import create_statefulset, pods, statefulset
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.alone("200 callers flood the machine, and the probes are held to 2 s: nothing else beside it"),
-]
+pytestmark = pytest.mark.e2e
 
 HEALTH_PORT = free_port()
 CLUSTER_OPTIONS = {"extender_args": [f"--health-listen=127.0.0.1:{HEALTH_PORT}"]}
@@ -56,6 +54,24 @@ def _probe(url: str) -> int | str:
         return type(err).__name__
 
 
+def _flood_and_probe(api, ns: str, verb_port: int, callers: list, stop: threading.Event, probes: dict) -> None:  # noqa: ANN001
+    try:
+        for caller in callers:
+            caller.start()
+        started = time.monotonic()
+        create_statefulset(
+            api, ns, statefulset("real", 6, policy={"caps": [{"topologyKey": HOST, "max": 1}]}, parallel=True)
+        )
+        while time.monotonic() - started < SECONDS:
+            probes["verb port"].append(_probe(f"http://127.0.0.1:{verb_port}/readyz"))
+            probes["health listener"].append(_probe(f"http://127.0.0.1:{HEALTH_PORT}/readyz"))
+            time.sleep(PROBE_EVERY)
+    finally:
+        stop.set()
+        for caller in callers:
+            caller.join(15)
+
+
 def test_probes_and_placement_hold_through_a_flood_of_made_up_filters(cluster, scenario) -> None:  # noqa: ANN001
     api = cluster.admin
     nodes = cluster.add_nodes(zoned_nodes({"vf-a": 6}, prefix="vf"))
@@ -78,21 +94,10 @@ def test_probes_and_placement_hold_through_a_flood_of_made_up_filters(cluster, s
 
     callers = [threading.Thread(target=flood, daemon=True) for _ in range(CALLERS)]
     probes: dict[str, list] = {"verb port": [], "health listener": []}
-    try:
-        for caller in callers:
-            caller.start()
-        started = time.monotonic()
-        create_statefulset(
-            api, ns, statefulset("real", 6, policy={"caps": [{"topologyKey": HOST, "max": 1}]}, parallel=True)
-        )
-        while time.monotonic() - started < SECONDS:
-            probes["verb port"].append(_probe(f"http://127.0.0.1:{verb_port}/readyz"))
-            probes["health listener"].append(_probe(f"http://127.0.0.1:{HEALTH_PORT}/readyz"))
-            time.sleep(PROBE_EVERY)
-    finally:
-        stop.set()
-        for caller in callers:
-            caller.join(15)
+    # 200 callers flood the machine and the probes are held to 2 s: the flood runs with no other
+    # test beside it (tests/parallel.py); the cluster's setup does not need to
+    with machine_alone():
+        _flood_and_probe(api, ns, verb_port, callers, stop, probes)
     placed = wait_for(
         "the 6-pod set placed",
         lambda: (p := [x for x in pods(api, ns, "app=real") if x["spec"].get("nodeName")]) and len(p) == 6 and p,
