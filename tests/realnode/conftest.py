@@ -9,11 +9,14 @@ machine that could run them (not under CI=true)."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from extender.devcluster.cluster import REPO, LocalCluster, NodeSpec
 from extender.devcluster.realnode import (
@@ -26,6 +29,7 @@ from extender.devcluster.realnode import (
 )
 
 from .installs import KWOK_TAINT, ZONE, Images, figure, render
+from .registry import local_registry, push
 
 
 def mandatory() -> bool:
@@ -55,6 +59,7 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's
 MODULE_ORDER = (
     "test_crashed_harness",
     "test_deploy_on_real_node",
+    "test_release_artifacts",  # after the image is built (for the node), which the release reuses
     "test_tls_install_on_real_node",
     "test_in_scheduler_on_real_node",
     "test_chart_on_real_node",
@@ -104,19 +109,33 @@ def node_cluster() -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="package")
-def images(node_cluster: LocalCluster) -> Images:
-    """The extender image built from the Dockerfile and a kube-scheduler image of the pinned
-    binary, imported into the node's containerd (never pulled)."""
+def registry(node_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The platform team's own registry (tests/realnode/registry.py), which the node pulls from."""
+    node = node_cluster.real_node
+    assert node is not None
+    with local_registry(tmp_path_factory.mktemp("registry")) as host:
+        node.trust_registry(host)
+        yield host
+
+
+@pytest.fixture(scope="package")
+def images(node_cluster: LocalCluster, registry: str, tmp_path_factory: pytest.TempPathFactory) -> Images:
+    """The extender image built from the Dockerfile and pushed to the local registry under a name
+    that is not the default (the node pulls it, as a cluster does); a copy of deploy/ with the
+    documented image edit; and a kube-scheduler image of the pinned binary, imported into the
+    node's containerd (never pulled: no public registry is reachable here)."""
     node = node_cluster.real_node
     assert node is not None and node_cluster.bin_dir is not None
     started = time.monotonic()
     archive = node.build_image("--base", "debian")
     figure("extender image build (s, cached when unchanged)", time.monotonic() - started)
-    started = time.monotonic()
-    node.load_image(archive)
-    figure("extender image load (s)", time.monotonic() - started)
     figure("extender image archive (MB)", archive.stat().st_size / 1e6)
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    extender = f"{registry}/platform/placement-extender:{version}"
+    started = time.monotonic()
+    push(archive, extender, tmp_path_factory.mktemp("push"), version)
+    figure("extender image push to the local registry (s)", time.monotonic() - started)
+    deploy = _user_deploy(tmp_path_factory.mktemp("user"), extender)
     scheduler = next(
         c["image"]
         for d in render(node_cluster, REPO / "deploy" / "overlays" / "kube-1.37")
@@ -136,7 +155,20 @@ def images(node_cluster: LocalCluster) -> Images:
         )
     )
     figure("kube-scheduler image build + load (s)", time.monotonic() - started)
-    return Images(extender=f"placement-extender:{version}", scheduler=scheduler)
+    return Images(extender=extender, scheduler=scheduler, deploy=deploy)
+
+
+def _user_deploy(root: Path, image: str) -> Path:
+    """deploy/ (and the config/ it includes) as a user has them after the documented image edit:
+    newName and newTag in deploy/components/image (docs/install/index.md)."""
+    for part in ("deploy", "config"):
+        shutil.copytree(REPO / part, root / part, ignore=shutil.ignore_patterns("helm"))
+    component = root / "deploy" / "components" / "image" / "kustomization.yaml"
+    doc = yaml.safe_load(component.read_text())
+    name, _, tag = image.rpartition(":")
+    doc["images"] = [{"name": "placement-extender", "newName": name, "newTag": tag}]
+    component.write_text(yaml.safe_dump(doc))
+    return root / "deploy"
 
 
 @pytest.fixture(scope="package")

@@ -41,8 +41,9 @@ def figure(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class Images:
-    extender: str  # placement-extender:<version>, built from the Dockerfile
+    extender: str  # <local registry>/platform/placement-extender:<version>, built from the Dockerfile, pulled
     scheduler: str  # the tag deploy/ names for kube-scheduler, the pinned binary in a one-file image
+    deploy: Path  # a copy of deploy/ after the documented image edit (deploy/components/image)
 
 
 def render(cluster: LocalCluster, overlay: Path) -> list[dict[str, Any]]:
@@ -51,17 +52,21 @@ def render(cluster: LocalCluster, overlay: Path) -> list[dict[str, Any]]:
 
 
 def pin_images(docs: list[dict[str, Any]], images: Images) -> None:
-    """The one change every install gets here: the extender's image is the one we built (its tag,
-    as a user's `images:` sets their registry's), and no container may pull."""
+    """The one change every install gets here: kube-scheduler's image (the pinned binary, imported:
+    this machine reaches no public registry) is never pulled. The extender's image is left as the
+    documented edit made it, and must name the local registry: the kubelet pulls it from there."""
+    extenders = 0
     for doc in docs:
         if doc["kind"] not in ("Deployment", "StatefulSet", "DaemonSet"):
             continue
         for c in doc["spec"]["template"]["spec"]["containers"]:
-            if c["image"].split(":")[0].endswith("placement-extender"):
-                c["image"] = images.extender
             if c["name"] == "kube-scheduler":
                 c["image"] = images.scheduler
-            c["imagePullPolicy"] = "Never"
+                c["imagePullPolicy"] = "Never"
+            elif "placement-extender" in c["image"]:
+                assert c["image"] == images.extender, f"{doc['metadata']['name']} runs {c['image']}"
+                extenders += 1
+    assert extenders, "no extender container rendered"
 
 
 def service_tls(cluster: LocalCluster, workdir: Path, hosts: list[str]) -> list[dict[str, Any]]:

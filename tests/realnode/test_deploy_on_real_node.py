@@ -1,11 +1,12 @@
 """deploy/ as users install it (the second scheduler, the extender as its sidecar on loopback), on
 a real node: the image we build, run by a real kubelet.
 
-`kubectl kustomize deploy/overlays/kube-1.37/` with the images pinned to the ones built here
-(conftest.pin_images: never pulled). Then: placement-scheduler Ready (both containers, both
-replicas, one holding the lease); a StatefulSet under ordinal zones and a cap placed by it; the
-extender container killed, and frozen, each time timed until the kubelet has restarted it and
-the pod is Ready again. Figures go to test-logs/realnode/figures.json.
+`kubectl kustomize deploy/overlays/kube-1.37/` after the documented image edit (deploy/components/
+image names the local registry, where the image we build was pushed under a name that is not the
+default: the kubelet pulls it; kube-scheduler's image is imported, conftest.pin_images). Then:
+placement-scheduler Ready (both containers, both replicas, one holding the lease); a StatefulSet
+under ordinal zones and a cap placed by it; the extender container killed, and frozen, each time
+timed until the kubelet has restarted it and the pod is Ready again. Figures go to test-logs/realnode/figures.json.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from extender.devcluster.api import Api, wait_for
-from extender.devcluster.cluster import REPO, SCHEDULER_NAME, SYSTEM_NAMESPACE, LocalCluster
+from extender.devcluster.cluster import SCHEDULER_NAME, SYSTEM_NAMESPACE, LocalCluster
 
 from .installs import (
     Images,
@@ -37,14 +38,14 @@ from .installs import (
 
 pytestmark = pytest.mark.e2e
 
-OVERLAY = REPO / "deploy" / "overlays" / "kube-1.37"
+OVERLAY = "overlays/kube-1.37"  # of the user's deploy/ (Images.deploy)
 APP = "app.kubernetes.io/name=placement-scheduler"
 
 
 @pytest.fixture(scope="module")
 def deployed(node_cluster: LocalCluster, images: Images, kwok_beside: list[str]) -> Iterator[LocalCluster]:
     """deploy/ applied, placement-scheduler Ready; taken away after the module."""
-    docs = render(node_cluster, OVERLAY)
+    docs = render(node_cluster, images.deploy / OVERLAY)
     pin_images(docs, images)
     started = time.monotonic()
     apply(node_cluster, docs)

@@ -39,7 +39,7 @@ from .installs import (
 
 pytestmark = pytest.mark.e2e
 
-OVERLAY = REPO / "deploy" / "overlays" / "in-scheduler"
+OVERLAY = "overlays/in-scheduler"  # of the user's deploy/ (Images.deploy)
 STANZA = REPO / "config" / "in-scheduler" / "scheduler-config.yaml"
 SERVICE_NAME = "placement-extender.placement-system.svc"
 
@@ -51,7 +51,7 @@ def in_scheduler(
     api = node_cluster.admin
     node = node_cluster.real_node
     assert api is not None and node is not None
-    docs = render(node_cluster, OVERLAY)
+    docs = render(node_cluster, images.deploy / OVERLAY)
     pin_images(docs, images)
     started = time.monotonic()
     service = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "placement-extender"]

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from extender.devcluster.api import wait_for
-from extender.devcluster.cluster import REPO, SCHEDULER_NAME, LocalCluster
+from extender.devcluster.cluster import SCHEDULER_NAME, LocalCluster
 from extender.devcluster.pki import PKI
 
 from .installs import (
@@ -37,7 +37,7 @@ from .installs import (
 
 pytestmark = pytest.mark.e2e
 
-OVERLAY = REPO / "deploy" / "overlays" / "tls"
+OVERLAY = "overlays/tls"  # of the user's deploy/ (Images.deploy)
 SERVICE_NAME = "placement-extender.placement-system.svc"
 SERVICE_IP = "10.214.0.80"
 EXTENDER = "app.kubernetes.io/name=placement-extender"  # in the real node's service range (realnode.SERVICE_RANGE)
@@ -47,7 +47,7 @@ EXTENDER = "app.kubernetes.io/name=placement-extender"  # in the real node's ser
 def tls_installed(
     node_cluster: LocalCluster, images: Images, kwok_beside: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[LocalCluster, dict]]:
-    docs = render(node_cluster, OVERLAY)
+    docs = render(node_cluster, images.deploy / OVERLAY)
     pin_images(docs, images)
     for doc in docs:
         if doc["kind"] == "Service" and doc["metadata"]["name"] == "placement-extender":

@@ -109,6 +109,11 @@ class NodePaths:
         return self.run_dir / "containerd" / "root"
 
     @property
+    def registry_hosts(self) -> Path:
+        """containerd's per-registry host configs (`<host>/hosts.toml`), read at each pull."""
+        return self.run_dir / "containerd" / "certs.d"
+
+    @property
     def containerd_state(self) -> Path:
         return self.run_dir / "containerd" / "state"
 
@@ -220,6 +225,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     bin_dir = "/usr/lib/cni"
     conf_dir = "{paths.cni_conf_dir}"
     max_conf_num = 1
+
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{paths.registry_hosts}"
+"""
+
+
+def plain_http_registry(host: str) -> str:
+    """hosts.toml for a registry served over plain HTTP on loopback (a test's own, RealNode.trust_registry)."""
+    return f"""server = "http://{host}"
+
+[host."http://{host}"]
+  capabilities = ["pull", "resolve"]
 """
 
 

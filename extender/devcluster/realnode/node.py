@@ -41,6 +41,7 @@ from .config import (
     guard_rules,
     kube_proxy_config,
     kubelet_config,
+    plain_http_registry,
     range_clashes,
 )
 from .host import (
@@ -352,6 +353,13 @@ class RealNode:
         if result.returncode != 0:
             raise RealNodeError(f"hack/image/build.py {' '.join(args)} failed (exit {result.returncode})")
         return Path(result.stdout.strip().splitlines()[-1])
+
+    def trust_registry(self, host: str) -> None:
+        """Let the node's containerd pull from `host` (HOST:PORT on loopback) over plain HTTP, as a
+        cluster is configured for its own registry; the pods then pull what names it."""
+        folder = self.paths.registry_hosts / host
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts.toml").write_text(plain_http_registry(host))
 
     def load_image(self, archive: Path) -> None:
         """Import an OCI archive into our containerd, where the kubelet finds it (as build.py --load
