@@ -11,6 +11,7 @@ found here), so the chart no longer carries it by default. It runs last: the CRD
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import yaml
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import REPO, SCHEDULER_NAME, SYSTEM_NAMESPACE, LocalCluster
 
-from .installs import Images, await_ready, figure, place_statefulset
+from .installs import HELM_INSTALL, Images, await_ready, figure, place_statefulset
 from .registry import crane
 
 pytestmark = pytest.mark.e2e
@@ -103,7 +104,9 @@ def chart(node_cluster: LocalCluster, images: Images, kwok_beside: list[str]) ->
     ]
     base = [str(helm), f"--kubeconfig={node_cluster.kubeconfig}", "--namespace", SYSTEM_NAMESPACE]
     started = time.monotonic()
-    install = [*base, "install", "placement", str(CHART), "--create-namespace", *values]  # as the install page says
+    documented = shlex.split(HELM_INSTALL)  # the install page's command, word for word
+    words = [str(CHART) if w == "deploy/helm/placement-scheduler" else w for w in documented[1:]]
+    install = [str(helm), f"--kubeconfig={node_cluster.kubeconfig}", *words, *values]
     out = subprocess.run(install, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     api = node_cluster.admin

@@ -22,6 +22,7 @@ from extender.devcluster.api import Api, wait_for
 from extender.devcluster.cluster import SCHEDULER_NAME, SYSTEM_NAMESPACE, LocalCluster
 
 from .installs import (
+    DOCUMENTED_OVERLAYS,
     Images,
     apply,
     assert_liveness_failed,
@@ -38,7 +39,7 @@ from .installs import (
 
 pytestmark = pytest.mark.e2e
 
-OVERLAY = "overlays/kube-1.37"  # of the user's deploy/ (Images.deploy)
+OVERLAY = DOCUMENTED_OVERLAYS["kube-<minor>"]  # of the user's deploy/ (Images.deploy)
 APP = "app.kubernetes.io/name=placement-scheduler"
 
 

@@ -25,6 +25,7 @@ from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE, LocalCluster
 from extender.devcluster.processes import free_port
 
 from .installs import (
+    DOCUMENTED_OVERLAYS,
     Images,
     apply,
     await_ready,
@@ -39,7 +40,7 @@ from .installs import (
 
 pytestmark = pytest.mark.e2e
 
-OVERLAY = "overlays/in-scheduler"  # of the user's deploy/ (Images.deploy)
+OVERLAY = DOCUMENTED_OVERLAYS["in-scheduler"]  # of the user's deploy/ (Images.deploy)
 STANZA = REPO / "config" / "in-scheduler" / "scheduler-config.yaml"
 SERVICE_NAME = "placement-extender.placement-system.svc"
 

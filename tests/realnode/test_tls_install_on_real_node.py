@@ -20,6 +20,7 @@ from extender.devcluster.cluster import SCHEDULER_NAME, LocalCluster
 from extender.devcluster.pki import PKI
 
 from .installs import (
+    DOCUMENTED_OVERLAYS,
     Images,
     apply,
     assert_liveness_failed,
@@ -37,7 +38,7 @@ from .installs import (
 
 pytestmark = pytest.mark.e2e
 
-OVERLAY = "overlays/tls"  # of the user's deploy/ (Images.deploy)
+OVERLAY = DOCUMENTED_OVERLAYS["tls"]  # of the user's deploy/ (Images.deploy)
 SERVICE_NAME = "placement-extender.placement-system.svc"
 SERVICE_IP = "10.214.0.80"
 EXTENDER = "app.kubernetes.io/name=placement-extender"  # in the real node's service range (realnode.SERVICE_RANGE)
