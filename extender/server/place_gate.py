@@ -29,9 +29,9 @@ kube-scheduler retry (1 s doubling to 10 s); cut off from kube-scheduler while i
 queue holds at most twice `window` (those, plus lifts tried just before the cut, whose slots free
 `lifted_ttl` later) and does not grow however long it lasts (before, a lift stopped counting 60 s
 after it was made and 4 more followed: 36 in the queue after 8.5 minutes); killed, each try is refused at
-once. At `window` 2 and `httpTimeout` 1 s, a 100-pod ordinary wave took 1.6-2.14x its healthy
-time at the worst moment in 4 runs (tests/e2e/test_in_scheduler_worst_moment.py holds 2.5x;
-docs/operations/failure-modes.md has the figures).
+once. At `window` 2 and `httpTimeout` 1 s, a 100-pod ordinary wave took 1.01-1.03x its healthy
+time at the worst moment, frozen or killed, and at most 1.48x cut off, in 2 runs
+(tests/e2e/test_in_scheduler_worst_moment.py holds 2x; docs/operations/failure-modes.md).
 
 Lifts follow binds: the watch wakes the gate loop when an opted-in pod is bound or a pod is held
 (ClusterStore.gate_work), so the next pod is lifted as soon as a slot frees, not at the next

@@ -19,17 +19,19 @@ has not tried its lifts); then
    most twice the window (a lift kube-scheduler asked about just before the cut runs out its TTL
    and its slot is taken again) and do not grow.
 
-Each 100-pod ordinary wave must bind within 2.5x the healthy one (the mean of a healthy wave
-before the scenarios and one after them; issue 50 asks 2x, not met yet: see WORST_RATIO). After each scenario every
+Each 100-pod ordinary wave must bind within 2x the healthy one (the mean of a healthy wave
+before the scenarios and one after them; issue 50's bound). After each scenario every
 opted-in pod is placed, and no sample (every 0.5 s, throughout) shows a node over its cap.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -54,7 +56,7 @@ CLUSTER_OPTIONS = {
 }
 HOST = "kubernetes.io/hostname"
 BURST, CAP, NODES, WINDOW = 100, 10, 12, 2
-WORST_RATIO = 2.5  # docs/operations/failure-modes.md
+WORST_RATIO = 2.0  # issue 50; docs/operations/failure-modes.md
 
 
 def _burst(name: str) -> dict:
@@ -86,10 +88,26 @@ def _extender_signal(cluster, sig: int) -> None:  # noqa: ANN001
     os.killpg(process.popen.pid, sig)
 
 
+def _create_burst(api, ns: str, app: str) -> None:  # noqa: ANN001
+    """The burst's pods, created by the test 16 at a time (as its ReplicaSet would make them).
+    Not through a Deployment: kube-controller-manager writes 20 pods a second for every
+    controller together, so a burst still being created held the next ordinary wave's pods back
+    by seconds, extender or no extender (that, not the extender, was most of the 1.6-2.14x)."""
+    template = _burst(app)["spec"]["template"]
+
+    def create(i: int) -> None:
+        pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(template)}
+        pod["metadata"]["name"] = f"{app}-{i}"
+        api.create(f"/api/v1/namespaces/{ns}/pods", pod)
+
+    with ThreadPoolExecutor(16) as creators:
+        list(creators.map(create, range(BURST)))
+
+
 def _cut_mid_burst(api, ns: str, app: str) -> int:  # noqa: ANN001
     """Start the burst, cut the path once part of it is bound, and wait until the window's lifts
     are in the queue: the gate lifts nothing more while kube-scheduler cannot try them."""
-    api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", _burst(app))
+    _create_burst(api, ns, app)
     wait_for(f"{app}: 20 bound", lambda: bound_count(api, ns, app) >= 20, 120, interval=0.1)
     PROXY.cut()
     wait_for(f"{app}: the window's lifts in the queue", lambda: _lifted_unbound(api, ns, app) == WINDOW, 30)
@@ -155,7 +173,7 @@ def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) 
     # runs out (their slots are taken again by lifts it cannot ask about). So at most twice the
     # window, and no growth once the first TTL has passed (before: 36 and rising by minute 8).
     assert max(queued) <= 2 * WINDOW and queued[-1] <= queued[0], queued
-    # Issue 50 asks for 2x. Measured in 4 runs: frozen 1.6-2.04x, killed 1.58-2.14x, cut off at most
-    # 1.27x. The killed case pays no timeout (kube-scheduler's tries are refused at once), so what
-    # costs there is not the gate's bound; until it is found, the docs promise what holds: 2.5x.
+    # Issue 50's 2x. Measured, the burst created by the test: frozen 1.02-1.03x, killed 1.01-1.03x,
+    # cut off at most 1.48x (2 runs). With the burst made by a Deployment it was 1.6-2.14x: the
+    # wave's ReplicaSet waited behind the burst's for kube-controller-manager's 20 writes a second.
     assert all(r <= WORST_RATIO for r in ratios.values()), scenario.note
