@@ -457,7 +457,6 @@ def _adopt_manifest(args: argparse.Namespace) -> int:
     the cluster is read (unless --offline) for the named policy and, for a running StatefulSet,
     the rollout check and its ZoneRotation record. Nothing is written."""
     from ..kube.client import KubeApiError, connect
-    from ..ops.adopt import adopt
     from ..ops.manifests import policy_in
     from ..ops.rollout import check_adoption
     from ..state.watcher import list_once
@@ -478,14 +477,7 @@ def _adopt_manifest(args: argparse.Namespace) -> int:
     else:
         spec = _policy_file(args.policy_file)
         named = {"inline_policy": spec.model_dump_json(exclude_defaults=True)}
-    change = adopt(
-        workload,
-        spec,
-        scheduler_name=args.scheduler_name,
-        mode=args.mode,
-        node_pool=_node_pool(args.node_pool),
-        **named,
-    )
+    change = _adopted(args, workload, spec, named)
     rollout, uid = None, None
     if kind == "StatefulSet" and api is not None:
         name = workload["metadata"]["name"]
@@ -514,7 +506,6 @@ def _adopt_manifest(args: argparse.Namespace) -> int:
 def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: PlacementPolicySpec | None):  # noqa: ANN001, ANN202
     """One read-decide-write of adopt: the change and the rollout check (None for a Deployment);
     nothing is written when the rollout would stall."""
-    from ..ops.adopt import adopt
     from ..ops.rollout import check_adoption
     from ..server.effects import update_workload, write_adopted_rotation
     from ..state.watcher import list_once
@@ -527,14 +518,7 @@ def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: 
     else:
         spec = from_file
         named = {"inline_policy": spec.model_dump_json(exclude_defaults=True)}
-    change = adopt(
-        workload,
-        spec,
-        scheduler_name=args.scheduler_name,
-        mode=args.mode,
-        node_pool=_node_pool(args.node_pool),
-        **named,
-    )
+    change = _adopted(args, workload, spec, named)
     rollout = None
     if kind == "StatefulSet":
         rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
@@ -545,6 +529,14 @@ def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: 
             write_adopted_rotation(api, rollout.record, uid, rollout.record_exists)
         update_workload(api, path, change.workload)
     return change, rollout, uid
+
+
+def _adopted(args: argparse.Namespace, workload: dict, spec: PlacementPolicySpec, named: dict):  # noqa: ANN202
+    """adopt() with the command line's scheduler name, mode and node pool (live and -f alike)."""
+    from ..ops.adopt import adopt
+
+    pool = _node_pool(args.node_pool)
+    return adopt(workload, spec, scheduler_name=args.scheduler_name, mode=args.mode, node_pool=pool, **named)
 
 
 def _node_pool(text: str | None) -> tuple[str, str] | None:

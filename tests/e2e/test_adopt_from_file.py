@@ -19,10 +19,10 @@ import yaml
 
 from extender.api.policy import IMPLIED_ANNOTATION, INLINE_POLICY_ANNOTATION
 from extender.devcluster.api import wait_for
-from extender.devcluster.cluster import SCHEDULER_NAME, NodeSpec
+from extender.devcluster.cluster import SCHEDULER_NAME
 
-from .test_adopt_rollout import HOST, ZONE, _rolled, _set_cordon
-from .workloads import cli, create_statefulset, pods, statefulset
+from .test_adopt_rollout import HOST, _rolled, running_outside_rotation
+from .workloads import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -46,38 +46,8 @@ def _additions(workload: dict) -> dict:
 def test_a_workload_adopted_from_its_manifest_places_as_a_live_adopt(cluster, scenario, tmp_path) -> None:  # noqa: ANN001
     api = cluster.admin
     name = "gitops"
-    zones = {z: f"{name}-{z}" for z in "abc"}
-    nodes = {z: [f"{name}-{z}{i}" for i in (1, 2)] for z in "abc"}
-    cluster.add_nodes(NodeSpec(n, zones[z]) for z in "abc" for n in nodes[z])
-    ns = cluster.namespace(name)
-    opened = "bca"
-    _set_cordon(api, [n for z in opened[1:] for n in nodes[z]], True)
-    manifest = statefulset(name, 6, scheduler="default-scheduler", parallel=False)
-    manifest["spec"]["template"]["spec"]["affinity"] = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": HOST}
-            ]
-        },
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": ZONE, "operator": "In", "values": list(zones.values())}]}
-                ]
-            }
-        },
-    }
-    create_statefulset(api, ns, manifest)
-    for count, zone in zip((2, 4, 6), opened, strict=True):
-        if count > 2:
-            _set_cordon(api, nodes[zone], False)
-        wait_for(
-            f"{count} pods placed",
-            lambda count=count: len([p for p in pods(api, ns, f"app={name}") if p["spec"].get("nodeName")]) == count,
-            120,
-        )
-    zone_of = {n: zones[z] for z in "abc" for n in nodes[z]}
-    before = {p["metadata"]["name"]: zone_of[p["spec"]["nodeName"]] for p in pods(api, ns, f"app={name}")}
+    running = running_outside_rotation(cluster, name, "bca")
+    ns, zones, manifest, zone_of, before = running.ns, running.zones, running.manifest, running.zone_of, running.before
     policy = tmp_path / "policy.json"
     policy.write_text(
         json.dumps(

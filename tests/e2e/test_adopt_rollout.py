@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 
 import pytest
 
@@ -52,14 +53,25 @@ def _rolled(api, ns: str, name: str, scheduler: str) -> list[dict] | None:  # no
     return live if done else None
 
 
-def _one_run(cluster, run: int, tmp_path, results: dict) -> None:  # noqa: ANN001
+@dataclass
+class RunningSet:
+    """A StatefulSet of 6 placed by the default scheduler zone by zone, outside any rotation."""
+
+    ns: str
+    zones: dict[str, str]
+    manifest: dict
+    zone_of: dict[str, str]  # node -> zone
+    before: dict[str, str]  # pod -> zone
+
+
+def running_outside_rotation(cluster, name: str, opened: str) -> RunningSet:  # noqa: ANN001
+    """3 zones x 2 nodes named after `name`; the set's pods placed one a node by the default
+    scheduler, its zones opened in the order `opened` (the others cordoned meanwhile)."""
     api = cluster.admin
-    name = f"adopt{run}"
     zones = {z: f"{name}-{z}" for z in "abc"}
     nodes = {z: [f"{name}-{z}{i}" for i in (1, 2)] for z in "abc"}
     cluster.add_nodes(NodeSpec(n, zones[z]) for z in "abc" for n in nodes[z])
     ns = cluster.namespace(name)
-    opened = ORDERS[run % len(ORDERS)]
     _set_cordon(api, [n for z in opened[1:] for n in nodes[z]], True)
     manifest = statefulset(name, 6, scheduler="default-scheduler", parallel=False)
     manifest["spec"]["template"]["spec"]["affinity"] = {
@@ -87,6 +99,15 @@ def _one_run(cluster, run: int, tmp_path, results: dict) -> None:  # noqa: ANN00
         )
     zone_of = {n: zones[z] for z in "abc" for n in nodes[z]}
     before = {p["metadata"]["name"]: zone_of[p["spec"]["nodeName"]] for p in pods(api, ns, f"app={name}")}
+    return RunningSet(ns, zones, manifest, zone_of, before)
+
+
+def _one_run(cluster, run: int, tmp_path, results: dict) -> None:  # noqa: ANN001
+    api = cluster.admin
+    name = f"adopt{run}"
+    opened = ORDERS[run % len(ORDERS)]
+    running = running_outside_rotation(cluster, name, opened)
+    ns, zones, zone_of, before = running.ns, running.zones, running.zone_of, running.before
     policy = {
         "ordinalZones": {},
         "zones": {"allowed": sorted(zones.values())},
