@@ -123,11 +123,24 @@ def test_version_overlays_render_the_matching_scheduler(cluster, tmp_path, minor
 OPTIONAL_INSTALLS = ["deploy/optional/audit", "deploy/optional/scale-down"]
 
 
+def _pod_specs(doc: object) -> list[dict]:
+    """Every pod spec in an object: a Deployment's template, a CronJob's job template's ..."""
+    if isinstance(doc, dict):
+        found = [doc] if isinstance(doc.get("containers"), list) else []
+        return found + [s for value in doc.values() for s in _pod_specs(value)]
+    if isinstance(doc, list):
+        return [s for value in doc for s in _pod_specs(value)]
+    return []
+
+
 def test_one_image_edit_reaches_every_install(cluster, tmp_path) -> None:
     """The documented edit (deploy/components/image: newName and newTag, what `kustomize edit set
     image` writes there) and every install renders the extender under that name and no other:
     deploy/, each overlay, the TLS and in-scheduler ones included (issue 52: after an edit of
-    deploy/base they still ran `placement-extender:0.1.0`, which no registry serves)."""
+    deploy/base they still ran `placement-extender:0.1.0`, which no registry serves), and the
+    optional audit CronJob and scale-down controller (which hard-coded that image until they
+    became kustomizations including the component). Every kustomization under deploy/ is
+    rendered, so an install added later is held to it too."""
     import shutil
 
     for part in ("deploy", "config"):
@@ -137,21 +150,23 @@ def test_one_image_edit_reaches_every_install(cluster, tmp_path) -> None:
     mine = "registry.invalid/platform/placement-extender"
     doc["images"] = [{"name": "placement-extender", "newName": mine, "newTag": "9.9.9"}]
     component.write_text(yaml.safe_dump(doc))
-    installs = [tmp_path / "deploy", *sorted((tmp_path / "deploy" / "overlays").iterdir())]
+    installs = sorted(
+        k.parent
+        for k in (tmp_path / "deploy").rglob("kustomization.yaml")
+        if "components" not in k.relative_to(tmp_path).parts
+    )
+    missing = {*INSTALLS, *OPTIONAL_INSTALLS} - {str(path.relative_to(tmp_path)) for path in installs}
+    assert not missing, f"no kustomization in {sorted(missing)}"
     found = {}
     for path in installs:
         rendered = [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(path)).stdout) if d]
-        images = {
+        found[str(path.relative_to(tmp_path))] = {
             c["image"]
             for d in rendered
-            if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job")
-            for c in [
-                *d["spec"]["template"]["spec"]["containers"],
-                *(d["spec"]["template"]["spec"].get("initContainers") or ()),
-            ]
+            for spec in _pod_specs(d)
+            for c in [*spec["containers"], *(spec.get("initContainers") or ())]
             if "kube-scheduler" not in c["image"]
         }
-        found[path.name] = images
     assert all(images == {f"{mine}:9.9.9"} for images in found.values()), found
 
 
