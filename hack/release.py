@@ -9,9 +9,10 @@
 - dist/SHA256SUMS: both, as `sha256sum -c` reads them.
 
 The version is pyproject.toml's, the one place it is set; every other place that names it (the
-chart's version and appVersion, its image tag, the image component's tag, the optional manifests'
-images) must agree, or nothing is built and each disagreement is named (--check-only checks that
-alone; tests/unit/test_release.py runs it). How to push the artifacts: docs/install/release.md.
+chart's version and appVersion, its image tag, the image component's tag; and any manifest under
+deploy/ that hard-codes the image's tag, which none should: each install takes it from the
+component) must agree, or nothing is built and each disagreement is named (--check-only checks
+that alone; tests/unit/test_release.py runs it). How to push the artifacts: docs/install/release.md.
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ def version_places(root: Path = REPO) -> dict[str, str | None]:
             next((i.get("newTag") for i in component.get("images") or () if i.get("name") == IMAGE), None)
         ),
     }
-    for optional in sorted((root / "deploy/optional").glob("*.yaml")):
-        for match in re.finditer(rf"image:\s*{IMAGE}:(\S+)", optional.read_text()):
-            places[f"deploy/optional/{optional.name} image"] = match.group(1)
+    # Every install (deploy/base, the overlays, deploy/optional/*/) names the image untagged and takes
+    # its tag from the component; a manifest that hard-codes one is a place too (the optional ones
+    # did, until they became kustomizations including the component).
+    for manifest in sorted((root / "deploy").rglob("*.yaml")):
+        if "helm" in manifest.relative_to(root).parts:
+            continue
+        for match in re.finditer(rf"image:\s*{IMAGE}:(\S+)", manifest.read_text()):
+            places[f"{manifest.relative_to(root)} image"] = match.group(1)
     return places
 
 

@@ -54,7 +54,7 @@ def _api_error(err: KubeApiError) -> str:
         401: "the API server did not accept the kubeconfig's credentials: refresh them (log in again)",
         403: "forbidden: the kubeconfig's identity may not read what the command needs (get/list on nodes, "
         "pods, PVCs, PVs, StatefulSets, PlacementPolicies, ZoneRotations; the auditor role in "
-        "deploy/optional/audit-cronjob.yaml grants exactly that; adopt and retire also update the workload)",
+        "deploy/optional/audit/ grants exactly that; adopt and retire also update the workload)",
         404: "not found",
         409: "another writer changed the object on every attempt (409 Conflict); nothing was written, run the "
         "command again",

@@ -4,7 +4,7 @@ For every group of pods with a placement policy: where its pods are (zones x nod
 rules the current placement breaks (drift after a scale-down, a node loss, a pod placed by
 hand), the zones the next scale-down of each StatefulSet would empty, and the pods Pending
 with kube-scheduler's reason. Exit code 1 when any hard rule is broken, so it can run as a
-CronJob alarm (deploy/optional/audit-cronjob.yaml).
+CronJob alarm (deploy/optional/audit/).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ group owned by a ReplicaSet (Deployments included), from the engine's scale-down
 and zone rules best). It writes only when a pod's cost changes, at most `rate` patches a second,
 and never touches a StatefulSet's pods (ordinal zones keep them: the highest ordinals go first) or
 a pod without a policy. It runs as its own process (`python -m extender deletion-costs`), with its
-own ServiceAccount whose one write is `patch` on pods (deploy/optional/scale-down.yaml).
+own ServiceAccount whose one write is `patch` on pods (deploy/optional/scale-down/).
 """
 
 from __future__ import annotations

@@ -310,7 +310,7 @@ class KubePodNudger:
 
 
 class KubeDeletionCostWriter:
-    """The scale-down controller's one write (its own ServiceAccount, deploy/optional/scale-down.yaml):
+    """The scale-down controller's one write (its own ServiceAccount, deploy/optional/scale-down/):
     the pod-deletion-cost annotation a ReplicaSet's controller reads to pick the pods it deletes."""
 
     def __init__(self, api: KubeHttp, timeout: float = 10.0) -> None:

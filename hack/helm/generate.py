@@ -2,16 +2,17 @@
 
     python hack/helm/generate.py [--kubectl PATH] [--check]
 
-Renders `deploy/` and `deploy/overlays/tls/` with `kubectl kustomize`, reads
-`deploy/optional/audit-cronjob.yaml`, and writes `deploy/helm/placement-scheduler/templates/`
-(the in-scheduler overlay's objects under `.Values.inScheduler.enabled`, its MutatingAdmissionPolicy
-only where the cluster serves it, as deploy/overlays/in-scheduler-before-1.36 leaves it out):
-one file per object, objects of the sidecar install only under `not .Values.tls.enabled`, those
-of the TLS install only under `.Values.tls.enabled`, the audit objects under
-`.Values.audit.enabled`, the scale-down controller's (deploy/optional/scale-down.yaml) under
-`.Values.scaleDown.enabled`. The values a user sets (images, replicas, resources, the audit's
-schedule, whether to create the namespace) replace the matching fields; with the default values
-`helm template` renders exactly what kustomize does (tests/e2e/test_helm.py holds them equal).
+Renders `deploy/`, `deploy/overlays/tls/` and the optional `deploy/optional/audit/` and
+`deploy/optional/scale-down/` with `kubectl kustomize`, and writes
+`deploy/helm/placement-scheduler/templates/` (the in-scheduler overlay's objects under
+`.Values.inScheduler.enabled`, its MutatingAdmissionPolicy only where the cluster serves it, as
+deploy/overlays/in-scheduler-before-1.36 leaves it out): one file per object, objects of the
+sidecar install only under `not .Values.tls.enabled`, those of the TLS install only under
+`.Values.tls.enabled`, the audit objects under `.Values.audit.enabled`, the scale-down
+controller's under `.Values.scaleDown.enabled`. The values a user sets (images, replicas,
+resources, the audit's schedule, whether to create the namespace) replace the matching fields;
+with the default values `helm template` renders exactly what kustomize does (tests/e2e/test_helm.py
+holds them equal).
 `--check` exits 1 if the committed templates differ from what would be generated.
 """
 
@@ -101,8 +102,8 @@ def templates(kubectl: str) -> dict[str, str]:
     base = {identity(o): o for o in kustomize(kubectl, "deploy")}
     tls = {identity(o): o for o in kustomize(kubectl, "deploy/overlays/tls")}
     inscheduler = {identity(o): o for o in kustomize(kubectl, "deploy/overlays/in-scheduler")}
-    audit = [d for d in yaml.safe_load_all((REPO / "deploy/optional/audit-cronjob.yaml").read_text()) if d]
-    scale_down = [d for d in yaml.safe_load_all((REPO / "deploy/optional/scale-down.yaml").read_text()) if d]
+    audit = kustomize(kubectl, "deploy/optional/audit")
+    scale_down = kustomize(kubectl, "deploy/optional/scale-down")
     files: dict[str, str] = {}
 
     def add(obj: dict[str, Any], condition: str | None, variant: str = "") -> None:

@@ -119,11 +119,28 @@ def test_version_overlays_render_the_matching_scheduler(cluster, tmp_path, minor
         assert result.returncode == 0, result.stderr
 
 
+# The optional installs, each `kubectl apply -k`'d after one of INSTALLS (docs/install/index.md).
+OPTIONAL_INSTALLS = ["deploy/optional/audit", "deploy/optional/scale-down"]
+
+
+def _pod_specs(doc: object) -> list[dict]:
+    """Every pod spec in an object: a Deployment's template, a CronJob's job template's ..."""
+    if isinstance(doc, dict):
+        found = [doc] if isinstance(doc.get("containers"), list) else []
+        return found + [s for value in doc.values() for s in _pod_specs(value)]
+    if isinstance(doc, list):
+        return [s for value in doc for s in _pod_specs(value)]
+    return []
+
+
 def test_one_image_edit_reaches_every_install(cluster, tmp_path) -> None:
     """The documented edit (deploy/components/image: newName and newTag, what `kustomize edit set
     image` writes there) and every install renders the extender under that name and no other:
     deploy/, each overlay, the TLS and in-scheduler ones included (issue 52: after an edit of
-    deploy/base they still ran `placement-extender:0.1.0`, which no registry serves)."""
+    deploy/base they still ran `placement-extender:0.1.0`, which no registry serves), and the
+    optional audit CronJob and scale-down controller (which hard-coded that image until they
+    became kustomizations including the component). Every kustomization under deploy/ is
+    rendered, so an install added later is held to it too."""
     import shutil
 
     for part in ("deploy", "config"):
@@ -133,28 +150,32 @@ def test_one_image_edit_reaches_every_install(cluster, tmp_path) -> None:
     mine = "registry.invalid/platform/placement-extender"
     doc["images"] = [{"name": "placement-extender", "newName": mine, "newTag": "9.9.9"}]
     component.write_text(yaml.safe_dump(doc))
-    installs = [tmp_path / "deploy", *sorted((tmp_path / "deploy" / "overlays").iterdir())]
+    installs = sorted(
+        k.parent
+        for k in (tmp_path / "deploy").rglob("kustomization.yaml")
+        if "components" not in k.relative_to(tmp_path).parts
+    )
+    missing = {*INSTALLS, *OPTIONAL_INSTALLS} - {str(path.relative_to(tmp_path)) for path in installs}
+    assert not missing, f"no kustomization in {sorted(missing)}"
     found = {}
     for path in installs:
         rendered = [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(path)).stdout) if d]
-        images = {
+        found[str(path.relative_to(tmp_path))] = {
             c["image"]
             for d in rendered
-            if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job")
-            for c in [
-                *d["spec"]["template"]["spec"]["containers"],
-                *(d["spec"]["template"]["spec"].get("initContainers") or ()),
-            ]
+            for spec in _pod_specs(d)
+            for c in [*spec["containers"], *(spec.get("initContainers") or ())]
             if "kube-scheduler" not in c["image"]
         }
-        found[path.name] = images
     assert all(images == {f"{mine}:9.9.9"} for images in found.values()), found
 
 
-def test_optional_audit_cronjob_passes_server_side_dry_run(cluster) -> None:
-    result = cluster.kubectl(
-        "apply", "--dry-run=server", "-f", str(REPO / "deploy" / "optional" / "audit-cronjob.yaml"), check=False
-    )
+@pytest.mark.parametrize("path", OPTIONAL_INSTALLS)
+def test_optional_installs_pass_server_side_dry_run(cluster, path: str) -> None:
+    """As the docs apply them: `kubectl apply -k deploy/optional/<name>/`."""
+    rendered = cluster.kubectl("kustomize", str(REPO / path)).stdout
+    assert {d["kind"] for d in yaml.safe_load_all(rendered) if d} & {"CronJob", "Deployment"}, rendered
+    result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
 
 
@@ -326,9 +347,12 @@ AUTHORIZER_CATCH_UP_SECONDS = 20
 
 
 def install_identity(cluster, file: str, kinds: set[str], user: str, granted: tuple[str, str, str]) -> str:
-    """Create `kinds` from a shipped file, then wait (bounded) until the authorizer allows `user`
-    one permission the file grants, so no test reads the authorizer's lag as a denial."""
-    for doc in yaml.safe_load_all((REPO / file).read_text()):
+    """Create `kinds` from a shipped file (or a kustomization's directory, rendered as `kubectl apply
+    -k` installs it), then wait (bounded) until the authorizer allows `user` one permission the
+    file grants, so no test reads the authorizer's lag as a denial."""
+    path = REPO / file
+    text = cluster.kubectl("kustomize", str(path)).stdout if path.is_dir() else path.read_text()
+    for doc in yaml.safe_load_all(text):
         if doc and doc["kind"] in kinds:
             cluster.admin.create(CREATE_PATHS[doc["kind"]], doc)
     verb, resource, group = granted
@@ -377,11 +401,11 @@ def test_extender_may_bind_and_record_events_and_rotations(
 
 @pytest.fixture(scope="module")
 def auditor_identity(cluster):
-    """The audit CronJob's ServiceAccount and read-only role, created from its file (not the
+    """The audit CronJob's ServiceAccount and read-only role, created from its kustomization (not the
     CronJob itself: nothing should run on a schedule in the test cluster)."""
     return install_identity(
         cluster,
-        "deploy/optional/audit-cronjob.yaml",
+        "deploy/optional/audit",
         {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"},
         AUDITOR,
         ("list", "nodes", ""),
@@ -405,10 +429,9 @@ def test_auditor_may_list_every_kind_audit_reads(cluster, auditor_identity, path
 
 @pytest.fixture(scope="module")
 def scale_down_identity(cluster):
-    """The scale-down controller's ServiceAccount, role and admission policy, from its file (not its Deployment)."""
-    return install_identity(
-        cluster, "deploy/optional/scale-down.yaml", set(CREATE_PATHS), SCALE_DOWN, ("watch", "pods", "")
-    )
+    """The scale-down controller's ServiceAccount, role and admission policy, from its
+    kustomization (not its Deployment)."""
+    return install_identity(cluster, "deploy/optional/scale-down", set(CREATE_PATHS), SCALE_DOWN, ("watch", "pods", ""))
 
 
 @pytest.mark.parametrize("path", [r.path for r in RESOURCES], ids=[r.kind for r in RESOURCES])

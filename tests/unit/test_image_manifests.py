@@ -66,7 +66,29 @@ def _listen_port(container: dict[str, Any], flag: str = "--listen") -> int | Non
 
 def test_the_manifests_run_the_image_at_all() -> None:
     names = {name.split(":")[0] for name in IDS}
-    assert {"deploy/base/deployment.yaml", "deploy/overlays/tls/extender.yaml"} <= names
+    assert {
+        "deploy/base/deployment.yaml",
+        "deploy/overlays/tls/extender.yaml",
+        "deploy/optional/audit/audit-cronjob.yaml",
+        "deploy/optional/scale-down/scale-down.yaml",
+    } <= names
+
+
+@pytest.mark.parametrize("name,spec,container", CONTAINERS, ids=IDS)
+def test_the_image_is_named_bare_and_set_by_the_component(name, spec, container) -> None:  # noqa: ANN001
+    """Its name and tag are set once, in deploy/components/image (issue 52): each manifest names it
+    bare, and the kustomization beside it lists it and includes that component (an `images:`
+    reaches only its own kustomization's objects). deploy/optional's manifests hard-coded
+    placement-extender:0.1.0 and had no kustomization: `kubectl apply -f` ran that default
+    whatever the platform team had set."""
+    assert container["image"] == IMAGE, f"{name} names {container['image']}: set it in deploy/components/image"
+    manifest = ROOT / name.split(":")[0]
+    kustomization = manifest.parent / "kustomization.yaml"
+    assert kustomization.exists(), f"{name}: no kustomization beside it includes deploy/components/image"
+    doc = yaml.safe_load(kustomization.read_text())
+    assert manifest.name in (doc.get("resources") or ()), f"{kustomization.relative_to(ROOT)} lacks {manifest.name}"
+    included = {(kustomization.parent / c).resolve() for c in doc.get("components") or ()}
+    assert ROOT / "deploy" / "components" / "image" in included, f"{kustomization.relative_to(ROOT)}: {included}"
 
 
 @pytest.mark.parametrize("name,spec,container", CONTAINERS, ids=IDS)
