@@ -659,15 +659,16 @@ def parser() -> argparse.ArgumentParser:
         type=_non_negative_int,
         default=DEFAULT_PLACE_WINDOW,
         help="in-scheduler mode: pods held by the placeable gate lifted and not yet bound at once "
-        f"(default {DEFAULT_PLACE_WINDOW}); with --place-visible, what a hung extender can cost other pods: "
+        f"(default {DEFAULT_PLACE_WINDOW}); what a hung extender can cost other pods: "
         "that many httpTimeouts per kube-scheduler retry (docs/operations/failure-modes.md)",
     )
     serve.add_argument(
         "--place-visible",
         type=_non_negative_int,
         default=DEFAULT_PLACE_VISIBLE,
-        help="in-scheduler mode: pods with no place lifted anyway so autoscalers see them "
-        f"(default {DEFAULT_PLACE_VISIBLE}; 0: none)",
+        help="in-scheduler mode: pods with no place lifted anyway so autoscalers see them, per namespace "
+        f"(default {DEFAULT_PLACE_VISIBLE}; 0: none); only pods carrying their rules' native form, which "
+        "kube-scheduler refuses without asking the extender",
     )
     serve.add_argument(
         "--place-lifted-ttl",

@@ -45,13 +45,16 @@ another tenant holds: 40 pods naming a missing policy no longer keep another nam
 placeable pods gated (they did, for as long as those 40 waited, when every pass began at the
 first held pod).
 
-Autoscalers skip gated pods, so up to `visible` pods with no place are lifted anyway, oldest
-first, and stay counted until they are bound or gone, so that an autoscaler sees them and may add
-the node that frees them. Only a pod that carries its rules' exact native form (what adopt
-writes: required anti-affinity for a cap of 1, zone affinity, ...): cluster-autoscaler and
-Karpenter simulate the in-tree rules alone, so for any other pod a new node would never be bought,
-and for this one kube-scheduler's own filters refuse every node the rules refuse, so it never
-calls the extender for it: a visible pod costs nothing during a hang. A pod kept gated gets one
+Autoscalers skip gated pods, so up to `visible` pods with no place of each namespace are lifted
+anyway, and stay counted until they are bound or gone, so that an autoscaler sees them and may add
+the node that frees them. The budget is per namespace (per tenant): a shown pod that no node ever
+frees stays shown for good (a gate cannot be put back), and with one budget for the cluster one
+tenant's pods that never fit kept every other tenant's pods from ever being shown. Only a pod that
+carries its rules' exact native form (what adopt writes: required anti-affinity for a cap of 1, zone
+affinity, ...): cluster-autoscaler and Karpenter simulate the in-tree rules alone, so for any other
+pod a new node would never be bought, and for this one kube-scheduler's own filters refuse every
+node the rules refuse, so it never calls the extender for it: a visible pod costs nothing during a
+hang. A pod kept gated gets one
 event saying why (no place, or an invalid policy) each time the reason changes.
 """
 
@@ -60,6 +63,7 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_right
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..api.policy import PLACEABLE_GATE, PlacementPolicySpec, PolicyError
@@ -99,6 +103,7 @@ class Lifted:
     visible: bool  # lifted with no place, so autoscalers see it
     asks: int = 0  # the filter requests that had named the pod when it was lifted (ClusterStore.asks)
     reached_at: float | None = None  # when this gate first saw that kube-scheduler had tried the pod
+    namespace: str = ""  # whose visible budget it takes (one per namespace)
 
 
 @dataclass
@@ -138,23 +143,22 @@ class PlaceGate:
             )
             out: list[GateAnswer] = []
             in_flight = sum(1 for entry in self.lifted.values() if not entry.visible)
-            shown = sum(1 for entry in self.lifted.values() if entry.visible)
-            log.debug("place gate: %d held, %d lifts in flight, %d shown", len(held), in_flight, shown)
+            shown = Counter(entry.namespace for entry in self.lifted.values() if entry.visible)
+            log.debug("place gate: %d held, %d lifts in flight, %d shown", len(held), in_flight, shown.total())
             for pod in _from_cursor(held, self.cursor)[: self.max_evaluations]:
                 full = in_flight >= self.window
-                if full and shown >= self.visible:
-                    break
-                if full and pod.hard_native is None:
-                    continue  # only a pod carrying its native form may be shown: nothing to decide now
+                may_show = shown[pod.namespace] < self.visible
+                if full and (not may_show or pod.hard_native is None):
+                    continue  # only a pod its namespace may still show, carrying its native form: nothing to decide
                 if self._tokens < 1:
                     break
                 self._tokens -= 1
                 self.cursor = _turn(pod)
-                answer, group, visible = self._answer(pod, in_flight < self.window, shown < self.visible)
+                answer, group, visible = self._answer(pod, in_flight < self.window, may_show)
                 if answer is None:
                     continue
-                self.lifted[pod.uid] = Lifted(now, group, visible, store.asks.get(pod.uid, 0))
-                shown += visible
+                self.lifted[pod.uid] = Lifted(now, group, visible, store.asks.get(pod.uid, 0), namespace=pod.namespace)
+                shown[pod.namespace] += visible
                 in_flight += not visible
                 self.told.pop(pod.uid, None)
                 out.append(answer)

@@ -5,6 +5,8 @@ extender's cost to other pods is bounded whatever waits."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -46,9 +48,11 @@ def held(
     return obj
 
 
-def bound(name: str, on: str, *, app: str = "db", policy=CAP1) -> dict:
+def bound(name: str, on: str, *, app: str = "db", policy=CAP1, **kw) -> dict:
     policy = cap1(app) if policy == CAP1 else policy
-    return pod(name, labels={"app": app}, policy=policy, node_name=on, phase="Running", scheduler="default-scheduler")
+    return pod(
+        name, labels={"app": app}, policy=policy, node_name=on, phase="Running", scheduler="default-scheduler", **kw
+    )
 
 
 def cluster(nodes: int, pods: list[dict]) -> ClusterStore:
@@ -66,7 +70,8 @@ def lifted_names(gate: PlaceGate, now: float = 0.0) -> list[str]:
     """One pass, its lifts then shown by the watch (the pods without the gate)."""
     answers = gate.answers(now)
     for a in answers:
-        gate.store.apply("pods", "MODIFIED", held(a.pod.name, app=a.pod.labels["app"], gates=()))
+        lifted = held(a.pod.name, app=a.pod.labels["app"], gates=(), namespace=a.pod.namespace)
+        gate.store.apply("pods", "MODIFIED", lifted)
     return sorted(a.pod.name for a in answers)
 
 
@@ -84,6 +89,24 @@ def lifted_names(gate: PlaceGate, now: float = 0.0) -> list[str]:
         (3, [held("db-0", gates=(ORDINAL_ZONE_GATE, PLACEABLE_GATE))], 4, 1, [], None),
         (3, [held("db-0", policy=None)], 4, 0, ["db-0"], None),
         (0, [held("db-0")], 4, 0, [], "WaitingForPlace"),
+        (
+            1,
+            [bound("a-0", "n0", app="a", namespace="a"), held("a-1", app="a", namespace="a", native=True)]
+            + [held("a-2", app="a", namespace="a", native=True)],
+            4,
+            1,
+            ["a-1"],
+            "WaitingForPlace",
+        ),
+        (
+            1,
+            [bound("a-0", "n0", app="a", namespace="a"), held("a-1", app="a", namespace="a", native=True)]
+            + [bound("b-0", "n0", app="b", namespace="b"), held("b-1", app="b", namespace="b", native=True)],
+            4,
+            1,
+            ["a-1", "b-1"],
+            None,
+        ),
     ],
     ids=[
         "a place: lifted",
@@ -97,6 +120,8 @@ def lifted_names(gate: PlaceGate, now: float = 0.0) -> list[str]:
         "the ordinal-zone gate goes first",
         "no policy: any node is a place",
         "no node at all: kept",
+        "the visible budget spent in a namespace: its next pod with no place kept",
+        "the visible budget is per namespace: another tenant's pod is shown too",
     ],
 )
 def test_a_pass_lifts_exactly_the_pods_with_a_place_within_the_window(nodes, pods, window, visible, want, event):
@@ -158,7 +183,7 @@ def test_while_kube_scheduler_never_asks_no_more_than_the_window_is_ever_lifted(
 @settings(max_examples=150, deadline=None)
 @given(
     nodes=st.integers(0, 6),
-    groups=st.lists(st.integers(0, 6), min_size=1, max_size=5),
+    groups=st.lists(st.tuples(st.integers(0, 6), st.sampled_from("abc"), st.booleans()), min_size=1, max_size=5),
     window=st.integers(0, 4),
     visible=st.integers(0, 2),
     steps=st.lists(st.tuples(st.sampled_from(["pass", "bind", "delete", "tick"]), st.integers(0, 40)), max_size=25),
@@ -167,39 +192,51 @@ def test_lifted_and_unbound_pods_never_exceed_the_window_and_the_visible_budget(
     nodes, groups, window, visible, steps
 ) -> None:
     """The invariant behind docs/operations/failure-modes.md: whatever waits and however events interleave,
-    the pods this gate released into kube-scheduler's queue and that are still unbound (counted
-    within the TTL) are at most window + visible."""
-    pods = [held(f"g{g}-{i}", app=f"g{g}") for g, size in enumerate(groups) for i in range(size)]
+    the pods this gate released into kube-scheduler's queue with a place and still unbound (counted
+    within the TTL) are at most window, and those shown to autoscalers at most `visible` per namespace
+    (groups in random namespaces, some carrying their native form)."""
+    pods = [
+        held(f"g{g}-{i}", app=f"g{g}", namespace=ns, native=native)
+        for g, (size, ns, native) in enumerate(groups)
+        for i in range(size)
+    ]
     store = cluster(nodes, pods)
     gate = PlaceGate(store, RecordedEvents(), window=window, visible=visible, lifted_ttl=30)
     now = 0.0
-    released: dict[str, float] = {}
+    released: dict[str, tuple[float, bool]] = {}
     for action, arg in steps:
         if action == "pass":
             for answer in gate.answers(now):
                 assert answer.gate == PLACEABLE_GATE and store.owns(answer.pod)
-                released[answer.pod.uid] = now
-                record = store.pods[answer.pod.uid]
-                obj = held(record.name, app=record.labels["app"], gates=())
-                store.apply("pods", "MODIFIED", obj)  # the lift, as the watch shows it
+                released[answer.pod.uid] = (now, answer.why.startswith("no place"))
+                store.apply("pods", "MODIFIED", store_obj(store, answer.pod.uid))  # the lift, as the watch shows it
         elif action == "bind" and released:
             uid = sorted(released)[arg % len(released)]
             record = store.pods.get(uid)
             if record is not None and record.node is None and nodes:
-                store.apply("pods", "MODIFIED", bound(record.name, f"n{arg % nodes}", app=record.labels["app"]))
+                obj = bound(record.name, f"n{arg % nodes}", app=record.labels["app"], namespace=record.namespace)
+                store.apply("pods", "MODIFIED", obj)
         elif action == "delete" and released:
             uid = sorted(released)[arg % len(released)]
             if uid in store.pods:
                 store.apply("pods", "DELETED", store_obj(store, uid))
         else:
             now += arg
-        unbound = [u for u, at in released.items() if u in store.pods and store.pods[u].node is None and now - at <= 30]
-        assert len(unbound) <= window + visible, (unbound, window, visible)
+        unbound = [
+            (store.pods[u].namespace, shown)
+            for u, (at, shown) in released.items()
+            if u in store.pods and store.pods[u].node is None and (shown or now - at <= 30)
+        ]
+        assert sum(1 for _, shown in unbound if not shown) <= window, (unbound, window)
+        per_namespace = Counter(ns for ns, shown in unbound if shown)
+        assert all(count <= visible for count in per_namespace.values()), (per_namespace, visible)
 
 
 def store_obj(store: ClusterStore, uid: str) -> dict:
+    """The pod as the watch shows it once lifted (no gate)."""
     record = store.pods[uid]
-    return held(record.name, app=record.labels["app"], gates=())
+    native = record.hard_native is not None
+    return held(record.name, app=record.labels["app"], gates=(), namespace=record.namespace, native=native)
 
 
 MISSING = {"caps": [{"topologyKey": HOST, "max": -1}]}  # an invalid policy: never placeable
