@@ -11,7 +11,8 @@ Deployment of 100 pods created meanwhile must be bound within 2x its time with t
 measured in the same run; the same with 10 more opted-in pods created during the freeze, their
 template carrying the gate as `adopt --mode in-scheduler` writes it. Before the gate, kube-scheduler
 waited its httpTimeout once per waiting opted-in pod: 251 s against 4.4 s
-(../shared/research/in-scheduler.md). Once the freeze ends and room is added, every opted-in pod is placed under its cap.
+(../shared/research/in-scheduler.md). Once the freeze ends and room is added, every opted-in pod
+is placed under its cap.
 """
 
 from __future__ import annotations
