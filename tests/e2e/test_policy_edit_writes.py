@@ -26,6 +26,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
 from extender.api.policy import POLICY_GENERATION_ANNOTATION, POLICY_REF_ANNOTATION
 from extender.devcluster.api import Api, wait_for
@@ -73,6 +74,7 @@ class Writes:
         self.seen: list[tuple[float, str, str]] = []  # (when, pod, generation)
         self._last: dict[str, str | None] = {}
         self._stop = threading.Event()
+        self.lost: Exception | None = None  # the watch ended before stop(): the count would be short
         items = api.request("GET", f"/api/v1/namespaces/{ns}/pods")
         for pod in items["items"]:
             self._last[pod["metadata"]["name"]] = (pod["metadata"].get("annotations") or {}).get(
@@ -83,6 +85,13 @@ class Writes:
         self._thread.start()
 
     def _watch(self) -> None:
+        try:
+            self._follow()
+        except requests.RequestException as err:  # the control plane stopping at teardown ends it too
+            if not self._stop.is_set():
+                self.lost = err
+
+    def _follow(self) -> None:
         url = f"{self.api.server}/api/v1/namespaces/{self.ns}/pods"
         params = {"watch": "1", "resourceVersion": self._version, "timeoutSeconds": "600"}
         with self.api.session.get(url, params=params, stream=True, timeout=(10, 700)) as response:
@@ -147,6 +156,7 @@ def test_a_burst_of_policy_edits_costs_one_write_per_waiting_pod(cluster, scenar
     served_in = time.monotonic() - last_edit
     time.sleep(10)
     writes.stop()
+    assert writes.lost is None, f"the watch counting the writes ended early: {writes.lost}"
     seen = list(writes.seen)
     per_pod: dict[str, list[float]] = defaultdict(list)
     for when, name, _ in seen:
