@@ -104,6 +104,10 @@ def service_tls(cluster: LocalCluster, workdir: Path, hosts: list[str]) -> list[
 
 
 def apply(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
+    """`kubectl apply` of the docs, the Namespace first (as `kubectl apply -k` orders it): the
+    Secrets a test brings for an install come before the overlay's objects, and the install may
+    be the first into a cluster without its namespace (an earlier module's uninstall took it)."""
+    docs = sorted(docs, key=lambda d: d["kind"] != "Namespace")
     out = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs), check=False)
     assert out.returncode == 0, out.stderr
 
