@@ -101,11 +101,12 @@ class Buildah:
             "vfs",
         ]
 
-    def __call__(self, *args: str, capture: bool = True) -> str:
+    def __call__(self, *args: str, capture: bool = True, check: bool = True) -> str:
         argv = [*self.argv, *args]
         env = dict(os.environ, BUILDAH_ISOLATION="chroot", BUILDAH_LAYERS="false")
+        # not captured: buildah's progress goes to our stderr (fd 2), stdout stays the archive's path
         run = subprocess.run(argv, env=env, stdout=subprocess.PIPE if capture else 2, text=True)
-        if run.returncode != 0:
+        if run.returncode != 0 and check:
             raise BuildError(f"buildah {' '.join(args[:2])} failed (exit {run.returncode})")
         return (run.stdout or "").strip()
 
@@ -122,6 +123,7 @@ class Buildah:
         with base_rootfs.locked(self.home / "lock"):
             absent = [d for d in BUILDAH_HOST_DIRS if not d.exists()]
             try:
+                self("rm", "--all")  # a killed run's working containers: nobody else uses this storage
                 yield self
             finally:
                 for folder in absent:
@@ -143,7 +145,7 @@ def debian_base(buildah: Buildah, cache: Path) -> str:
         buildah("config", "--env", f"PATH={DEFAULT_PATH}", "--cmd", '["bash"]', container)
         buildah("commit", "--quiet", container, ref)
     finally:
-        buildah("rm", container)
+        buildah("rm", container, check=False)
     log(f"base image {ref} committed from {tree} in {time.monotonic() - started:.1f}s")
     return ref
 
@@ -300,7 +302,7 @@ def build_dockerfile(args: argparse.Namespace, cache: Path) -> Path:
             try:
                 write_archive(buildah, tag, [f"{IMAGE}:{version}", f"{IMAGE}:dev"], archive, work)
             finally:
-                buildah("rmi", tag)  # vfs keeps whole copies: our storage holds only the base
+                buildah("rmi", tag, check=False)  # vfs keeps whole copies: our storage holds only the base
         size = archive.stat().st_size / 1e6
         log(f"built {IMAGE}:{version} and :dev in {time.monotonic() - started:.1f}s: {archive} ({size:.1f} MB)")
         return archive
@@ -359,11 +361,11 @@ def build_static(args: argparse.Namespace, cache: Path) -> Path:
             buildah("config", *config, *(["--user", args.user] if args.user else []), container)
             buildah("commit", "--quiet", container, tag)
         finally:
-            buildah("rm", container)
+            buildah("rm", container, check=False)
         try:
             write_archive(buildah, tag, [name], archive, work)
         finally:
-            buildah("rmi", tag)
+            buildah("rmi", tag, check=False)
     log(f"built {name}: {archive} ({archive.stat().st_size / 1e6:.1f} MB)")
     return archive
 

@@ -182,10 +182,10 @@ def test_static_binary_image(tmp_path: Path, fake_buildah: Path, capsys) -> None
     archive = Path(capsys.readouterr().out.strip().splitlines()[-1])
     assert archive == tmp_path / "out" / "registry.k8s.io_pause_3.10.oci.tar"
     made = calls(fake_buildah)
-    assert [c[0] for c in made] == ["from", "copy", "config", "commit", "rm", "push", "rmi"]
-    assert made[1][-2:] == [str(binary), "/usr/local/bin/pause"] and "0755" in made[1]
-    assert made[2][made[2].index("--entrypoint") + 1] == '["/usr/local/bin/pause"]'
-    assert made[2][made[2].index("--user") + 1] == "65535:65535"
+    assert [c[0] for c in made] == ["rm", "from", "copy", "config", "commit", "rm", "push", "rmi"]
+    assert made[2][-2:] == [str(binary), "/usr/local/bin/pause"] and "0755" in made[2]
+    assert made[3][made[3].index("--entrypoint") + 1] == '["/usr/local/bin/pause"]'
+    assert made[3][made[3].index("--user") + 1] == "65535:65535"
     with tarfile.open(archive) as tar:
         index = json.loads(tar.extractfile("index.json").read())  # type: ignore[union-attr]
     assert [m["annotations"] for m in index["manifests"]] == [
