@@ -4,8 +4,9 @@
 # python3-venv (no `python` command, and a system pip closed by PEP 668).
 #   With Docker:     docker build -t placement-extender:0.1.0 .
 #   Without Docker:  .venv/bin/python hack/image/build.py --base debian [--load]
-#     (as root: interprets this file, FROM a debootstrapped Debian 12, RUN in a chroot, and writes
-#     an OCI archive; --load imports it into containerd with ctr -n k8s.io images import)
+#     (as root: buildah builds this file, FROM a debootstrapped Debian 12, and it writes an OCI
+#     archive; --load imports it into containerd with ctr -n k8s.io images import)
+# The build context is what .dockerignore lets in: the files the COPYs below take, nothing else.
 ARG BASE=python:3.11.14-slim-bookworm
 FROM ${BASE}
 
@@ -17,6 +18,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 COPY pyproject.toml README.md constraints.txt ./
 COPY extender ./extender
+# The build host's pip settings (its index, CA bundle), when it needs its own: a pip.conf the build
+# mounts for this step only (hack/image/build.py does); unset, pip uses its defaults.
+ARG PIP_CONFIG_FILE
 # --no-log-init: no sparse lastlog/faillog entry for uid 65532 (megabytes of zeros in the layer).
 RUN python3 -m venv /opt/extender \
     && /opt/extender/bin/pip install -c constraints.txt . \

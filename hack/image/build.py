@@ -1,23 +1,25 @@
-"""Build the extender image from the Dockerfile without Docker, as an OCI image archive.
+"""Build the extender image from the Dockerfile with buildah, as an OCI image archive.
 
-    .venv/bin/python hack/image/build.py [--base debian|ROOTFS] [--out DIR] [--load] [--force] [--build-arg K=V]
+    .venv/bin/python hack/image/build.py [--base debian|IMAGE] [--out DIR] [--load] [--force] [--build-arg K=V]
     .venv/bin/python hack/image/build.py --static-binary PATH --name NAME:TAG [--entrypoint JSON|PATH] [--load]
 
-It interprets the Dockerfile itself (hack/image/dockerfile.py), so the image is what the Dockerfile
-describes: FROM is a root filesystem (--base debian: a debootstrapped Debian 12, made once and
-cached, hack/image/rootfs.py; or a folder you give), each build works on a fresh copy of it; COPY
-takes files from the repo; RUN runs in a chroot with /proc, /sys and /dev mounted and the host's
-resolv.conf, CA bundle and pip configuration present for that step only. The result is one gzip'd
-layer of the whole tree in an OCI layout tar (hack/image/oci.py) named placement-extender:<version>
-and placement-extender:dev, cached under ${XDG_CACHE_HOME:-~/.cache}/placement-extender/images/
-by a digest of the Dockerfile, the COPY'd files, constraints.txt, the base and this builder.
---load imports it into containerd's k8s.io namespace (ctr). The archive's path is the last line
-on stdout; progress and timings go to stderr.
+buildah (Debian: apt-get install buildah) builds the Dockerfile, daemonless, as root:
+`buildah bud --isolation chroot` with its storage (driver vfs) under
+${XDG_CACHE_HOME:-~/.cache}/placement-extender/buildah/, never the machine's. FROM is BASE:
+--base debian (the default) is a debootstrapped Debian 12 (made once and cached, hack/image/rootfs.py)
+committed into that storage as localhost/debian-debootstrap:bookworm-<key>, since no public registry
+is reachable here; --base IMAGE is any image buildah can find. The RUN step sees the host's pip
+settings (index, CA bundle, timeout) as one pip.conf mounted read-only at /mnt for that step, named
+by the Dockerfile's PIP_CONFIG_FILE build arg; none of it is in the image.
 
---static-binary writes a one-layer image holding only that (static) binary at
+The result is an OCI layout tar named placement-extender:<version> and placement-extender:dev,
+cached under ${XDG_CACHE_HOME:-~/.cache}/placement-extender/images/ by a digest of the Dockerfile,
+the build context (what .dockerignore lets in), the build args, the base and this script; a cached
+build needs neither root nor buildah. --load imports it into containerd's k8s.io namespace (ctr).
+The archive's path is the last line on stdout; progress and timings go to stderr.
+
+--static-binary makes a one-layer image (buildah from scratch) holding only that static binary at
 /usr/local/bin/<basename>, for kube-scheduler or a pause image.
-
-A Dockerfile build needs root (debootstrap, chroot, mount); a cached build and --static-binary do not.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import tomllib
 from collections.abc import Iterator
@@ -42,32 +46,31 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 import build_context  # noqa: E402
-import dockerfile as df  # noqa: E402
-import oci  # noqa: E402
 import rootfs as base_rootfs  # noqa: E402
 
 IMAGE = "placement-extender"
-# The host's settings pip needs to reach its index, passed into RUN steps; those naming a file
-# have the file copied in for the step (the chroot's own CA bundle lacks the host's extra CAs).
-PASS_THROUGH = (
-    "PIP_INDEX_URL",
-    "PIP_EXTRA_INDEX_URL",
-    "PIP_TRUSTED_HOST",
-    "PIP_DEFAULT_TIMEOUT",
-    "PIP_CERT",
-    "PIP_CLIENT_CERT",
-    "REQUESTS_CA_BUNDLE",
-    "SSL_CERT_FILE",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-)
-FILE_VARS = ("PIP_CERT", "PIP_CLIENT_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+DEBIAN_BASE = "localhost/debian-debootstrap"  # tagged <release>-<rootfs key>
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The host's pip settings that reach its index, as pip.conf options; those naming a file have the
+# file copied in (the base's own CA bundle lacks the host's extra CAs).
+PIP_ENV = {
+    "PIP_INDEX_URL": "index-url",
+    "PIP_EXTRA_INDEX_URL": "extra-index-url",
+    "PIP_TRUSTED_HOST": "trusted-host",
+    "PIP_DEFAULT_TIMEOUT": "default-timeout",
+    "PIP_CERT": "cert",
+    "PIP_CLIENT_CERT": "client-cert",
+}
+PIP_FILE_OPTIONS = ("cert", "client-cert")
 PIP_CONFIGS = ("/etc/xdg/pip/pip.conf", "/etc/pip.conf", "~/.pip/pip.conf", "~/.config/pip/pip.conf")
-BUILD_DIR = "/.image-build"  # in the chroot, for one RUN step: copied CA files and pip.conf
+PIP_MOUNT = "/mnt"  # an empty folder in Debian: mounted over for the RUN step, it leaves no trace
+REF_NAME = "org.opencontainers.image.ref.name"
+# containerd names an imported image by this annotation first: the normalized name, the one the
+# kubelet asks for, so that a pod's `image: placement-extender:0.1.0` finds it.
+CONTAINERD_NAME = "io.containerd.image.name"
+# What buildah creates on the machine whatever --root says (its blob-info cache, its network
+# folder); removed after a build when they were not there before it.
+BUILDAH_HOST_DIRS = (Path("/var/lib/containers"), Path("/run/containers"))
 
 _STARTED = time.monotonic()
 
@@ -80,263 +83,158 @@ def log(message: str) -> None:
     print(f"[{time.monotonic() - _STARTED:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-# --- paths and users inside the root filesystem -------------------------------------------------
+# --- buildah -------------------------------------------------------------------------------------
 
 
-def inside(root: Path, path: str, follow_last: bool = True) -> Path:
-    """path as the chroot would see it, on the host: symlinks resolved against root, never above it."""
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    resolved: list[str] = []
-    hops = 0
-    while parts:
-        part = parts.pop(0)
-        if part == "..":
-            if resolved:
-                resolved.pop()
-            continue
-        candidate = root.joinpath(*resolved, part)
-        if candidate.is_symlink() and (parts or follow_last):
-            hops += 1
-            if hops > 40:
-                raise BuildError(f"too many symlinks resolving {path} in {root}")
-            target = os.readlink(candidate)
-            if target.startswith("/"):
-                resolved = []
-            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
-            continue
-        resolved.append(part)
-    return root.joinpath(*resolved)
+class Buildah:
+    """buildah on our own storage, one build at a time (an flock): the machine's is never used."""
+
+    def __init__(self, cache: Path) -> None:
+        self.home = cache / "buildah"
+        self.argv = [
+            "buildah",
+            "--root",
+            str(self.home / "storage"),
+            "--runroot",
+            str(self.home / "run"),
+            "--storage-driver",
+            "vfs",
+        ]
+
+    def __call__(self, *args: str, capture: bool = True, check: bool = True) -> str:
+        argv = [*self.argv, *args]
+        env = dict(os.environ, BUILDAH_ISOLATION="chroot", BUILDAH_LAYERS="false")
+        # not captured: buildah's progress goes to our stderr (fd 2), stdout stays the archive's path
+        run = subprocess.run(argv, env=env, stdout=subprocess.PIPE if capture else 2, text=True)
+        if run.returncode != 0 and check:
+            raise BuildError(f"buildah {' '.join(args[:2])} failed (exit {run.returncode})")
+        return (run.stdout or "").strip()
+
+    def has_image(self, ref: str) -> bool:
+        argv = [*self.argv, "inspect", "--type", "image", ref]
+        return subprocess.run(argv, capture_output=True).returncode == 0
+
+    @contextmanager
+    def session(self) -> Iterator[Buildah]:
+        if os.geteuid() != 0:
+            raise BuildError("building the image needs root (buildah's chroot isolation): run it with sudo")
+        if not shutil.which("buildah"):
+            raise BuildError("buildah is not installed (Debian: apt-get install buildah; hack/realnode/install.sh)")
+        with base_rootfs.locked(self.home / "lock"):
+            absent = [d for d in BUILDAH_HOST_DIRS if not d.exists()]
+            try:
+                self("rm", "--all")  # a killed run's working containers: nobody else uses this storage
+                yield self
+            finally:
+                for folder in absent:
+                    shutil.rmtree(folder, ignore_errors=True)
 
 
-def _db(root: Path, name: str) -> list[list[str]]:
-    path = inside(root, f"/etc/{name}")
-    if not path.is_file():
-        return []
-    return [line.split(":") for line in path.read_text().splitlines() if line and not line.startswith("#")]
-
-
-def resolve_user(root: Path, spec: str, gid_defaults_to_uid: bool = False) -> tuple[int, int, str]:
-    """(uid, gid, home) for a USER or --chown spec, names looked up in the rootfs's /etc/passwd and /etc/group."""
-    user, _, group = spec.partition(":")
-    passwd = _db(root, "passwd")
-    entry = next((e for e in passwd if len(e) >= 6 and (e[2] == user if user.isdigit() else e[0] == user)), None)
-    if entry is None and not user.isdigit():
-        raise BuildError(f"user {user!r} is not in the image's /etc/passwd")
-    uid = int(user) if user.isdigit() else int(entry[2])  # type: ignore[index]
-    home = entry[5] if entry else "/"
-    gid = uid if gid_defaults_to_uid else (int(entry[3]) if entry else 0)
-    if group:
-        if group.isdigit():
-            gid = int(group)
-        else:
-            found = next((e for e in _db(root, "group") if len(e) >= 3 and e[0] == group), None)
-            if found is None:
-                raise BuildError(f"group {group!r} is not in the image's /etc/group")
-            gid = int(found[2])
-    return uid, gid, home
-
-
-# --- COPY ----------------------------------------------------------------------------------------
-
-
-def copy_step(root: Path, ins: df.Copy, entries: list[tuple[Path, Path, str]]) -> int:
-    """COPY as docker does it: a folder source's contents go into the destination; files keep their
-    mode (or --chmod) and are owned by 0:0 (or --chown). Returns the number of entries copied."""
-    dest = ins.dest if ins.dest.startswith("/") else f"{ins.workdir.rstrip('/')}/{ins.dest}"
-    tops = [e for e in entries if e[2] == ""]
-    into_folder = ins.dest.endswith("/") or ins.dest.endswith("/.") or len(tops) > 1
-    if len(tops) > 1 and not (ins.dest.endswith("/") or ins.dest.endswith("/.")):
-        raise BuildError(f"Dockerfile line {ins.line}: COPY with several sources needs a destination ending in /")
-    uid, gid = (0, 0)
-    if ins.chown:
-        uid, gid, _ = resolve_user(root, ins.chown, gid_defaults_to_uid=True)
-    mode = int(ins.chmod, 8) if ins.chmod else None
-    target_dir = inside(root, dest)
-    if not into_folder and target_dir.is_dir() and not any(t[0].is_dir() for t in tops):
-        into_folder = True
-    for path, top, rel in entries:
-        if rel == "":
-            if top.is_dir():  # its contents go into dest; dest keeps its owner and mode if it exists
-                target = inside(root, dest)
-                if not target.is_dir():
-                    _make_folders(root, target.parent)
-                    _place(path, target, uid, gid, mode, follow=True)
-                continue
-            target = target_dir / path.name if into_folder else inside(root, dest, follow_last=False)
-            _make_folders(root, target.parent)
-            _place(path, target, uid, gid, mode, follow=True)
-        else:
-            base = inside(root, dest)
-            _place(path, base / rel, uid, gid, mode, follow=False)
-    return len(entries)
-
-
-def _make_folders(root: Path, folder: Path) -> None:
-    if not folder.is_relative_to(root):
-        raise BuildError(f"{folder} is outside {root}")
-    missing = []
-    while not folder.exists() and folder != root:
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        path.mkdir(mode=0o755)
-        os.chmod(path, 0o755)
-
-
-def _place(source: Path, target: Path, uid: int, gid: int, mode: int | None, follow: bool) -> None:
-    if source.is_symlink() and not follow:
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        os.symlink(os.readlink(source), target)
-        os.lchown(target, uid, gid)
-        return
-    st = source.stat()
-    if source.is_dir():
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            target.unlink()
-        target.mkdir(exist_ok=True)
-    else:
-        if target.is_symlink() or target.is_file():
-            target.unlink()  # never write through a symlink: it could point out of the rootfs
-        elif target.is_dir():
-            raise BuildError(f"cannot copy the file {source} over the folder {target}")
-        shutil.copyfile(source, target, follow_symlinks=True)
-        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-    os.chown(target, uid, gid)
-    os.chmod(target, mode if mode is not None else st.st_mode & 0o7777)
-
-
-# --- RUN -----------------------------------------------------------------------------------------
-
-
-@contextmanager
-def host_mounts(root: Path) -> Iterator[None]:
-    """/proc, /sys and /dev mounted in the rootfs for the block; always unmounted after."""
-    mounted: list[Path] = []
+def debian_base(buildah: Buildah, cache: Path) -> str:
+    """The debootstrapped Debian rootfs as an image in our storage (committed once), its name."""
+    ref = f"{DEBIAN_BASE}:{base_rootfs.RELEASE}-{base_rootfs.rootfs_key()}"
+    if buildah.has_image(ref):
+        return ref
+    started = time.monotonic()
+    tree = base_rootfs.debian_rootfs(cache, log)
+    container = buildah("from", "scratch")
     try:
-        for name, argv in (
-            ("proc", ["mount", "-t", "proc", "proc"]),
-            ("sys", ["mount", "--bind", "/sys"]),
-            ("dev", ["mount", "--bind", "/dev"]),
-        ):
-            target = root / name
-            if target.is_symlink():
-                raise BuildError(f"{target} is a symlink: refusing to mount over it")
-            target.mkdir(exist_ok=True)
-            run = subprocess.run([*argv, str(target)], capture_output=True, text=True)
-            if run.returncode != 0:
-                raise BuildError(f"{' '.join(argv)} {target}: {run.stderr.strip()}")
-            mounted.append(target)
-        yield
+        mountpoint = buildah("mount", container)  # vfs: a plain folder, no mount is made
+        subprocess.run(["cp", "-a", "--reflink=auto", f"{tree}/.", mountpoint], check=True)
+        buildah("umount", container)
+        buildah("config", "--env", f"PATH={DEFAULT_PATH}", "--cmd", '["bash"]', container)
+        buildah("commit", "--quiet", container, ref)
     finally:
-        for target in reversed(mounted):
-            if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
-                subprocess.run(["umount", "-l", str(target)], capture_output=True)
-        left = base_rootfs.mounts_under(root)
-        if left:
-            raise BuildError(f"could not unmount {left}: unmount them by hand before deleting {root}")
+        buildah("rm", container, check=False)
+    log(f"base image {ref} committed from {tree} in {time.monotonic() - started:.1f}s")
+    return ref
 
 
-def pip_config(build_dir: Path) -> Path | None:
-    """The host's pip configuration files merged into build_dir/pip.conf, its cert files copied in."""
+def pip_config(folder: Path) -> Path:
+    """The host's pip configuration files and PIP_* settings merged into folder/pip.conf, the files
+    they name copied beside it, all as the RUN step sees them under PIP_MOUNT."""
     files = [Path(p).expanduser() for p in PIP_CONFIGS]
     if os.environ.get("PIP_CONFIG_FILE"):
         files.append(Path(os.environ["PIP_CONFIG_FILE"]))
     parser = configparser.ConfigParser(interpolation=None, strict=False)
-    if not parser.read([f for f in files if f.is_file()]):
-        return None
+    parser.read([f for f in files if f.is_file()])
+    if not parser.has_section("global"):
+        parser.add_section("global")
+    for var, option in PIP_ENV.items():
+        if os.environ.get(var):
+            parser.set("global", option, os.environ[var])
+    if not parser.has_option("global", "cert"):
+        bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
+        if bundle:
+            parser.set("global", "cert", bundle)
     for section in parser.sections():
-        for option in ("cert", "client-cert"):
+        for option in PIP_FILE_OPTIONS:
             value = parser.get(section, option, fallback="")
+            if not value:
+                continue
             if value.startswith("/") and Path(value).is_file():
-                copied = build_dir / f"pip-{section}-{option}.pem"
+                copied = folder / f"{section}-{option}.pem"
                 shutil.copyfile(value, copied)
-                parser.set(section, option, f"{BUILD_DIR}/{copied.name}")
-    out = build_dir / "pip.conf"
+                parser.set(section, option, f"{PIP_MOUNT}/{copied.name}")
+            else:
+                parser.remove_option(section, option)  # not a file the build could see
+    out = folder / "pip.conf"
     with open(out, "w") as f:
         parser.write(f)
+    for path in folder.iterdir():
+        os.chmod(path, 0o644)  # readable by a RUN step's non-root USER
     return out
 
 
-@contextmanager
-def host_network(root: Path) -> Iterator[dict[str, str]]:
-    """For one RUN step: the host's resolv.conf in the rootfs, and the environment that gives pip the
-    host's index, proxy and CAs (files copied into BUILD_DIR). All of it removed after."""
-    etc = inside(root, "/etc")
-    resolv, backup = etc / "resolv.conf", etc / ".resolv.conf.image-build"
-    build_dir = root / BUILD_DIR.lstrip("/")
-    moved = False
+# --- OCI archives --------------------------------------------------------------------------------
+
+
+def normalized_name(ref: str) -> str:
+    """docker's normalization: placement-extender:0.1.0 -> docker.io/library/placement-extender:0.1.0."""
+    first, slash, _ = ref.partition("/")
+    if not slash:
+        return "docker.io/library/" + ref
+    if "." not in first and ":" not in first and first != "localhost":
+        return "docker.io/" + ref
+    return ref
+
+
+def name_refs(layout: Path, refs: list[str]) -> None:
+    """The layout's one image listed once per ref, each with the name containerd imports it as."""
+    index = json.loads((layout / "index.json").read_text())
+    manifest = {k: v for k, v in index["manifests"][0].items() if k != "annotations"}
+    index["manifests"] = [dict(manifest, annotations={REF_NAME: r, CONTAINERD_NAME: normalized_name(r)}) for r in refs]
+    index["mediaType"] = "application/vnd.oci.image.index.v1+json"
+    (layout / "index.json").write_text(json.dumps(index, sort_keys=True, separators=(",", ":")))
+
+
+def write_archive(buildah: Buildah, image: str, refs: list[str], out: Path, work: Path) -> Path:
+    """buildah push of `image` to an OCI layout, named by refs, tarred into out (renamed into place)."""
+    layout = work / "layout"
+    buildah("push", "--quiet", image, f"oci:{layout}:{refs[0]}")
+    name_refs(layout, refs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
     try:
-        if resolv.is_symlink() or resolv.exists():
-            os.replace(resolv, backup)
-            moved = True
-        shutil.copyfile("/etc/resolv.conf", resolv)
-        os.chmod(resolv, 0o644)
-        base_rootfs.remove_tree(build_dir)
-        build_dir.mkdir(mode=0o755)
-        extra = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
-        for var in FILE_VARS:
-            if var in extra:
-                if Path(extra[var]).is_file():
-                    shutil.copyfile(extra[var], build_dir / f"{var.lower()}.pem")
-                    extra[var] = f"{BUILD_DIR}/{var.lower()}.pem"
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(layout.rglob("*")):
+                info = tar.gettarinfo(str(path), path.relative_to(layout).as_posix())
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                if info.isreg():
+                    with open(path, "rb") as f:
+                        tar.addfile(info, f)
                 else:
-                    del extra[var]
-        if pip_config(build_dir):
-            extra["PIP_CONFIG_FILE"] = f"{BUILD_DIR}/pip.conf"
-        for path in build_dir.iterdir():
-            os.chmod(path, 0o644)  # readable by a RUN step's non-root USER
-        yield extra
-    finally:
-        base_rootfs.remove_tree(build_dir)
-        if resolv.is_symlink() or resolv.exists():
-            resolv.unlink()
-        if moved:
-            os.replace(backup, resolv)
+                    tar.addfile(info)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep the runtime's other users out
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
 
 
-def run_step(root: Path, ins: df.Run, env: dict[str, str], workdir: str, user: str | None) -> None:
-    uid, gid, home = resolve_user(root, user) if user else (0, 0, "/root")
-    run_env = {"HOME": home} | dict(ins.args) | env
-    folder = inside(root, workdir)
-    _make_folders(root, folder)
-
-    def enter() -> None:  # in the child, before exec
-        os.chroot(root)
-        os.chdir(workdir)
-        if (uid, gid) != (0, 0):
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-
-    with host_mounts(root), host_network(root) as extra:
-        proc = subprocess.run(list(ins.argv), env=run_env | extra, preexec_fn=enter, stdout=sys.stderr)
-    if proc.returncode != 0:
-        raise BuildError(f"Dockerfile line {ins.line}: RUN exited with {proc.returncode}: {ins.argv[-1]}")
-
-
-# --- the build -----------------------------------------------------------------------------------
-
-
-def execute(root: Path, instructions: list[df.Instruction], copies: dict[int, list]) -> None:
-    env = dict(df.DEFAULT_ENV)
-    workdir, user = "/", None
-    for ins in instructions:
-        started = time.monotonic()
-        if isinstance(ins, df.Env):
-            env.update(ins.pairs)
-        elif isinstance(ins, df.Workdir):
-            workdir = ins.path
-            _make_folders(root, inside(root, workdir))
-        elif isinstance(ins, df.User):
-            user = ins.user
-        elif isinstance(ins, df.Copy):
-            count = copy_step(root, ins, copies[ins.line])
-            log(f"line {ins.line}: COPY {' '.join(ins.sources)} {ins.dest}: {count} entries")
-        elif isinstance(ins, df.Run):
-            log(f"line {ins.line}: RUN {ins.argv[-1] if ins.shell_form else ins.argv}")
-            run_step(root, ins, env, workdir, user)
-            log(f"line {ins.line}: RUN done in {time.monotonic() - started:.1f}s")
+# --- the builds ----------------------------------------------------------------------------------
 
 
 def project_version(context: Path) -> str:
@@ -351,83 +249,62 @@ def builder_digest() -> str:
     return h.hexdigest()
 
 
-def tree_fingerprint(root: Path) -> str:
-    """A cheap digest of a rootfs folder given as --base: each entry's path, mode, size, mtime."""
-    h = hashlib.sha256(str(root.resolve()).encode())
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(dirs + files):
-            st = os.lstat(os.path.join(folder, name))
-            h.update(f"{os.path.relpath(folder, root)}/{name}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
-
-
-def _need_root(what: str) -> None:
-    if os.geteuid() != 0:
-        raise BuildError(f"{what} needs root (debootstrap, chroot and mount): run it with sudo")
+@contextmanager
+def workdir(cache: Path, name: str) -> Iterator[Path]:
+    work = cache / "work" / f"{name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def build_dockerfile(args: argparse.Namespace, cache: Path) -> Path:
     context = Path(args.context).resolve()
-    dockerfile_path = Path(args.file) if args.file else context / "Dockerfile"
-    text = dockerfile_path.read_text()
+    dockerfile = Path(args.file).resolve() if args.file else context / "Dockerfile"
     debian = args.base == "debian"
-    if not debian and not Path(args.base, "bin").exists():
-        raise BuildError(f"--base {args.base}: not 'debian' nor a root filesystem folder (no bin/ in it)")
-    build_args = {"BASE": "debian:bookworm" if debian else f"rootfs:{Path(args.base).resolve()}"}
-    build_args |= dict(_pair(a) for a in args.build_arg)
-    instructions = df.parse(text, build_args)
-    copies = {
-        i.line: build_context.copy_sources(context, i.sources, i.line) for i in instructions if isinstance(i, df.Copy)
-    }
-    base_key = "debian-" + base_rootfs.rootfs_key() if debian else "rootfs-" + tree_fingerprint(Path(args.base))
-    constraints = context / "constraints.txt"
+    base_key = f"debian-{base_rootfs.RELEASE}-{base_rootfs.rootfs_key()}" if debian else args.base
+    build_args = dict(_pair(a) for a in args.build_arg)
     key_doc = {
         "builder": builder_digest(),
-        "dockerfile": text,
+        "dockerfile": dockerfile.read_text(),
         "build_args": sorted(build_args.items()),
         "base": base_key,
-        "copied": build_context.digest([e for entries in copies.values() for e in entries], context),
-        "constraints": hashlib.sha256(constraints.read_bytes()).hexdigest() if constraints.exists() else None,
-        "architecture": oci.architecture(),
+        "context": build_context.digest(context),
+        "architecture": os.uname().machine,
     }
     key = hashlib.sha256(json.dumps(key_doc, sort_keys=True).encode()).hexdigest()[:24]
-    version = project_version(REPO)
+    version = project_version(context)
     archive = cache / "images" / key / f"{IMAGE}-{version}.oci.tar"
     if archive.exists() and not args.force:
-        log(f"cached image {key} (the Dockerfile, COPY'd files, constraints and base are unchanged): {archive}")
+        log(f"cached image {key} (the Dockerfile, build context and base are unchanged): {archive}")
         return archive
-    with base_rootfs.locked(cache / "images" / f"{key}.lock"):
+    with Buildah(cache).session() as buildah:
         if archive.exists() and not args.force:
             log(f"made by a concurrent run: {archive}")
             return archive
-        _need_root("building from the Dockerfile")
         started = time.monotonic()
-        base = base_rootfs.debian_rootfs(cache, log) if debian else Path(args.base).resolve()
-        log(f"base ready in {time.monotonic() - started:.1f}s")
-        for stale in (cache / "work").glob(f"build-{key[:12]}-*"):  # a killed run's; we hold the lock
-            base_rootfs.remove_tree(stale)
-        work = cache / "work" / f"build-{key[:12]}-{os.getpid()}"
-        try:
-            work.mkdir(parents=True)
-            root = work / "rootfs"
-            step = time.monotonic()
-            subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(root)], check=True)
-            log(f"copied the base rootfs in {time.monotonic() - step:.1f}s")
-            execute(root, instructions, copies)
-            leftovers = base_rootfs.mounts_under(root)
-            if leftovers:
-                raise BuildError(f"still mounted after the build: {leftovers}")
-            step = time.monotonic()
-            layer = oci.tree_layer(root, work / "blobs")
-            log(f"layer {layer.digest[:19]} ({layer.size / 1e6:.1f} MB gzip'd) in {time.monotonic() - step:.1f}s")
-            history = [{"created_by": f"hack/image/build.py --base {args.base}: {dockerfile_path.name}"}]
-            refs = [f"{IMAGE}:{version}", f"{IMAGE}:dev"]
-            oci.write_archive(archive, [layer], df.image_config(instructions), refs, history)
-        finally:
-            base_rootfs.remove_tree(work)
+        base = debian_base(buildah, cache) if debian else args.base
+        tag = f"localhost/{IMAGE}:build-{key}"
+        with workdir(cache, f"build-{key[:12]}") as work:
+            pip = work / "pip"
+            pip.mkdir()
+            pip_config(pip)
+            argv = ["bud", "--isolation", "chroot", "--layers=false", "--force-rm", "--file", str(dockerfile)]
+            argv += ["--pull=never" if debian else "--pull=missing", "--build-arg", f"BASE={base}"]
+            argv += ["--build-arg", f"PIP_CONFIG_FILE={PIP_MOUNT}/pip.conf", "--volume", f"{pip}:{PIP_MOUNT}:ro"]
+            for name, value in build_args.items():
+                argv += ["--build-arg", f"{name}={value}"]
+            log(f"buildah {' '.join(argv)} --tag {tag} {context}")
+            buildah(*argv, "--tag", tag, str(context), capture=False)
+            log(f"built in {time.monotonic() - started:.1f}s")
+            try:
+                write_archive(buildah, tag, [f"{IMAGE}:{version}", f"{IMAGE}:dev"], archive, work)
+            finally:
+                buildah("rmi", tag, check=False)  # vfs keeps whole copies: our storage holds only the base
         size = archive.stat().st_size / 1e6
-        log(f"built {', '.join(refs)} in {time.monotonic() - started:.1f}s: {archive} ({size:.1f} MB)")
+        log(f"built {IMAGE}:{version} and :dev in {time.monotonic() - started:.1f}s: {archive} ({size:.1f} MB)")
         return archive
 
 
@@ -467,10 +344,7 @@ def build_static(args: argparse.Namespace, cache: Path) -> Path:
             raise BuildError("--entrypoint: a JSON array of strings, or one path")
     else:
         entrypoint = [args.entrypoint]
-    config: dict = {"Entrypoint": entrypoint, "Env": [f"PATH={df.DEFAULT_PATH}"]}
-    if args.user:
-        config["User"] = args.user
-    h = hashlib.sha256(json.dumps([builder_digest(), name, config, binary.name]).encode())
+    h = hashlib.sha256(json.dumps([builder_digest(), name, entrypoint, args.user, binary.name]).encode())
     with open(binary, "rb") as f:
         h.update(hashlib.file_digest(f, "sha256").digest())
     key = h.hexdigest()[:24]
@@ -478,14 +352,20 @@ def build_static(args: argparse.Namespace, cache: Path) -> Path:
     if archive.exists() and not args.force:
         log(f"cached: {archive}")
         return archive
-    work = cache / "work" / f"static-{key[:12]}-{os.getpid()}"
-    try:
-        layer = oci.files_layer([(f"usr/local/bin/{binary.name}", binary, 0o755)], work)
-        oci.write_archive(
-            archive, [layer], config, [name], [{"created_by": f"hack/image/build.py --static-binary {binary.name}"}]
-        )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with Buildah(cache).session() as buildah, workdir(cache, f"static-{key[:12]}") as work:
+        tag = f"localhost/static:{key}"
+        container = buildah("from", "scratch")
+        try:
+            buildah("copy", "--quiet", "--chmod", "0755", container, str(binary), f"/usr/local/bin/{binary.name}")
+            config = ["--entrypoint", json.dumps(entrypoint), "--env", f"PATH={DEFAULT_PATH}"]
+            buildah("config", *config, *(["--user", args.user] if args.user else []), container)
+            buildah("commit", "--quiet", container, tag)
+        finally:
+            buildah("rm", container, check=False)
+        try:
+            write_archive(buildah, tag, [name], archive, work)
+        finally:
+            buildah("rmi", tag, check=False)
     log(f"built {name}: {archive} ({archive.stat().st_size / 1e6:.1f} MB)")
     return archive
 
@@ -496,7 +376,7 @@ def load(archive: Path) -> None:
     started = time.monotonic()
     argv = [ctr, "-n", "k8s.io", "images", "import", "--all-platforms", str(archive)]
     log(" ".join(argv))
-    run = subprocess.run(argv, stdout=sys.stderr)
+    run = subprocess.run(argv, stdout=2)
     if run.returncode != 0:
         raise BuildError(f"ctr images import failed (exit {run.returncode}); is containerd running?")
     log(f"loaded into containerd (k8s.io) in {time.monotonic() - started:.1f}s")
@@ -513,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--base", default="debian", help="debian (debootstrapped, cached) or a root filesystem folder")
+    parser.add_argument("--base", default="debian", help="debian (debootstrapped, cached) or an image for FROM")
     parser.add_argument("--out", help="also copy the archive into this folder (else it stays in the cache)")
     parser.add_argument("--load", action="store_true", help="import into containerd: ctr -n k8s.io images import")
     parser.add_argument("--force", action="store_true", help="rebuild even if the cache has this image")
@@ -537,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    # SIGTERM as an exception, so the finally blocks unmount and clean up
+    # SIGTERM as an exception, so the finally blocks clean up
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cache = base_rootfs.cache_root()
     try:
@@ -552,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
             archive = target
         if args.load:
             load(archive)
-    except (BuildError, base_rootfs.RootfsError, df.DockerfileError, subprocess.CalledProcessError) as e:
+    except (BuildError, base_rootfs.RootfsError, subprocess.CalledProcessError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     finally:

@@ -1,18 +1,17 @@
-"""The build context: which files a COPY takes (its sources, minus .dockerignore), and a digest of
-them for the image cache key.
+"""The build context buildah reads (the folder minus what .dockerignore keeps out), and a digest of
+it for the image cache key: an unchanged context, Dockerfile and base is a cached image.
 
-    files = copy_sources(context, ("extender",), line=13)   # [(source path, path relative to it)]
+    key_part = digest(context)
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
+import os
 import posixpath
 import re
+from collections.abc import Iterator
 from pathlib import Path
-
-from dockerfile import DockerfileError
 
 
 def ignore_patterns(context: Path) -> list[tuple[bool, re.Pattern[str]]]:
@@ -76,37 +75,40 @@ def is_ignored(relpath: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bo
     return ignored
 
 
-def copy_sources(context: Path, sources: tuple[str, ...], line: int) -> list[tuple[Path, Path, str]]:
-    """Each file, folder and symlink a COPY takes: (path in the context, the source it came from,
-    its path relative to that source ('' for the source itself)), sorted. A source outside the
-    context, or matching nothing, is an error naming the line."""
+def exception_texts(context: Path) -> list[str]:
+    """The '!' patterns of .dockerignore, as written (normalized): what may re-include a path."""
+    path = context / ".dockerignore"
+    lines = [line.strip() for line in path.read_text().splitlines()] if path.is_file() else []
+    return [posixpath.normpath(line[1:].strip().lstrip("/")) for line in lines if line.startswith("!")]
+
+
+def context_files(context: Path) -> Iterator[Path]:
+    """Each file, folder and symlink of the context that .dockerignore lets in, sorted. A folder left
+    out is not walked unless an exception ('!') pattern could reach inside it."""
     context = context.resolve()
     patterns = ignore_patterns(context)
-    out: list[tuple[Path, Path, str]] = []
-    for source in sources:
-        clean = posixpath.normpath(source.lstrip("/")) if source.strip("/") else "."
-        if clean == ".." or clean.startswith("../"):
-            raise DockerfileError(f"COPY source {source!r} is outside the build context", line)
-        matches = sorted(glob.glob(glob.escape(clean) if not glob.has_magic(clean) else clean, root_dir=context))
-        matches = [m for m in matches if not (m != "." and is_ignored(m, patterns))]
-        if not matches:
-            raise DockerfileError(f"COPY source {source!r} not found in the build context {context}", line)
-        for match in matches:
-            top = context / match
-            out.append((top, top, ""))
-            if top.is_dir() and not top.is_symlink():
-                for path in sorted(top.rglob("*")):
-                    rel = path.relative_to(context).as_posix()
-                    if not is_ignored(rel, patterns):
-                        out.append((path, top, path.relative_to(top).as_posix()))
-    return out
+    exceptions = exception_texts(context)
+    for folder, dirs, files in os.walk(context):
+        dirs.sort()
+        rel_folder = Path(folder).relative_to(context).as_posix()
+        keep = []
+        for name in sorted(dirs + files):
+            rel = name if rel_folder == "." else f"{rel_folder}/{name}"
+            ignored = is_ignored(rel, patterns)
+            if name in dirs and ignored and not any(e == rel or e.startswith(rel + "/") for e in exceptions):
+                continue
+            if name in dirs:
+                keep.append(name)
+            if not ignored:
+                yield Path(folder) / name
+        dirs[:] = keep
 
 
-def digest(entries: list[tuple[Path, Path, str]], context: Path) -> str:
-    """sha256 over what the COPYs take: each path, its kind and mode, and the content (or link target)."""
+def digest(context: Path) -> str:
+    """sha256 over the context: each path, its kind and mode, and the content (or link target)."""
     h = hashlib.sha256()
     context = context.resolve()
-    for path, _, _ in entries:
+    for path in context_files(context):
         st = path.lstat()
         h.update(f"{path.relative_to(context).as_posix()}\0{st.st_mode:o}\0".encode())
         if path.is_symlink():

@@ -15,12 +15,14 @@
 #                                can only empty it), so the host is left as it was found
 #   iproute2                     `ip`: the bridge, its address, and the ranges checked free
 #   debootstrap                  the image's Debian base root filesystem (hack/image/rootfs.py)
+#   buildah                      builds the image from the Dockerfile, daemonless (hack/image/build.py):
+#                                chroot isolation, its storage in the harness's cache, not the machine's
 #
 # Package services are kept from starting while installing (a policy-rc.d that refuses them, only
 # if the host has none), since the harness runs containerd itself.
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables iproute2 debootstrap)
+PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables iproute2 debootstrap buildah)
 
 log() { printf '[realnode-install] %s\n' "$*" >&2; }
 

@@ -6,8 +6,8 @@ fails here, before anyone builds an image."""
 
 from __future__ import annotations
 
+import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +18,30 @@ import yaml
 from extender.cli.commands import parser
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "hack" / "image"))
-
-import dockerfile as df  # noqa: E402
-
 IMAGE = "placement-extender"
-CONFIG = df.image_config(df.parse((ROOT / "Dockerfile").read_text()))
+
+
+def _image_config(text: str) -> dict[str, Any]:
+    """The image config (Entrypoint, Cmd, User, ExposedPorts, Env) the Dockerfile's instructions set,
+    as buildah writes it; the exec (JSON) forms and KEY=VALUE ENVs the repo's Dockerfile uses."""
+    env: dict[str, str] = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    config: dict[str, Any] = {}
+    for line in re.sub(r"\\\n\s*", " ", text).splitlines():
+        word, _, rest = line.strip().partition(" ")
+        word = word.upper()
+        if word in ("ENTRYPOINT", "CMD"):
+            config[word.title()] = json.loads(rest)
+        elif word == "USER":
+            config["User"] = rest.strip()
+        elif word == "EXPOSE":
+            config["ExposedPorts"] = {p if "/" in p else f"{p}/tcp": {} for p in rest.split()}
+        elif word == "ENV":
+            for key, value in re.findall(r"(\w+)=(\S+)", rest):
+                env[key] = re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), ""), value)
+    return config | {"Env": [f"{k}={v}" for k, v in env.items()]}
+
+
+CONFIG = _image_config((ROOT / "Dockerfile").read_text())
 
 
 def _pod_specs(doc: Any) -> Iterator[dict[str, Any]]:
