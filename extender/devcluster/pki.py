@@ -1,7 +1,9 @@
 """Certificates for the local control plane, made with the openssl CLI.
 
 A CA, the apiserver's serving certificate (for 127.0.0.1, localhost and any extra IPs), one client certificate
-per identity, and the service-account signing key pair.
+per identity, and the service-account signing key pair. ECDSA P-256 keys throughout: every e2e module
+starts a control plane, and RSA 2048 keys took about 2.5 s of CPU of each start (0.2 s with P-256);
+kube-apiserver signs service-account tokens with ES256 from such a key.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from pathlib import Path
 class ClientCert:
     cert: Path
     key: Path
+
+
+NEW_KEY = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1")
 
 
 def _run(*args: str, cwd: Path) -> None:
@@ -41,8 +46,7 @@ class PKI:
         _run(
             "req",
             "-x509",
-            "-newkey",
-            "rsa:2048",
+            *NEW_KEY,
             "-nodes",
             "-days",
             "30",
@@ -60,15 +64,14 @@ class PKI:
             "extendedKeyUsage=serverAuth\n"
         )
         self._sign("apiserver", "/CN=kube-apiserver", "serving.ext")
-        _run("genrsa", "-out", "sa.key", "2048", cwd=r)
-        _run("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=r)
+        _run("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key", cwd=r)
+        _run("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=r)
 
     def _sign(self, name: str, subject: str, extfile: str | None = None) -> None:
         r = self.root
         _run(
             "req",
-            "-newkey",
-            "rsa:2048",
+            *NEW_KEY,
             "-nodes",
             "-keyout",
             f"{name}.key",
