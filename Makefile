@@ -28,7 +28,7 @@ venv: $(STAMP)
 ## workers (hack/run_phases.py, tests/parallel.py; TEST_WORKERS=0: one run in one process); its e2e
 ## outcome goes to $(E2E_RESULTS); the time it took is printed last (and in test-logs/timings.jsonl)
 E2E_RESULTS ?= test-logs/matrix/e2e-make-test.json
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: lint
 	@$(PY) hack/timed.py "make test" -- env E2E_RESULTS=$(E2E_RESULTS) $(PY) hack/run_phases.py $(TEST_WORKERS)
 

@@ -1,19 +1,19 @@
 """Scenarios: every decision is bounded, whatever the workload's size or its policy's shape.
 
-1. 1,500 replicas. One StatefulSet (podManagementPolicy Parallel) of 1,500 replicas with an
+1. 1,000 replicas. One StatefulSet (podManagementPolicy Parallel) of 1,000 replicas with an
    inline policy: at most 3 pods per node, zones within one pod of each other (spread maxSkew 1,
    DoNotSchedule), dead-end avoidance on (the default). 600 kwok nodes, 3 zones x 200: at 3 per
-   node that is 600 slots per zone for the 500 pods each zone must take, so the rules are
-   feasible with room to spare (a placement may leave up to 100 slots per zone unused without
-   becoming a dead end) while every filter call still carries 600 candidate nodes. Before the
+   node that is 600 slots per zone for the 333-334 pods each zone must take, so the rules are
+   feasible with room to spare while every filter call still carries 600 candidate nodes. Before the
    decisions were bounded, a 1,000-replica set with a zone spread never got its first pod placed
-   (filter answered 500: the dead-end search recursed once per pod still to come). The test
-   waits until all 1,500 are bound, then checks from the API server: every pod on a node, none
+   (filter answered 500: the dead-end search recursed once per pod still to come); that size is
+   the one this test keeps (it placed 1,500 until issue 49 cut `make test`'s CPU). The test
+   waits until all 1,000 are bound, then checks from the API server: every pod on a node, none
    holding more than 3, zones within 1. The wall time from creating the StatefulSet to its last
    pod bound goes into the summary, with the pace in pods/s and when kube-controller-manager
    finished creating the pods (its client's 20 QPS, the default, bounds how fast a StatefulSet's
-   pods come into existence, and so the pace of the whole scenario: on a 2-core machine all 1,500
-   are placed in about 75 s, 20 pods/s, each bound within a second of its creation; with that
+   pods come into existence, and so the pace of the whole scenario: on a 2-core machine 1,500
+   were placed in about 75 s, 20 pods/s, each bound within a second of its creation; with that
    client at 500 QPS the same machine places them at 23-30 pods/s).
 
 2. Isolation. A healthy StatefulSet "good" (30 replicas, 1 per node, zone spread) is first placed
@@ -74,7 +74,7 @@ ZONES = ["zone-a", "zone-b", "zone-c"]
 NODES_PER_ZONE = 200
 
 BIG = "big"
-BIG_REPLICAS = 1500
+BIG_REPLICAS = 1000
 BIG_CAP = 3
 BIG_POLICY = {
     "caps": [{"topologyKey": HOSTNAME, "max": BIG_CAP}],
@@ -154,10 +154,10 @@ def _ts(stamp: str) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------
-# 1. 1,500 replicas
+# 1. 1,000 replicas
 
 
-def test_1500_replicas_with_node_cap_and_zone_spread(nodes, scenario) -> None:
+def test_1000_replicas_with_node_cap_and_zone_spread(nodes, scenario) -> None:
     cluster, nodes_took = nodes
     api = cluster.admin
     ns = cluster.namespace("bounded")

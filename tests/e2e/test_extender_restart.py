@@ -40,7 +40,7 @@ NODES_PER_ZONE = 20
 SETS, REPLICAS = 4, 50
 KILL_AFTER = 50
 DOWN = 5.0
-REPETITIONS = 3
+REPETITIONS = 2  # 3 until issue 49: the race it guards lost 6-20 pairs in a single repetition
 UNRELATED_PODS = 2000
 POLICY = {
     "caps": [{"topologyKey": "kubernetes.io/hostname", "max": 1}],
@@ -139,7 +139,7 @@ def _restart_once(cluster, rep: int, scenario) -> str:  # noqa: ANN001
     return note
 
 
-def test_extender_alone_restarts_mid_burst_three_times(plane, scenario) -> None:
+def test_extender_alone_restarts_mid_burst_twice(plane, scenario) -> None:
     scenario.pending = 0
     started = time.monotonic()
     notes = [_restart_once(plane, rep, scenario) for rep in range(REPETITIONS)]

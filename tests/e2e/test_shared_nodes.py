@@ -1,9 +1,9 @@
 """Second-scheduler mode sharing nodes with the default scheduler (issue 36), measured.
 
 The shared-nodes burst (tests/e2e/shared_nodes.py: a Deployment of 40 x 1 CPU under the default
-scheduler and a StatefulSet of 40 x 1 CPU created at the same moment onto 10 nodes of 4 CPU), 5
+scheduler and a StatefulSet of 40 x 1 CPU created at the same moment onto 10 nodes of 4 CPU), 3
 repetitions under the extender's kube-scheduler (whose bind refuses a node the watch shows full),
-and 5 under a bare second kube-scheduler with no extender, in the same run. Two kube-schedulers
+and 3 under a bare second kube-scheduler with no extender, in the same run. Two kube-schedulers
 see each other's pods only once bound, so some double-booking is the protocol's own; what is
 measured is how much remains with the bind's check. Figures in the summary (README "Two ways to
 run"). The check only stops the extender's own binds onto a node the watch already shows full;
@@ -26,7 +26,7 @@ from .shared_nodes import burst_nodes, clean, extender_statefulset, native_deplo
 
 pytestmark = pytest.mark.e2e
 
-REPS = 5
+REPS = 3  # 5 until issue 49: measured, not asserted; the check acting is seen in 3 (18-23 refusals in 5)
 
 
 def _bare_scheduler(cluster) -> str:  # noqa: ANN001
@@ -83,4 +83,4 @@ def test_the_burst_beside_a_bare_second_scheduler(cluster, scenario) -> None:  #
         f"mean bind {bind_ms:.0f} ms over {int(binds)} binds"
     )
     print(f"\n{scenario.note}")
-    assert binds > 0 and refused >= 1, "in 5 bursts of 80 pods onto 40 CPU the bind's check refuses some node"
+    assert binds > 0 and refused >= 1, f"in {REPS} bursts of 80 pods onto 40 CPU the bind's check refuses some node"
