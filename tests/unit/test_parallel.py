@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import parallel
 from parallel import MachineLock, unit_of_nodeid
 
@@ -139,3 +141,31 @@ def test_the_two_phases_results_are_one_record_and_a_failure_in_either_stays() -
     assert [s["name"] for s in record["scenarios"]] == ["t", "u"]
     assert merged({**first, "exitstatus": 1}, {**second, "exitstatus": 5})["exitstatus"] == 1
     assert merged({**first, "exitstatus": 5}, {**second, "exitstatus": 0})["exitstatus"] == 0
+
+
+class _Item:
+    """What keeps_the_machine reads of a test: its node id and whether it is marked alone."""
+
+    def __init__(self, nodeid: str, alone: bool) -> None:
+        self.nodeid, self.alone = nodeid, alone
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return object() if name == "alone" and self.alone else None
+
+
+@pytest.mark.parametrize(
+    ("item", "nextitem", "keeps"),
+    [
+        pytest.param(("m.py::a", True), ("m.py::b", True), True, id="next alone test of the same module"),
+        pytest.param(("m.py::a", True), ("n.py::b", True), False, id="next alone test of another module"),
+        pytest.param(("m.py::a", True), ("m.py::b", False), False, id="next test of the module not alone"),
+        pytest.param(("m.py::a", False), ("m.py::b", True), False, id="a shared test holds nothing exclusive"),
+        pytest.param(("m.py::a", True), None, False, id="the worker's last test"),
+        pytest.param(
+            ("tests/realnode/a.py::x", True), ("tests/realnode/b.py::y", True), True, id="the real node is one unit"
+        ),
+    ],
+)
+def test_an_alone_unit_keeps_the_machine_between_its_alone_tests(item, nextitem, keeps) -> None:  # noqa: ANN001
+    after = _Item(*nextitem) if nextitem else None
+    assert parallel.keeps_the_machine(_Item(*item), after) is keeps

@@ -217,6 +217,9 @@ def test_a_connection_is_never_closed_to_make_room_before_its_first_request() ->
         for sock in (first, second):
             sock.sendall(HEALTHZ)
             assert _status(_read(sock)) == 200
+            # The answer is sent before its thread marks the connection idle: without a pause the
+            # second could be marked first, be the one idle the longest and be closed instead.
+            time.sleep(0.2)
         assert _status(_read(third)) == 200
         assert _closed(first)
         third.close()
