@@ -500,7 +500,7 @@ def measure_row(
     request_timeout: float = 120.0,
     log_line=print,
 ) -> dict[str, Any]:
-    from benchmarks.http_latency import Server, free_port  # the same server harness as http_latency
+    from benchmarks.arms.server import Server, free_port  # the same server harness as http_pair
 
     store_args = {
         "size": sh.size,

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import cache_sync, e2e_throughput, http_latency, profile_verbs, synthetic  # noqa: E402
+from benchmarks import cache_sync, e2e_throughput, profile_verbs, runner, synthetic, workload  # noqa: E402
+from benchmarks.arms.server import Client, GoFloorServer, free_port  # noqa: E402
 
 
 def _positive(value: object) -> bool:
@@ -45,14 +46,14 @@ def test_go_floor_builds_and_answers(tmp_path: Path) -> None:
 
     cached = common.go_floor_cache_root() / f"gofloor-{common.go_floor_key()}" / "gofloor"
     if shutil.which("go") is None and not cached.exists():
-        pytest.skip("no Go toolchain: http_latency reports the Go floor unavailable")
+        pytest.skip("no Go toolchain: the runner reports the gofloor arm unavailable")
     go = common.build_go_floor()
     assert go.path is not None, go.reason
-    port = http_latency.free_port()
-    server = http_latency.GoFloorServer(go.path, port, tmp_path / "gofloor.log")
+    port = free_port()
+    server = GoFloorServer(go.path, port, tmp_path / "gofloor.log")
     try:
         server.wait_ready(timeout=30)
-        client = http_latency.Client(port)
+        client = Client(port)
         names_body, list_body = synthetic.filter_args(7), synthetic.filter_args(3, node_list=True)
         names = json.loads(names_body)["NodeNames"]
         _, noop = client.post("/noop", names_body)
@@ -80,52 +81,39 @@ def test_go_floor_builds_and_answers(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_http_latency_smoke(tmp_path: Path) -> None:
-    out = tmp_path / "http.json"
-    assert (
-        http_latency.main(
-            ["--nodes", "50", "--pods", "500", "--requests", "20", "--runs", "1", "--warmup", "2", "--out", str(out)]
-        )
-        == 0
-    )
-    result = json.loads(out.read_text())["results"][0]
-    assert result["decision"]["passed"] > 0
-    summary = result["summary"]
-    for metric in http_latency.METRICS:
-        assert _positive(summary[metric]["median_of_medians"]) and _positive(summary[metric]["median_p99"])
-    assert _positive(summary["ratios"]["pair_over_2noop_median"])
-    if result["go_floor"]["available"]:  # `go` present (test_go_floor_builds_and_answers checks it builds)
-        for metric in http_latency.GO_METRICS:
-            assert _positive(summary[metric]["median_of_medians"])
-        assert _positive(summary["ratios"]["pair_over_go_pair_median"])
+@pytest.mark.parametrize("path", workload.every(), ids=lambda p: p.stem)
+def test_workload_smoke_through_the_runner(path: Path, tmp_path: Path) -> None:
+    """Every workload file at its own `smoke` size, through `python -m benchmarks run --smoke`."""
+    out = tmp_path / "result.json"
+    assert runner.main(["run", str(path), "--smoke", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    loaded = workload.validate(data["workload"])
+    assert loaded.name == path.stem and data["machine"]["nproc"] and data["arms"]["extender"]["available"]
+    assert len(data["targets"]) >= len(loaded.targets) and all(t["verdict"] for t in data["targets"])
+    figures = data["figures"]
+    if loaded.kind == "http_pair":
+        assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["nodes"] == loaded.cluster.nodes
+        for arm in ("extender", "noop"):
+            for request in ("filter", "prioritize", "pair"):
+                assert _positive(figures[f"{arm}.{request}.median"]) and _positive(figures[f"{arm}.{request}.p99"])
+        assert _positive(figures["noop.raw.median"]) and _positive(figures["ratio.pair_over_noop.median"])
+        if data["arms"]["gofloor"]["available"]:  # `go` present (test_go_floor_builds_and_answers checks it)
+            assert _positive(figures["gofloor.pair.median"]) and _positive(figures["ratio.pair_over_gofloor.median"])
+        else:
+            assert data["arms"]["gofloor"]["reason"] and "gofloor.pair.median" not in figures
 
 
-def test_http_latency_smoke_node_list(tmp_path: Path) -> None:
-    out = tmp_path / "http.json"
-    assert (
-        http_latency.main(
-            [
-                "--nodes",
-                "30",
-                "--pods",
-                "300",
-                "--node-list",
-                "--requests",
-                "20",
-                "--runs",
-                "1",
-                "--warmup",
-                "2",
-                "--no-go-floor",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    result = json.loads(out.read_text())["results"][0]
-    assert result["mode"].startswith("NodeList") and _positive(result["summary"]["pair"]["median_of_medians"])
-    assert result["go_floor"] == {"available": False, "reason": "--no-go-floor"} and "go_pair" not in result["summary"]
+def test_runner_arms_and_overrides(tmp_path: Path) -> None:
+    """--arms narrows the arms, --set overrides a field (validated by the same model), --rounds counts."""
+    out = tmp_path / "result.json"
+    argv = ["run", "pair-1k-nodelist", "--smoke", "--arms", "extender,noop", "--rounds", "2", "--out", str(out)]
+    assert runner.main([*argv, "--set", "cluster.nodes=20", "--set", "workload.gc_freeze=false"]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["arms"]) == {"extender", "noop"} and len(data["detail"]["rounds"]) == 2
+    assert data["workload"]["cluster"]["nodes"] == 20 and data["workload"]["workload"]["gc_freeze"] is False
+    assert data["detail"]["mode"].startswith("NodeList") and "gofloor.pair.median" not in data["figures"]
+    assert runner.main(["run", "pair-1k", "--smoke", "--set", "cluster.nodes=-1", "--out", str(out)]) == 2
+    assert runner.main(["run", "pair-1k", "--smoke", "--arms", "noop", "--out", str(out)]) == 2
 
 
 def test_cache_sync_smoke(tmp_path: Path) -> None:
