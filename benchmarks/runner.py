@@ -135,13 +135,13 @@ def before_after(kind: Any, workload: Any, arms: list[str], rounds: int, base: s
                     verdicts[side].append(judge(kind, workload, result))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False)
-    figures: dict[str, dict[str, float]] = {}
+    figures: dict[str, dict[str, float | None]] = {}
     for name in sides["base"][0]:
         if not all(name in s for s in sides["base"] + sides["change"]):
             continue
         b = statistics.median(s[name] for s in sides["base"])
         c = statistics.median(s[name] for s in sides["change"])
-        figures[name] = {"base": b, "change": c, "change_over_base": round(c / b, 3) if b else float("nan")}
+        figures[name] = {"base": b, "change": c, "change_over_base": round(c / b, 3) if b else None}
     return {
         "base": base,
         "head": head.strip(),
@@ -159,12 +159,16 @@ KEY_FIGURES = (
 )
 
 
-def base_table(figures: dict[str, dict[str, float]]) -> str:
+def base_table(figures: dict[str, dict[str, Any]]) -> str:
     keys = [k for k in KEY_FIGURES if k in figures] + [k for k in figures if k not in KEY_FIGURES]
     return "medians over rounds; change / base\n" + table(
         ["figure", "base", "change", "change/base"],
-        [[k, figures[k]["base"], figures[k]["change"], figures[k]["change_over_base"]] for k in keys],
+        [[k, figures[k]["base"], figures[k]["change"], _or_dash(figures[k]["change_over_base"])] for k in keys],
     )
+
+
+def _or_dash(value: float | None) -> Any:
+    return "-" if value is None else value
 
 
 def list_workloads() -> int:
