@@ -91,6 +91,10 @@ def test_workload_smoke_through_the_runner(path: Path, tmp_path: Path) -> None:
     assert loaded.name == path.stem and data["machine"]["nproc"] and data["arms"]["extender"]["available"]
     assert len(data["targets"]) >= len(loaded.targets) and all(t["verdict"] for t in data["targets"])
     figures = data["figures"]
+    if loaded.kind == "group_scaling":
+        rows = data["detail"]["rows"]
+        assert len(rows) == len(loaded.workload.sizes) * len(loaded.workload.variants)
+        assert all(r["error_count"] == 0 and _positive(r["stats_ms"]["pair"]["median"]) for r in rows)
     if loaded.kind == "http_pair":
         assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["nodes"] == loaded.cluster.nodes
         for arm in ("extender", "noop"):
@@ -168,7 +172,7 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
 
 
 def test_group_scaling_smoke(tmp_path: Path) -> None:
-    from benchmarks import group_scaling
+    from benchmarks.kinds import group_scaling
 
     # The shape rule: the sizes, and a 1,000,000-pod group still feasible under hard spread.
     shapes = {n: group_scaling.shape(n, 1000) for n in group_scaling.SIZES}
@@ -192,13 +196,11 @@ def test_group_scaling_smoke(tmp_path: Path) -> None:
     assert group_scaling.fallbacks(declared) == {"exported": True, "total": 0, "by_labels": {}}
     assert not group_scaling.fallbacks({})["exported"]
     assert group_scaling.histogram_summary(metrics, group_scaling.LOCK_HOLD_METRIC)["p99_bucket_le_ms"] == 10.0
-    # A tiny end-to-end run over HTTP: 30 nodes, a 30-pod group, both variants.
+    # A tiny end-to-end run over HTTP through the runner: 30 nodes, a 30-pod group, both variants.
     out = tmp_path / "groups.json"
-    assert (
-        group_scaling.main(["--nodes", "30", "--sizes", "30", "--iterations", "3", "--warmup", "1", "--out", str(out)])
-        == 0
-    )
-    rows = json.loads(out.read_text())["rows"]
+    assert runner.main(["run", "group-scaling", "--smoke", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    rows = data["detail"]["rows"]
     assert [r["variant"] for r in rows] == list(group_scaling.VARIANTS)
     for row in rows:
         assert (
@@ -206,3 +208,9 @@ def test_group_scaling_smoke(tmp_path: Path) -> None:
         )
         assert _positive(row["stats_ms"]["pair"]["p99"]) and _positive(row["stats_ms"]["floor_pair"]["median"])
         assert "fallbacks" in row and row["verdict"]
+    # The targets: the p99 bound over sizes <= 30,000, no fallback for no-hard-spread alone, no error.
+    by_figure = {t["figure"]: t for t in data["targets"]}
+    assert set(by_figure["fallbacks"]["per_row"]) == {"no-hard-spread/30"}
+    assert set(by_figure["pair.p99"]["per_row"]) == {"hard-spread/30", "no-hard-spread/30"}
+    assert by_figure["errors"]["value"] == 0 and by_figure["errors"]["verdict"] == "met"
+    assert _positive(data["figures"]["hard-spread/30.pair.p99"])
