@@ -214,3 +214,20 @@ def test_group_scaling_smoke(tmp_path: Path) -> None:
     assert set(by_figure["pair.p99"]["per_row"]) == {"hard-spread/30", "no-hard-spread/30"}
     assert by_figure["errors"]["value"] == 0 and by_figure["errors"]["verdict"] == "met"
     assert _positive(data["figures"]["hard-spread/30.pair.p99"])
+
+
+def test_runner_base_mode(tmp_path: Path) -> None:
+    """--base REV: the extender served from a worktree of REV and from the working tree, alternating;
+    each side's figures and change / base. HEAD against the working tree, one round a side."""
+    import subprocess
+
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    out = tmp_path / "before_after.json"
+    argv = ["run", "pair-1k", "--smoke", "--arms", "extender,noop", "--rounds", "1", "--base", "HEAD"]
+    assert runner.main([*argv, "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    pair = data["before_after"]["extender.pair.median"]
+    assert _positive(pair["base"]) and _positive(pair["change"]) and _positive(pair["change_over_base"])
+    assert len(data["per_round"]["base"]) == len(data["per_round"]["change"]) == 1
+    assert runner.main(["run", "group-scaling", "--smoke", "--base", "HEAD", "--out", str(out)]) == 2
