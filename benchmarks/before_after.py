@@ -1,18 +1,17 @@
-"""One benchmark, two versions of the code, one run: a change's cost measured against what it replaced.
+"""e2e_throughput, two versions of the code, one run: a change's cost measured against what it replaced.
 
-The base revision is checked out into a temporary git worktree; then one benchmark runs from each
+(The HTTP pair's before/after is now the runner's `--base REV` mode:
+`python -m benchmarks run pair-1k --base REV`; this script keeps the e2e mode until
+e2e_throughput becomes a kind of the runner.)
+
+The base revision is checked out into a temporary git worktree; then e2e_throughput runs from each
 tree in turn, `--rounds` times, alternating (base, change, base, change, ...) so that drift in the
-machine's load falls on both sides. Each side's figure is the median over its rounds.
+machine's load falls on both sides. Each side's figure is the median over its rounds: pods per
+second on the local control plane, variant equal-qps (both kube-schedulers at client QPS 500), one
+round per side per run; the extender's pods/s, the native scheduler's, and their ratio measured in
+the same run.
 
-- http_latency (default): the filter + prioritize pair over HTTP; the pair median and p99, and the
-  pair over the Go floor measured in the same round (the ratio cancels the machine's speed).
-- e2e_throughput: pods per second on the local control plane, variant equal-qps (both
-  kube-schedulers at client QPS 500), one round per side per run; the extender's pods/s, the
-  native scheduler's, and their ratio measured in the same run.
-
-    python -m benchmarks.before_after --base bcd0edb            # http_latency 1k, 2 rounds, ~5 min
-    python -m benchmarks.before_after --base HEAD~3 --configs 5k --rounds 3
-    python -m benchmarks.before_after --base bcd0edb --benchmark e2e_throughput   # ~10 min
+    python -m benchmarks.before_after --base bcd0edb --rounds 2   # ~10 min
 """
 
 from __future__ import annotations
@@ -31,15 +30,10 @@ if __package__ in (None, ""):
 
 from benchmarks.common import REPO, machine, write_result  # noqa: E402
 
-FIGURES = (("pair", "median_of_medians"), ("pair", "median_p99"), ("ratios", "pair_over_go_pair_median"))
-
 
 def run_side(tree: Path, args: argparse.Namespace, out: Path) -> dict:
     """The benchmark from `tree` (its own extender/ and benchmarks/), its JSON result."""
-    if args.benchmark == "http_latency":
-        knobs = ["--configs", args.configs, "--requests", str(args.requests), "--runs", str(args.runs)]
-    else:
-        knobs = ["--variants", "equal-qps", "--rounds", "1"]
+    knobs = ["--variants", "equal-qps", "--rounds", "1"]
     subprocess.run(
         [sys.executable, "-m", f"benchmarks.{args.benchmark}", *knobs, "--out", str(out)],
         cwd=tree,
@@ -50,31 +44,20 @@ def run_side(tree: Path, args: argparse.Namespace, out: Path) -> dict:
 
 
 def figures(result: dict) -> dict[str, dict[str, float]]:
-    if result.get("benchmark") == "e2e_throughput":
-        summary = result["summary"]["equal-qps"]
-        return {
-            "equal-qps": {
-                key: summary[key]
-                for key in ("extender_pods_per_second", "native_pods_per_second", "ratio_extender_over_native")
-            }
+    summary = result["summary"]["equal-qps"]
+    return {
+        "equal-qps": {
+            key: summary[key]
+            for key in ("extender_pods_per_second", "native_pods_per_second", "ratio_extender_over_native")
         }
-    out = {}
-    for entry in result["results"]:
-        summary = entry["summary"]
-        out[entry["config"]] = {
-            f"{section}.{key}": summary[section][key] for section, key in FIGURES if key in summary.get(section, {})
-        }
-    return out
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", required=True, help="the revision to compare against (e.g. the last release)")
-    parser.add_argument("--benchmark", choices=["http_latency", "e2e_throughput"], default="http_latency")
-    parser.add_argument("--configs", default="1k", help="http_latency's configurations")
+    parser.add_argument("--benchmark", choices=["e2e_throughput"], default="e2e_throughput")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout

@@ -17,11 +17,11 @@ the floor is not handicapped against the verbs:
 - `GET /bench/info`: what a custom store builder said about the store it built (`--store-builder`),
   and the store's current stats.
 
-Run by benchmarks/http_latency.py as a subprocess:
+Run by the runner's extender arm (benchmarks/arms/server.py) as a subprocess:
 
     python -m benchmarks.extender_app --nodes 1000 --pods 10000 --listen 127.0.0.1:18888
 
-A benchmark with its own cluster (benchmarks/group_scaling.py) passes `--store-builder
+A kind with its own cluster (benchmarks/kinds/group_scaling.py) passes `--store-builder
 module:function --store-args JSON`: `function(options, **args)` returns the ClusterStore, or
 (store, info) with a JSON-able info dict served at GET /bench/info.
 """

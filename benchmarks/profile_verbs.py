@@ -1,5 +1,5 @@
 """Where a filter + prioritize request spends its time: the same app, store and payloads as
-benchmarks/http_latency.py (prioritize carries the nodes filter passed), called in-process (Flask's WSGI app,
+benchmarks/kinds/http_pair.py (prioritize carries the nodes filter passed), called in-process (Flask's WSGI app,
 no gunicorn, no socket) under
 cProfile, or pyinstrument when --pyinstrument is given (pip install pyinstrument).
 

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import cache_sync, e2e_throughput, http_latency, profile_verbs, synthetic  # noqa: E402
+from benchmarks import cache_sync, e2e_throughput, profile_verbs, runner, synthetic, workload  # noqa: E402
+from benchmarks.arms.server import Client, GoFloorServer, free_port  # noqa: E402
 
 
 def _positive(value: object) -> bool:
@@ -45,14 +46,14 @@ def test_go_floor_builds_and_answers(tmp_path: Path) -> None:
 
     cached = common.go_floor_cache_root() / f"gofloor-{common.go_floor_key()}" / "gofloor"
     if shutil.which("go") is None and not cached.exists():
-        pytest.skip("no Go toolchain: http_latency reports the Go floor unavailable")
+        pytest.skip("no Go toolchain: the runner reports the gofloor arm unavailable")
     go = common.build_go_floor()
     assert go.path is not None, go.reason
-    port = http_latency.free_port()
-    server = http_latency.GoFloorServer(go.path, port, tmp_path / "gofloor.log")
+    port = free_port()
+    server = GoFloorServer(go.path, port, tmp_path / "gofloor.log")
     try:
         server.wait_ready(timeout=30)
-        client = http_latency.Client(port)
+        client = Client(port)
         names_body, list_body = synthetic.filter_args(7), synthetic.filter_args(3, node_list=True)
         names = json.loads(names_body)["NodeNames"]
         _, noop = client.post("/noop", names_body)
@@ -80,52 +81,43 @@ def test_go_floor_builds_and_answers(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_http_latency_smoke(tmp_path: Path) -> None:
-    out = tmp_path / "http.json"
-    assert (
-        http_latency.main(
-            ["--nodes", "50", "--pods", "500", "--requests", "20", "--runs", "1", "--warmup", "2", "--out", str(out)]
-        )
-        == 0
-    )
-    result = json.loads(out.read_text())["results"][0]
-    assert result["decision"]["passed"] > 0
-    summary = result["summary"]
-    for metric in http_latency.METRICS:
-        assert _positive(summary[metric]["median_of_medians"]) and _positive(summary[metric]["median_p99"])
-    assert _positive(summary["ratios"]["pair_over_2noop_median"])
-    if result["go_floor"]["available"]:  # `go` present (test_go_floor_builds_and_answers checks it builds)
-        for metric in http_latency.GO_METRICS:
-            assert _positive(summary[metric]["median_of_medians"])
-        assert _positive(summary["ratios"]["pair_over_go_pair_median"])
+@pytest.mark.parametrize("path", workload.every(), ids=lambda p: p.stem)
+def test_workload_smoke_through_the_runner(path: Path, tmp_path: Path) -> None:
+    """Every workload file at its own `smoke` size, through `python -m benchmarks run --smoke`."""
+    out = tmp_path / "result.json"
+    assert runner.main(["run", str(path), "--smoke", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    loaded = workload.validate(data["workload"])
+    assert loaded.name == path.stem and data["machine"]["nproc"] and data["arms"]["extender"]["available"]
+    assert len(data["targets"]) >= len(loaded.targets) and all(t["verdict"] for t in data["targets"])
+    figures = data["figures"]
+    if loaded.kind == "group_scaling":
+        rows = data["detail"]["rows"]
+        assert len(rows) == len(loaded.workload.sizes) * len(loaded.workload.variants)
+        assert all(r["error_count"] == 0 and _positive(r["stats_ms"]["pair"]["median"]) for r in rows)
+    if loaded.kind == "http_pair":
+        assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["nodes"] == loaded.cluster.nodes
+        for arm in ("extender", "noop"):
+            for request in ("filter", "prioritize", "pair"):
+                assert _positive(figures[f"{arm}.{request}.median"]) and _positive(figures[f"{arm}.{request}.p99"])
+        assert _positive(figures["noop.raw.median"]) and _positive(figures["ratio.pair_over_noop.median"])
+        if data["arms"]["gofloor"]["available"]:  # `go` present (test_go_floor_builds_and_answers checks it)
+            assert _positive(figures["gofloor.pair.median"]) and _positive(figures["ratio.pair_over_gofloor.median"])
+        else:
+            assert data["arms"]["gofloor"]["reason"] and "gofloor.pair.median" not in figures
 
 
-def test_http_latency_smoke_node_list(tmp_path: Path) -> None:
-    out = tmp_path / "http.json"
-    assert (
-        http_latency.main(
-            [
-                "--nodes",
-                "30",
-                "--pods",
-                "300",
-                "--node-list",
-                "--requests",
-                "20",
-                "--runs",
-                "1",
-                "--warmup",
-                "2",
-                "--no-go-floor",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    result = json.loads(out.read_text())["results"][0]
-    assert result["mode"].startswith("NodeList") and _positive(result["summary"]["pair"]["median_of_medians"])
-    assert result["go_floor"] == {"available": False, "reason": "--no-go-floor"} and "go_pair" not in result["summary"]
+def test_runner_arms_and_overrides(tmp_path: Path) -> None:
+    """--arms narrows the arms, --set overrides a field (validated by the same model), --rounds counts."""
+    out = tmp_path / "result.json"
+    argv = ["run", "pair-1k-nodelist", "--smoke", "--arms", "extender,noop", "--rounds", "2", "--out", str(out)]
+    assert runner.main([*argv, "--set", "cluster.nodes=20", "--set", "workload.gc_freeze=false"]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["arms"]) == {"extender", "noop"} and len(data["detail"]["rounds"]) == 2
+    assert data["workload"]["cluster"]["nodes"] == 20 and data["workload"]["workload"]["gc_freeze"] is False
+    assert data["detail"]["mode"].startswith("NodeList") and "gofloor.pair.median" not in data["figures"]
+    assert runner.main(["run", "pair-1k", "--smoke", "--set", "cluster.nodes=-1", "--out", str(out)]) == 2
+    assert runner.main(["run", "pair-1k", "--smoke", "--arms", "noop", "--out", str(out)]) == 2
 
 
 def test_cache_sync_smoke(tmp_path: Path) -> None:
@@ -180,7 +172,7 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
 
 
 def test_group_scaling_smoke(tmp_path: Path) -> None:
-    from benchmarks import group_scaling
+    from benchmarks.kinds import group_scaling
 
     # The shape rule: the issue's sizes, and a 1,000,000-pod group still feasible under hard spread.
     shapes = {n: group_scaling.shape(n, 1000) for n in group_scaling.SIZES}
@@ -204,13 +196,11 @@ def test_group_scaling_smoke(tmp_path: Path) -> None:
     assert group_scaling.fallbacks(declared) == {"exported": True, "total": 0, "by_labels": {}}
     assert not group_scaling.fallbacks({})["exported"]
     assert group_scaling.histogram_summary(metrics, group_scaling.LOCK_HOLD_METRIC)["p99_bucket_le_ms"] == 10.0
-    # A tiny end-to-end run over HTTP: 30 nodes, a 30-pod group, both variants.
+    # A tiny end-to-end run over HTTP through the runner: 30 nodes, a 30-pod group, both variants.
     out = tmp_path / "groups.json"
-    assert (
-        group_scaling.main(["--nodes", "30", "--sizes", "30", "--iterations", "3", "--warmup", "1", "--out", str(out)])
-        == 0
-    )
-    rows = json.loads(out.read_text())["rows"]
+    assert runner.main(["run", "group-scaling", "--smoke", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    rows = data["detail"]["rows"]
     assert [r["variant"] for r in rows] == list(group_scaling.VARIANTS)
     for row in rows:
         assert (
@@ -218,3 +208,26 @@ def test_group_scaling_smoke(tmp_path: Path) -> None:
         )
         assert _positive(row["stats_ms"]["pair"]["p99"]) and _positive(row["stats_ms"]["floor_pair"]["median"])
         assert "fallbacks" in row and row["verdict"]
+    # The targets: the p99 bound over sizes <= 30,000, no fallback for no-hard-spread alone, no error.
+    by_figure = {t["figure"]: t for t in data["targets"]}
+    assert set(by_figure["fallbacks"]["per_row"]) == {"no-hard-spread/30"}
+    assert set(by_figure["pair.p99"]["per_row"]) == {"hard-spread/30", "no-hard-spread/30"}
+    assert by_figure["errors"]["value"] == 0 and by_figure["errors"]["verdict"] == "met"
+    assert _positive(data["figures"]["hard-spread/30.pair.p99"])
+
+
+def test_runner_base_mode(tmp_path: Path) -> None:
+    """--base REV: the extender served from a worktree of REV and from the working tree, alternating;
+    each side's figures and change / base. HEAD against the working tree, one round a side."""
+    import subprocess
+
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    out = tmp_path / "before_after.json"
+    argv = ["run", "pair-1k", "--smoke", "--arms", "extender,noop", "--rounds", "1", "--base", "HEAD"]
+    assert runner.main([*argv, "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    pair = data["before_after"]["extender.pair.median"]
+    assert _positive(pair["base"]) and _positive(pair["change"]) and _positive(pair["change_over_base"])
+    assert len(data["per_round"]["base"]) == len(data["per_round"]["change"]) == 1
+    assert runner.main(["run", "group-scaling", "--smoke", "--base", "HEAD", "--out", str(out)]) == 2

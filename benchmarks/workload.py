@@ -1,0 +1,223 @@
+"""Workloads as data: benchmarks/workloads/*.yaml, validated by the models below.
+
+A workload names its `kind` (the measurement, a module in benchmarks/kinds/), its cluster, the
+workload's own knobs, the arms it is measured against, how many rounds, its targets, and `smoke`:
+the overrides (dotted paths, as `--set`) that shrink it to a few seconds for the smoke tests.
+
+Every error names its field path (`cluster.nodes: Input should be greater than 0`); `parse` and
+`load` raise `WorkloadError` and nothing else, whatever the text.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+WORKLOADS = Path(__file__).resolve().parent / "workloads"
+GROUP_VARIANTS = ("hard-spread", "no-hard-spread")
+
+
+class WorkloadError(ValueError):
+    """A workload that does not validate: `errors` are (field path, message) pairs."""
+
+    def __init__(self, source: str, errors: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.errors = errors
+        super().__init__(f"{source}: " + "; ".join(f"{path or '(top)'}: {msg}" for path, msg in errors))
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Target(Strict):
+    """A bound on one figure: `max` (the figure must be <= it) or `min` (>=). For group_scaling the
+    figure is a row's (`pair.p99`, `fallbacks`, `errors`), limited to some rows by `variants` and
+    `max_size`."""
+
+    figure: str = Field(min_length=1)
+    max: float | None = None
+    min: float | None = None
+    variants: list[Literal["hard-spread", "no-hard-spread"]] | None = None
+    max_size: int | None = Field(default=None, gt=0)
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> Target:
+        if (self.max is None) == (self.min is None):
+            raise ValueError("give exactly one of max or min")
+        return self
+
+
+class Cluster(Strict):
+    """Synthetic nodes dealt round-robin over the three zones zone-a, zone-b, zone-c."""
+
+    nodes: int = Field(gt=0, le=100_000)
+    zones: Literal[3] = 3
+    pods: int = Field(default=0, ge=0, le=2_000_000)
+
+
+class Base(Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    description: str = Field(min_length=1)
+    rounds: int = Field(default=3, gt=0, le=100)
+    arms: list[Literal["extender", "noop", "gofloor"]] = Field(min_length=1)
+    targets: list[Target] = []
+    smoke: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _arms_once(self) -> Base:
+        if len(set(self.arms)) != len(self.arms):
+            raise ValueError("arms: each arm at most once")
+        if "extender" not in self.arms:
+            raise ValueError("arms: the extender arm is what is measured; it cannot be left out")
+        return self
+
+
+class HttpPairParams(Strict):
+    """What kube-scheduler sends per pod, every node a candidate: POST /filter, then POST
+    /prioritize with the nodes that passed; `requests` iterations per round after `warmup`."""
+
+    policy: Literal["full"] = "full"
+    node_list: bool = False
+    requests: int = Field(default=200, gt=0)
+    warmup: int = Field(default=20, ge=0)
+    gc_freeze: bool = True
+
+
+class HttpPair(Base):
+    kind: Literal["http_pair"]
+    cluster: Cluster
+    workload: HttpPairParams = HttpPairParams()
+
+    @model_validator(mode="after")
+    def _targets(self) -> HttpPair:
+        for t in self.targets:
+            if t.variants is not None or t.max_size is not None:
+                raise ValueError("targets: variants and max_size are for group_scaling rows")
+        return self
+
+
+class GroupCluster(Strict):
+    nodes: int = Field(gt=0, le=100_000)
+    zones: Literal[3] = 3
+    background_pods: int = Field(default=0, ge=0)
+
+
+class GroupScalingParams(Strict):
+    """Groups of `sizes` pods (S StatefulSets x R replicas by the shape rule, or `shapes`), part placed."""
+
+    sizes: list[Annotated[int, Field(gt=1)]] = Field(min_length=1)
+    variants: list[Literal["hard-spread", "no-hard-spread"]] = Field(default=list(GROUP_VARIANTS), min_length=1)
+    iterations: int = Field(default=200, gt=0)
+    warmup: int = Field(default=10, ge=0)
+    row_budget_s: float = Field(default=60.0, gt=0)
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    placed_fraction: float = Field(default=0.6, ge=0, lt=1)
+    max_placed: int = Field(default=150_000, ge=0)
+    shapes: dict[int, Annotated[list[Annotated[int, Field(gt=0)]], Field(min_length=2, max_length=2)]] = {}
+
+
+class GroupScaling(Base):
+    kind: Literal["group_scaling"]
+    cluster: GroupCluster
+    workload: GroupScalingParams
+
+    @model_validator(mode="after")
+    def _arms(self) -> GroupScaling:
+        if "gofloor" in self.arms:
+            raise ValueError("arms: group_scaling measures the extender beside its /noop floor only")
+        return self
+
+
+Workload = Annotated[HttpPair | GroupScaling, Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[HttpPair | GroupScaling] = TypeAdapter(Workload)
+KIND_TAGS = ("http_pair", "group_scaling")
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in KIND_TAGS:  # the discriminator's branch, not a field
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def validate(data: Any, source: str = "<workload>") -> HttpPair | GroupScaling:
+    try:
+        return _ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        raise WorkloadError(source, [(_path(e["loc"]), e["msg"]) for e in exc.errors()]) from None
+
+
+def parse(text: str, source: str = "<workload>") -> HttpPair | GroupScaling:
+    """A workload from YAML text; every failure is a WorkloadError."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise WorkloadError(source, [("", f"not YAML: {str(exc).splitlines()[0]}")]) from None
+    except (ValueError, TypeError, RecursionError) as exc:  # e.g. an int too large for Python to parse
+        raise WorkloadError(source, [("", f"not YAML: {exc}")]) from None
+    if not isinstance(data, dict):
+        raise WorkloadError(source, [("", f"a workload is a mapping, not {type(data).__name__}")])
+    return validate(data, source)
+
+
+def override(data: dict[str, Any], assignments: dict[str, Any] | list[str]) -> dict[str, Any]:
+    """A copy of `data` with dotted paths set (`cluster.nodes=50`; a value is parsed as YAML)."""
+    out = copy.deepcopy(data)
+    items = assignments.items() if isinstance(assignments, dict) else [_split(a) for a in assignments]
+    for path, value in items:
+        node = out
+        keys = path.split(".")
+        for key in keys[:-1]:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = node[key] = {}
+            node = child
+        node[keys[-1]] = value
+    return out
+
+
+def _split(assignment: str) -> tuple[str, Any]:
+    path, sep, text = assignment.partition("=")
+    if not sep or not path:
+        raise WorkloadError("--set", [(path, "expected KEY=VALUE (a dotted path, a YAML value)")])
+    try:
+        return path.strip(), yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise WorkloadError("--set", [(path, f"not YAML: {str(exc).splitlines()[0]}")]) from None
+
+
+def resolve(name_or_path: str) -> Path:
+    """A workload file by path, or by name under benchmarks/workloads/."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    by_name = WORKLOADS / f"{name_or_path.removesuffix('.yaml')}.yaml"
+    if by_name.exists():
+        return by_name
+    raise WorkloadError(name_or_path, [("", f"no such file, and no workload of that name in {WORKLOADS}")])
+
+
+def load(
+    name_or_path: str, *, smoke: bool = False, sets: list[str] | None = None
+) -> tuple[Path, HttpPair | GroupScaling]:
+    """A workload file validated; then its `smoke` overrides (with `smoke`) and `sets`, validated again."""
+    path = resolve(name_or_path)
+    workload = parse(path.read_text(), str(path))
+    if smoke or sets:
+        data = workload.model_dump(mode="json")
+        if smoke:
+            data = override(data, workload.smoke)
+        if sets:
+            data = override(data, sets)
+        workload = validate(data, f"{path} (overridden)")
+    return path, workload
+
+
+def every() -> list[Path]:
+    return sorted(WORKLOADS.glob("*.yaml"))
