@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import cache_sync, e2e_throughput, profile_verbs, runner, synthetic, workload  # noqa: E402
+from benchmarks import cache_sync, e2e_throughput, runner, synthetic, workload  # noqa: E402
 from benchmarks.arms.server import Client, GoFloorServer, free_port  # noqa: E402
 
 
@@ -95,6 +95,11 @@ def test_workload_smoke_through_the_runner(path: Path, tmp_path: Path) -> None:
         rows = data["detail"]["rows"]
         assert len(rows) == len(loaded.workload.sizes) * len(loaded.workload.variants)
         assert all(r["error_count"] == 0 and _positive(r["stats_ms"]["pair"]["median"]) for r in rows)
+    if loaded.kind == "profile":
+        assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["profiler"] == "cProfile"
+        assert data["detail"]["by_self"] and data["detail"]["by_cumulative"]
+        assert len(data["detail"]["by_self"]) <= loaded.workload.limit
+        assert _positive(figures["ms_per_iteration_unprofiled"]) and _positive(figures["ms_per_iteration_profiled"])
     if loaded.kind == "http_pair":
         assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["nodes"] == loaded.cluster.nodes
         for arm in ("extender", "noop"):
@@ -131,11 +136,38 @@ def test_cache_sync_smoke(tmp_path: Path) -> None:
     )
 
 
-def test_profile_verbs_smoke(tmp_path: Path) -> None:
+def test_profile_with_pyinstrument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--set workload.pyinstrument=true`: pyinstrument's profiler instead of cProfile, its text in
+    the result (a stand-in module here: pyinstrument is optional), the collector back on after."""
+    import gc
+    import types
+
+    calls: list[str] = []
+
+    class Profiler:
+        def __init__(self, interval: float) -> None:
+            calls.append(f"interval {interval}")
+
+        def start(self) -> None:
+            calls.append("start")
+
+        def stop(self) -> None:
+            calls.append("stop")
+
+        def output_text(self, **kwargs: object) -> str:
+            return "0.042 wsgi_app  flask/app.py:1\n"
+
+    monkeypatch.setitem(sys.modules, "pyinstrument", types.SimpleNamespace(Profiler=Profiler))
     out = tmp_path / "profile.json"
-    assert profile_verbs.main(["--nodes", "50", "--pods", "500", "--requests", "5", "--out", str(out)]) == 0
+    argv = ["run", "profile-1k", "--smoke", "--set", "workload.pyinstrument=true", "--out", str(out)]
+    assert runner.main(argv) == 0
+    assert gc.isenabled() and calls == ["interval 0.0005", "start", "stop"]
     data = json.loads(out.read_text())
-    assert data["by_self"] and data["by_cumulative"] and _positive(data["ms_per_iteration_unprofiled"])
+    assert data["detail"]["profiler"] == "pyinstrument" and "wsgi_app" in data["detail"]["pyinstrument"]
+    assert "by_self" not in data["detail"] and _positive(data["figures"]["ms_per_iteration_unprofiled"])
+    monkeypatch.setitem(sys.modules, "pyinstrument", None)  # not installed: a clear error, before the setup
+    with pytest.raises(RuntimeError, match="pip install pyinstrument"):
+        runner.main(argv)
 
 
 def test_e2e_manifests_and_summary_without_a_cluster() -> None:
