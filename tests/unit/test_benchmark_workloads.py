@@ -21,7 +21,8 @@ from benchmarks import kinds, workload  # noqa: E402
 
 def test_every_workload_file_loads() -> None:
     paths = workload.every()
-    assert {p.stem for p in paths} >= {"pair-1k", "pair-5k", "pair-1k-nodelist", "group-scaling", "profile-1k"}
+    expected = {"pair-1k", "pair-5k", "pair-1k-nodelist", "group-scaling", "profile-1k", "cache-sync"}
+    assert {p.stem for p in paths} >= expected
     for path in paths:
         loaded = workload.parse(path.read_text(), str(path))
         assert loaded.name == path.stem, "a workload's name is its file's name"
@@ -33,6 +34,7 @@ def test_every_workload_file_loads() -> None:
 GOOD: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "pair-1k.yaml").read_text())
 GROUP: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "group-scaling.yaml").read_text())
 PROFILE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-1k.yaml").read_text())
+CACHE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "cache-sync.yaml").read_text())
 
 
 @pytest.mark.parametrize(
@@ -66,6 +68,10 @@ PROFILE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-1k.yaml"
         (PROFILE, {"workload.limit": 0}, "workload.limit", "greater than 0"),
         (PROFILE, {"arms": ["extender", "noop"]}, "arms.1", "extender"),
         (PROFILE, {"targets": [{"figure": "x", "max": 1, "variants": ["hard-spread"]}]}, "", "group_scaling"),
+        (CACHE, {"workload.events": -1}, "workload.events", "greater than or equal to 0"),
+        (CACHE, {"workload.page": 100}, "workload.page", "Extra inputs"),
+        (CACHE, {"cluster.pods": 3_000_000}, "cluster.pods", "less than or equal to 2000000"),
+        (CACHE, {"arms": ["extender", "gofloor"]}, "arms.1", "extender"),
     ],
 )
 def test_validation_errors_name_the_field(base: dict[str, Any], sets: dict[str, Any], path: str, fragment: str) -> None:

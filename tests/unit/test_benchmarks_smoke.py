@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import cache_sync, e2e_throughput, runner, synthetic, workload  # noqa: E402
+from benchmarks import e2e_throughput, runner, synthetic, workload  # noqa: E402
 from benchmarks.arms.server import Client, GoFloorServer, free_port  # noqa: E402
 
 
@@ -95,6 +95,12 @@ def test_workload_smoke_through_the_runner(path: Path, tmp_path: Path) -> None:
         rows = data["detail"]["rows"]
         assert len(rows) == len(loaded.workload.sizes) * len(loaded.workload.variants)
         assert all(r["error_count"] == 0 and _positive(r["stats_ms"]["pair"]["median"]) for r in rows)
+    if loaded.kind == "cache_sync":
+        run = data["detail"]["runs"][0]
+        assert run["pods"] == loaded.cluster.pods and run["nodes"] == loaded.cluster.nodes
+        assert len(data["detail"]["runs"]) == loaded.rounds and data["detail"]["streamed"] is None
+        for name in ("sync_s", "rss_delta_mb", "events_per_second", "store_apply_us_per_event"):
+            assert _positive(figures[name]), name
     if loaded.kind == "profile":
         assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["profiler"] == "cProfile"
         assert data["detail"]["by_self"] and data["detail"]["by_cumulative"]
@@ -125,15 +131,16 @@ def test_runner_arms_and_overrides(tmp_path: Path) -> None:
     assert runner.main(["run", "pair-1k", "--smoke", "--arms", "noop", "--out", str(out)]) == 2
 
 
-def test_cache_sync_smoke(tmp_path: Path) -> None:
+def test_cache_sync_streamed(tmp_path: Path) -> None:
+    """`workload.streamed: true` adds the sync-alone run, its figures as `streamed.*`; 0 events: none."""
     out = tmp_path / "cache.json"
-    assert cache_sync.main(["--nodes", "50", "--pods", "500", "--runs", "1", "--events", "200", "--out", str(out)]) == 0
+    argv = ["run", "cache-sync", "--smoke", "--set", "workload.streamed=true", "--set", "workload.events=0"]
+    assert runner.main([*argv, "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    summary = data["summary"]
-    assert data["runs"][0]["pods"] == 500 and data["runs"][0]["nodes"] == 50
-    assert (
-        _positive(summary["sync_s"]) and _positive(summary["rss_delta_mb"]) and _positive(summary["events_per_second"])
-    )
+    assert data["detail"]["streamed"]["mode"] == "streamed" and _positive(data["figures"]["streamed.rss_delta_mb"])
+    assert "events_per_second" not in data["figures"] and "watch" not in data["detail"]["runs"][0]
+    by_figure = {t["figure"]: t["verdict"] for t in data["targets"]}
+    assert by_figure["events_per_second"] == "no figure" and by_figure["sync_s"] == "met"
 
 
 def test_profile_with_pyinstrument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
