@@ -192,10 +192,11 @@ def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Pat
     }
 
     profiler = cProfile.Profile() if pyinstrument is None else None
+    collector_was_on = gc.isenabled()
     if not params.keep_gc:
         gc.collect()
         gc.disable()
-    try:  # the collector back on whatever happens: the runner (and pytest) go on in this process
+    try:  # the collector as it was, whatever happens: the runner (and pytest) go on in this process
         if pyinstrument is not None:
             pyinstrument.start()
             try:
@@ -210,7 +211,8 @@ def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Pat
             finally:
                 profiler.disable()
     finally:
-        gc.enable()
+        if collector_was_on:
+            gc.enable()
     if profiler is not None:
         stats = pstats.Stats(profiler, stream=io.StringIO())
         wsgi = [v for k, v in stats.stats.items() if k[2] == "wsgi_app"]  # type: ignore[attr-defined]
