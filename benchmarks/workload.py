@@ -78,6 +78,13 @@ class Base(Strict):
         return self
 
 
+def _flat_targets(targets: list[Target]) -> None:
+    """Targets on a kind's flat figures: the row selectors are group_scaling's alone."""
+    for t in targets:
+        if t.variants is not None or t.max_size is not None:
+            raise ValueError("targets: variants and max_size are for group_scaling rows")
+
+
 class HttpPairParams(Strict):
     """What kube-scheduler sends per pod, every node a candidate: POST /filter, then POST
     /prioritize with the nodes that passed; `requests` iterations per round after `warmup`."""
@@ -96,10 +103,55 @@ class HttpPair(Base):
 
     @model_validator(mode="after")
     def _targets(self) -> HttpPair:
-        for t in self.targets:
-            if t.variants is not None or t.max_size is not None:
-                raise ValueError("targets: variants and max_size are for group_scaling rows")
+        _flat_targets(self.targets)
         return self
+
+
+class InProcess(Base):
+    """A kind measured in-process or in its own subprocess, not over HTTP: the one arm is the
+    extender's code itself (no floor arm to stand beside it); targets are on its flat figures."""
+
+    arms: list[Literal["extender"]] = Field(default=["extender"], min_length=1)
+
+    @model_validator(mode="after")
+    def _targets(self) -> InProcess:
+        _flat_targets(self.targets)
+        return self
+
+
+class ProfileParams(Strict):
+    """Filter + prioritize called in-process (Flask's test client, no gunicorn, no socket):
+    `requests` iterations timed unprofiled in each round, then profiled once, under cProfile or
+    (`pyinstrument: true`) pyinstrument."""
+
+    policy: Literal["full", "caps-spread"] = "full"
+    node_list: bool = False
+    verb: Literal["both", "filter", "prioritize"] = "both"
+    requests: int = Field(default=100, gt=0)
+    warmup: int = Field(default=5, ge=0)
+    limit: int = Field(default=25, gt=0)
+    pyinstrument: bool = False
+    keep_gc: bool = False
+
+
+class Profile(InProcess):
+    kind: Literal["profile"]
+    cluster: Cluster
+    workload: ProfileParams = ProfileParams()
+
+
+class CacheSyncParams(Strict):
+    """Per round a fresh subprocess lists the cluster through the watcher's code, then replays
+    `events` MODIFIED pod events (0: none); `streamed` adds one run applying the pages as ADDED events."""
+
+    events: int = Field(default=20_000, ge=0)
+    streamed: bool = False
+
+
+class CacheSync(InProcess):
+    kind: Literal["cache_sync"]
+    cluster: Cluster
+    workload: CacheSyncParams = CacheSyncParams()
 
 
 class GroupCluster(Strict):
@@ -134,9 +186,10 @@ class GroupScaling(Base):
         return self
 
 
-Workload = Annotated[HttpPair | GroupScaling, Field(discriminator="kind")]
-_ADAPTER: TypeAdapter[HttpPair | GroupScaling] = TypeAdapter(Workload)
-KIND_TAGS = ("http_pair", "group_scaling")
+AnyWorkload = HttpPair | GroupScaling | Profile | CacheSync
+Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[AnyWorkload] = TypeAdapter(Workload)
+KIND_TAGS = ("http_pair", "group_scaling", "profile", "cache_sync")
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -146,14 +199,14 @@ def _path(loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
-def validate(data: Any, source: str = "<workload>") -> HttpPair | GroupScaling:
+def validate(data: Any, source: str = "<workload>") -> AnyWorkload:
     try:
         return _ADAPTER.validate_python(data)
     except ValidationError as exc:
         raise WorkloadError(source, [(_path(e["loc"]), e["msg"]) for e in exc.errors()]) from None
 
 
-def parse(text: str, source: str = "<workload>") -> HttpPair | GroupScaling:
+def parse(text: str, source: str = "<workload>") -> AnyWorkload:
     """A workload from YAML text; every failure is a WorkloadError."""
     try:
         data = yaml.safe_load(text)
@@ -203,9 +256,7 @@ def resolve(name_or_path: str) -> Path:
     raise WorkloadError(name_or_path, [("", f"no such file, and no workload of that name in {WORKLOADS}")])
 
 
-def load(
-    name_or_path: str, *, smoke: bool = False, sets: list[str] | None = None
-) -> tuple[Path, HttpPair | GroupScaling]:
+def load(name_or_path: str, *, smoke: bool = False, sets: list[str] | None = None) -> tuple[Path, AnyWorkload]:
     """A workload file validated; then its `smoke` overrides (with `smoke`) and `sets`, validated again."""
     path = resolve(name_or_path)
     workload = parse(path.read_text(), str(path))

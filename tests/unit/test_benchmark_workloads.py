@@ -21,7 +21,8 @@ from benchmarks import kinds, workload  # noqa: E402
 
 def test_every_workload_file_loads() -> None:
     paths = workload.every()
-    assert {p.stem for p in paths} >= {"pair-1k", "pair-5k", "pair-1k-nodelist", "group-scaling"}
+    expected = {"pair-1k", "pair-5k", "pair-1k-nodelist", "group-scaling", "profile-1k", "cache-sync"}
+    assert {p.stem for p in paths} >= expected
     for path in paths:
         loaded = workload.parse(path.read_text(), str(path))
         assert loaded.name == path.stem, "a workload's name is its file's name"
@@ -32,6 +33,8 @@ def test_every_workload_file_loads() -> None:
 
 GOOD: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "pair-1k.yaml").read_text())
 GROUP: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "group-scaling.yaml").read_text())
+PROFILE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-1k.yaml").read_text())
+CACHE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "cache-sync.yaml").read_text())
 
 
 @pytest.mark.parametrize(
@@ -59,6 +62,16 @@ GROUP: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "group-scaling.yaml
         (GROUP, {"workload.placed_fraction": 1.5}, "workload.placed_fraction", "less than 1"),
         (GROUP, {"arms": ["extender", "gofloor"]}, "", "noop floor only"),
         (GROUP, {"targets": [{"figure": "fallbacks", "max": 0, "variants": ["x"]}]}, "targets.0.variants.0", "spread"),
+        (PROFILE, {"workload.verb": "bind"}, "workload.verb", "both"),
+        (PROFILE, {"workload.policy": "other"}, "workload.policy", "caps-spread"),
+        (PROFILE, {"workload.pyinstrument": "perhaps"}, "workload.pyinstrument", "valid boolean"),
+        (PROFILE, {"workload.limit": 0}, "workload.limit", "greater than 0"),
+        (PROFILE, {"arms": ["extender", "noop"]}, "arms.1", "extender"),
+        (PROFILE, {"targets": [{"figure": "x", "max": 1, "variants": ["hard-spread"]}]}, "", "group_scaling"),
+        (CACHE, {"workload.events": -1}, "workload.events", "greater than or equal to 0"),
+        (CACHE, {"workload.page": 100}, "workload.page", "Extra inputs"),
+        (CACHE, {"cluster.pods": 3_000_000}, "cluster.pods", "less than or equal to 2000000"),
+        (CACHE, {"arms": ["extender", "gofloor"]}, "arms.1", "extender"),
     ],
 )
 def test_validation_errors_name_the_field(base: dict[str, Any], sets: dict[str, Any], path: str, fragment: str) -> None:
@@ -91,7 +104,7 @@ _keys = st.sampled_from(
     ["name", "description", "kind", "cluster", "workload", "arms", "rounds", "targets", "smoke", "nodes", "pods"]
 ) | st.text(max_size=8)
 _values = st.recursive(
-    _scalars | st.sampled_from(["http_pair", "group_scaling", "extender", "noop", "gofloor"]),
+    _scalars | st.sampled_from(list(workload.KIND_TAGS) + ["extender", "noop", "gofloor"]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=5),
     max_leaves=20,
 )

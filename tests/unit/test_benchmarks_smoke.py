@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import cache_sync, e2e_throughput, profile_verbs, runner, synthetic, workload  # noqa: E402
+from benchmarks import e2e_throughput, runner, synthetic, workload  # noqa: E402
 from benchmarks.arms.server import Client, GoFloorServer, free_port  # noqa: E402
 
 
@@ -95,6 +95,17 @@ def test_workload_smoke_through_the_runner(path: Path, tmp_path: Path) -> None:
         rows = data["detail"]["rows"]
         assert len(rows) == len(loaded.workload.sizes) * len(loaded.workload.variants)
         assert all(r["error_count"] == 0 and _positive(r["stats_ms"]["pair"]["median"]) for r in rows)
+    if loaded.kind == "cache_sync":
+        run = data["detail"]["runs"][0]
+        assert run["pods"] == loaded.cluster.pods and run["nodes"] == loaded.cluster.nodes
+        assert len(data["detail"]["runs"]) == loaded.rounds and data["detail"]["streamed"] is None
+        for name in ("sync_s", "rss_delta_mb", "events_per_second", "store_apply_us_per_event"):
+            assert _positive(figures[name]), name
+    if loaded.kind == "profile":
+        assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["profiler"] == "cProfile"
+        assert data["detail"]["by_self"] and data["detail"]["by_cumulative"]
+        assert len(data["detail"]["by_self"]) <= loaded.workload.limit
+        assert _positive(figures["ms_per_iteration_unprofiled"]) and _positive(figures["ms_per_iteration_profiled"])
     if loaded.kind == "http_pair":
         assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["nodes"] == loaded.cluster.nodes
         for arm in ("extender", "noop"):
@@ -120,22 +131,50 @@ def test_runner_arms_and_overrides(tmp_path: Path) -> None:
     assert runner.main(["run", "pair-1k", "--smoke", "--arms", "noop", "--out", str(out)]) == 2
 
 
-def test_cache_sync_smoke(tmp_path: Path) -> None:
+def test_cache_sync_streamed(tmp_path: Path) -> None:
+    """`workload.streamed: true` adds the sync-alone run, its figures as `streamed.*`; 0 events: none."""
     out = tmp_path / "cache.json"
-    assert cache_sync.main(["--nodes", "50", "--pods", "500", "--runs", "1", "--events", "200", "--out", str(out)]) == 0
+    argv = ["run", "cache-sync", "--smoke", "--set", "workload.streamed=true", "--set", "workload.events=0"]
+    assert runner.main([*argv, "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    summary = data["summary"]
-    assert data["runs"][0]["pods"] == 500 and data["runs"][0]["nodes"] == 50
-    assert (
-        _positive(summary["sync_s"]) and _positive(summary["rss_delta_mb"]) and _positive(summary["events_per_second"])
-    )
+    assert data["detail"]["streamed"]["mode"] == "streamed" and _positive(data["figures"]["streamed.rss_delta_mb"])
+    assert "events_per_second" not in data["figures"] and "watch" not in data["detail"]["runs"][0]
+    by_figure = {t["figure"]: t["verdict"] for t in data["targets"]}
+    assert by_figure["events_per_second"] == "no figure" and by_figure["sync_s"] == "met"
 
 
-def test_profile_verbs_smoke(tmp_path: Path) -> None:
+def test_profile_with_pyinstrument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--set workload.pyinstrument=true`: pyinstrument's profiler instead of cProfile, its text in
+    the result (a stand-in module here: pyinstrument is optional), the collector back on after."""
+    import gc
+    import types
+
+    calls: list[str] = []
+
+    class Profiler:
+        def __init__(self, interval: float) -> None:
+            calls.append(f"interval {interval}")
+
+        def start(self) -> None:
+            calls.append("start")
+
+        def stop(self) -> None:
+            calls.append("stop")
+
+        def output_text(self, **kwargs: object) -> str:
+            return "0.042 wsgi_app  flask/app.py:1\n"
+
+    monkeypatch.setitem(sys.modules, "pyinstrument", types.SimpleNamespace(Profiler=Profiler))
     out = tmp_path / "profile.json"
-    assert profile_verbs.main(["--nodes", "50", "--pods", "500", "--requests", "5", "--out", str(out)]) == 0
+    argv = ["run", "profile-1k", "--smoke", "--set", "workload.pyinstrument=true", "--out", str(out)]
+    assert runner.main(argv) == 0
+    assert gc.isenabled() and calls == ["interval 0.0005", "start", "stop"]
     data = json.loads(out.read_text())
-    assert data["by_self"] and data["by_cumulative"] and _positive(data["ms_per_iteration_unprofiled"])
+    assert data["detail"]["profiler"] == "pyinstrument" and "wsgi_app" in data["detail"]["pyinstrument"]
+    assert "by_self" not in data["detail"] and _positive(data["figures"]["ms_per_iteration_unprofiled"])
+    monkeypatch.setitem(sys.modules, "pyinstrument", None)  # not installed: a clear error, before the setup
+    with pytest.raises(RuntimeError, match="pip install pyinstrument"):
+        runner.main(argv)
 
 
 def test_e2e_manifests_and_summary_without_a_cluster() -> None:
