@@ -15,7 +15,8 @@ only while the extender runs) removes it from one of its own pods when
   * the cache is synced (a frozen, dead or partitioned extender lifts nothing), and
   * some node its own node constraints allow passes the pod's rules now (a place), with fewer of
     its group's pods lifted and still unbound than the group has passing nodes, and
-  * fewer than `window` pods it lifted still count: a lift counts until its pod is bound or gone,
+  * fewer than `window` pods it lifted still count: a lift counts until its pod is bound (the API
+    server accepted the extender's Binding: the slot frees then, not when the watch shows it) or gone,
     or `lifted_ttl` after kube-scheduler has tried it (a filter request naming it, or its own
     Unschedulable condition); never merely because time passed.
 
@@ -184,7 +185,8 @@ class PlaceGate:
         self._filled_at = now
 
     def _forget(self, now: float) -> None:
-        """A lift stops counting once its pod is bound or gone. A lift with a place also stops
+        """A lift stops counting once its pod is bound (the API server accepted the extender's
+        Binding, or the watch shows it on a node) or gone. A lift with a place also stops
         `lifted_ttl` after kube-scheduler has tried its pod (it lost its place: it must not hold
         the window for good), and only then: the evidence is a filter request naming it
         (ClusterStore.asks) or kube-scheduler's own Unschedulable condition on it. While
@@ -193,9 +195,10 @@ class PlaceGate:
         most twice `window` pods (the lifts tried just before the cut free their slots once, to
         lifts that then keep counting) however long the partition lasts."""
         asks = self.store.asks
+        written = self.store.reservations.written
         for uid, entry in list(self.lifted.items()):
             pod = self.store.pods.get(uid)
-            if pod is None or pod.node is not None or pod.finished:
+            if pod is None or pod.node is not None or pod.finished or written(uid):
                 del self.lifted[uid]
                 continue
             if entry.reached_at is None and (asks.get(uid, 0) > entry.asks or pod.tried_unschedulable):

@@ -25,6 +25,7 @@ class Reservation:
     node: str | None
     domains: Mapping[str, str] | None
     expires: float
+    written: bool = False  # COMMITTED and its Binding accepted by the API server (the watch may lag)
 
     def placement(self) -> Placement:
         return Placement(self.pod.key, self.node, self.pod.shard, self.pod.ordinal, self.kind, self.domains)
@@ -86,6 +87,17 @@ class Reservations:
     def commit(self, pod: PodRecord, node: str) -> None:
         self._by_uid[pod.uid] = Reservation(pod, PlacementKind.COMMITTED, node, None, self.clock() + self.committed_ttl)
         self.version += 1
+
+    def confirm(self, uid: str) -> None:
+        """The API server accepted the pod's Binding: the pod is on its node, whether or not the
+        watch shows it yet (the in-scheduler gate frees the lift's slot on this, not on the watch)."""
+        current = self._by_uid.get(uid)
+        if current is not None and current.kind is PlacementKind.COMMITTED:
+            current.written = True
+
+    def written(self, uid: str) -> bool:
+        current = self._by_uid.get(uid)
+        return current is not None and current.written
 
     def release(self, uid: str) -> None:
         if self._by_uid.pop(uid, None) is not None:

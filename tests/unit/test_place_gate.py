@@ -160,6 +160,24 @@ def test_a_lift_holds_the_window_until_bound_and_at_most_its_ttl_after_kube_sche
     assert lifted_names(gate, 690.5) == ["x4"], "and x2, 60 s after the gate saw kube-scheduler had tried it"
 
 
+def test_a_binding_the_api_server_accepted_frees_the_slot_before_the_watch_shows_it() -> None:
+    """Lifts follow the extender's own binds: the slot frees when its Binding is accepted
+    (Reservations.confirm), not one watch round trip later; a bind merely begun, or refused, frees nothing."""
+    store = cluster(20, [held(f"x{i}", app=f"a{i}") for i in range(4)])
+    gate = PlaceGate(store, RecordedEvents(), window=1, visible=0)
+    assert lifted_names(gate, 0) == ["x0"]
+    x0 = store.pods["uid-db-x0"]
+    store.reservations.commit(x0, "n0")  # the bind verb's re-check passed; its Binding is in flight
+    assert lifted_names(gate, 1) == [], "a bind in flight still counts: it may time out and send the pod back"
+    store.reservations.confirm(x0.uid)
+    assert lifted_names(gate, 2) == ["x1"], "the API server accepted x0's Binding"
+    x1 = store.pods["uid-db-x1"]
+    store.reservations.commit(x1, "n1")
+    store.reservations.release(x1.uid)  # the Binding failed
+    store.reservations.confirm(x1.uid)  # (nothing to confirm any more)
+    assert lifted_names(gate, 3) == [], "a failed bind frees nothing"
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     nodes=st.integers(1, 6),

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.api.policy import OPT_IN_RESOURCE
 from extender.api.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 from extender.server.ports import BindError
 from extender.state.objects import parse_pod
@@ -150,6 +151,24 @@ def test_failed_binding_releases_the_reservation() -> None:
     store.apply("pods", "ADDED", p)
     assert "409 Conflict" in do_bind(verbs, p, "n1").Error
     assert store.reservations.get(p["metadata"]["uid"]) is None
+
+
+@pytest.mark.parametrize(
+    ("opted_in", "fail", "written"),
+    [(True, False, True), (True, True, False), (False, False, False)],
+    ids=["opted in, bound: written", "opted in, Binding refused: nothing", "second-scheduler pod: not marked"],
+)
+def test_an_accepted_binding_of_an_opted_in_pod_is_marked_written_and_wakes_the_gate(opted_in, fail, written) -> None:
+    """In-scheduler mode: the placeable gate frees the lift's slot on this mark (place_gate.py)."""
+    store, binder, verbs = make([node("n1", "a")], fail=fail)
+    p = pod("r-0", sts="r", policy=CAP1, scheduler="default-scheduler" if opted_in else None)
+    if opted_in:
+        p["spec"]["containers"][0]["resources"] = {"requests": {OPT_IN_RESOURCE: "1"}}
+    store.apply("pods", "ADDED", p)
+    store.gate_work.clear()
+    do_bind(verbs, p, "n1")
+    assert store.reservations.written(p["metadata"]["uid"]) is written
+    assert store.gate_work.is_set() is written
 
 
 def test_bind_of_an_unknown_pod_is_refused_not_blind() -> None:
