@@ -43,8 +43,8 @@ if __package__ in (None, ""):
 import requests  # noqa: E402
 import yaml  # noqa: E402
 
+from benchmarks.cluster import BenchCluster, add_zoned_nodes, run_round  # noqa: E402
 from benchmarks.common import machine, table, write_result  # noqa: E402
-from benchmarks.e2e_throughput import BenchCluster, add_zoned_nodes, run_round  # noqa: E402
 from extender.devcluster.api import Api, ApiError, wait_for  # noqa: E402
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE  # noqa: E402
 from extender.devcluster.processes import free_port  # noqa: E402

@@ -40,8 +40,8 @@ import requests  # noqa: E402
 import urllib3  # noqa: E402
 import yaml  # noqa: E402
 
+from benchmarks.cluster import PodWatch  # noqa: E402
 from benchmarks.common import machine, read_histograms, table, write_result  # noqa: E402
-from benchmarks.e2e_throughput import PodWatch  # noqa: E402
 from extender.devcluster.api import wait_for  # noqa: E402
 from extender.devcluster.cluster import IN_SCHEDULER_CONFIG, LocalCluster, NodeSpec  # noqa: E402
 

@@ -44,8 +44,8 @@ if __package__ in (None, ""):
 
 import orjson  # noqa: E402
 
+from benchmarks.cluster import BenchCluster, _tree_cpu  # noqa: E402
 from benchmarks.common import machine, table, write_result  # noqa: E402
-from benchmarks.e2e_throughput import BenchCluster, _tree_cpu  # noqa: E402
 from extender.devcluster.api import Api, wait_for  # noqa: E402
 from extender.devcluster.cluster import zoned_nodes  # noqa: E402
 from extender.kube.client import KubeHttp, connect  # noqa: E402
