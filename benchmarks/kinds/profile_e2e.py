@@ -49,6 +49,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -744,12 +745,10 @@ def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Pat
     params, nodes = workload.workload, workload.cluster.nodes
     if params.profiler == "py-spy" and not PY_SPY.exists():
         raise RuntimeError(f"{PY_SPY} not found: .venv/bin/pip install py-spy (or --set workload.profiler=none)")
-    profile_dir = Path(params.profile_dir) if params.profile_dir else workdir / "py-spy"
+    # py-spy's raw stacks outlive the run (for --analyse): a directory of their own, not the runner's
+    profile_dir = Path(params.profile_dir) if params.profile_dir else Path(tempfile.mkdtemp(prefix="profile-e2e-"))
     profile_dir.mkdir(parents=True, exist_ok=True)
-    log(
-        f"py-spy stacks in {profile_dir}"
-        + ("" if params.profile_dir else " (a temporary directory: --set workload.profile_dir=DIR keeps them)")
-    )
+    log(f"py-spy stacks in {profile_dir}")
     layout = zone_layout(nodes)
     started = time.monotonic()
     runs: list[dict[str, Any]] = []
