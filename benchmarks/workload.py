@@ -273,10 +273,57 @@ class ProfileE2E(ControlPlane):
     workload: ProfileE2EParams = ProfileE2EParams()
 
 
-AnyWorkload = HttpPair | GroupScaling | Profile | CacheSync | E2E | ProfileE2E
+class SoakCluster(Strict):
+    """kwok nodes per zone over zone-a, zone-b, zone-c (a group of 8 capped 1 a node and 3 a zone
+    needs at least 3 a zone)."""
+
+    nodes_per_zone: int = Field(default=4, ge=3, le=100)
+    zones: Literal[3] = 3
+
+
+class SoakParams(Strict):
+    """`groups` capped StatefulSets churned for `minutes`; an audit and a sample every
+    `audit_every` cycles; the extender's --reservation-ttl."""
+
+    minutes: float = Field(default=30.0, gt=0)
+    groups: int = Field(default=4, gt=0, le=50)
+    audit_every: int = Field(default=3, gt=0)
+    seed: int = 1
+    reservation_ttl_s: int = Field(default=30, gt=0)
+
+
+class Soak(ControlPlane):
+    kind: Literal["soak"]
+    cluster: SoakCluster = SoakCluster()
+    workload: SoakParams = SoakParams()
+    rounds: Literal[1] = 1
+
+
+class ApiPriorityParams(Strict):
+    """The API server cut to `inflight` + `mutating_inflight` seats; `tenants` noisy ServiceAccounts
+    each keep `threads` ConfigMap creates in flight, a webhook holding each `webhook_delay_s`;
+    rounds of `sets` StatefulSets x `replicas` through our scheduler."""
+
+    sets: int = Field(default=3, gt=0)
+    replicas: int = Field(default=50, gt=0)
+    tenants: int = Field(default=8, gt=0, le=100)
+    threads: int = Field(default=8, gt=0, le=100)
+    webhook_delay_s: float = Field(default=1.0, ge=0, le=30)
+    inflight: int = Field(default=40, gt=0)
+    mutating_inflight: int = Field(default=20, gt=0)
+    timeout_s: float = Field(default=240.0, gt=0)
+
+
+class ApiPriority(ControlPlane):
+    kind: Literal["api_priority"]
+    cluster: PlaneCluster
+    workload: ApiPriorityParams = ApiPriorityParams()
+
+
+AnyWorkload = HttpPair | GroupScaling | Profile | CacheSync | E2E | ProfileE2E | Soak | ApiPriority
 Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyWorkload] = TypeAdapter(Workload)
-KIND_TAGS = ("http_pair", "group_scaling", "profile", "cache_sync", "e2e", "profile_e2e")
+KIND_TAGS = ("http_pair", "group_scaling", "profile", "cache_sync", "e2e", "profile_e2e", "soak", "api_priority")
 
 
 def _path(loc: tuple[Any, ...]) -> str:

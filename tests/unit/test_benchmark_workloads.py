@@ -22,7 +22,7 @@ from benchmarks import kinds, workload  # noqa: E402
 def test_every_workload_file_loads() -> None:
     paths = workload.every()
     expected = {"pair-1k", "pair-5k", "pair-1k-nodelist", "group-scaling", "profile-1k", "cache-sync"}
-    expected |= {"e2e", "e2e-modes", "e2e-equal-qps", "profile-e2e"}
+    expected |= {"e2e", "e2e-modes", "e2e-equal-qps", "profile-e2e", "soak", "api-priority"}
     assert {p.stem for p in paths} >= expected
     for path in paths:
         loaded = workload.parse(path.read_text(), str(path))
@@ -38,6 +38,8 @@ PROFILE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-1k.yaml"
 CACHE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "cache-sync.yaml").read_text())
 E2E: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "e2e.yaml").read_text())
 PROFILE_E2E: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-e2e.yaml").read_text())
+SOAK: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "soak.yaml").read_text())
+PRIORITY: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "api-priority.yaml").read_text())
 
 
 @pytest.mark.parametrize(
@@ -92,6 +94,15 @@ PROFILE_E2E: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-e2e.
         (PROFILE_E2E, {"workload.switch_intervals": [0.005, 0]}, "workload.switch_intervals.1", "greater than 0"),
         (PROFILE_E2E, {"workload.rate": 0}, "workload.rate", "greater than 0"),
         (PROFILE_E2E, {"workload.variants": ["modes"]}, "workload.variants", "Extra inputs"),
+        (SOAK, {"workload.minutes": 0}, "workload.minutes", "greater than 0"),
+        (SOAK, {"workload.groups": 100}, "workload.groups", "less than or equal to 50"),
+        (SOAK, {"cluster.nodes_per_zone": 2}, "cluster.nodes_per_zone", "greater than or equal to 3"),
+        (SOAK, {"rounds": 3}, "rounds", "1"),
+        (SOAK, {"arms": ["extender", "noop"]}, "arms.1", "extender"),
+        (PRIORITY, {"workload.tenants": 0}, "workload.tenants", "greater than 0"),
+        (PRIORITY, {"workload.webhook_delay_s": 60}, "workload.webhook_delay_s", "less than or equal to 30"),
+        (PRIORITY, {"workload.inflight": "many"}, "workload.inflight", "valid integer"),
+        (PRIORITY, {"cluster.nodes": 0}, "cluster.nodes", "greater than 0"),
     ],
 )
 def test_validation_errors_name_the_field(base: dict[str, Any], sets: dict[str, Any], path: str, fragment: str) -> None:
