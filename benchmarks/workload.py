@@ -320,10 +320,74 @@ class ApiPriority(ControlPlane):
     workload: ApiPriorityParams = ApiPriorityParams()
 
 
-AnyWorkload = HttpPair | GroupScaling | Profile | CacheSync | E2E | ProfileE2E | Soak | ApiPriority
+class StanzaCostParams(Strict):
+    """`shapes` of pods drained by the default kube-scheduler with and without the stanza:
+    `pods` default-shape pods a round (the batchable shape: one a node); `qps`: kube-scheduler's
+    client qps (burst twice it; null: its own 50/100, as deployed)."""
+
+    shapes: list[Literal["default", "batchable"]] = Field(default=["default", "batchable"], min_length=1)
+    pods: int = Field(default=1000, gt=1)
+    qps: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> StanzaCostParams:
+        _unique(self.shapes, "shapes")
+        return self
+
+
+class StanzaCost(ControlPlane):
+    kind: Literal["stanza_cost"]
+    cluster: PlaneCluster
+    workload: StanzaCostParams = StanzaCostParams()
+
+    @model_validator(mode="after")
+    def _batchable(self) -> StanzaCost:
+        if "batchable" in self.workload.shapes and self.cluster.nodes < 2:
+            raise ValueError("cluster.nodes: the batchable shape drains one pod a node, at least 2")
+        return self
+
+
+class WatchCostCluster(Strict):
+    """kwok nodes (zone-a takes the remainder) and pods bound to them directly."""
+
+    nodes: int = Field(gt=0, le=5_000)
+    zones: Literal[3] = 3
+    pods: int = Field(gt=0, le=200_000)
+
+
+class WatchCostParams(Strict):
+    """Each list variant `reps` times a block; `writers` threads create and patch the pods;
+    `idle_s` seconds of each idle-rate window; `watch: false` skips the watch phases."""
+
+    reps: int = Field(default=3, gt=0)
+    writers: int = Field(default=8, gt=0, le=64)
+    idle_s: float = Field(default=3.0, gt=0)
+    watch: bool = True
+
+
+class WatchCost(ControlPlane):
+    kind: Literal["watch_cost"]
+    cluster: WatchCostCluster
+    workload: WatchCostParams = WatchCostParams()
+
+
+AnyWorkload = (
+    HttpPair | GroupScaling | Profile | CacheSync | E2E | ProfileE2E | Soak | ApiPriority | StanzaCost | WatchCost
+)
 Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyWorkload] = TypeAdapter(Workload)
-KIND_TAGS = ("http_pair", "group_scaling", "profile", "cache_sync", "e2e", "profile_e2e", "soak", "api_priority")
+KIND_TAGS = (
+    "http_pair",
+    "group_scaling",
+    "profile",
+    "cache_sync",
+    "e2e",
+    "profile_e2e",
+    "soak",
+    "api_priority",
+    "stanza_cost",
+    "watch_cost",
+)
 
 
 def _path(loc: tuple[Any, ...]) -> str:

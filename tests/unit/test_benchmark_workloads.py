@@ -22,7 +22,16 @@ from benchmarks import kinds, workload  # noqa: E402
 def test_every_workload_file_loads() -> None:
     paths = workload.every()
     expected = {"pair-1k", "pair-5k", "pair-1k-nodelist", "group-scaling", "profile-1k", "cache-sync"}
-    expected |= {"e2e", "e2e-modes", "e2e-equal-qps", "profile-e2e", "soak", "api-priority"}
+    expected |= {
+        "e2e",
+        "e2e-modes",
+        "e2e-equal-qps",
+        "profile-e2e",
+        "soak",
+        "api-priority",
+        "stanza-cost",
+        "watch-cost",
+    }
     assert {p.stem for p in paths} >= expected
     for path in paths:
         loaded = workload.parse(path.read_text(), str(path))
@@ -40,6 +49,8 @@ E2E: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "e2e.yaml").read_text
 PROFILE_E2E: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-e2e.yaml").read_text())
 SOAK: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "soak.yaml").read_text())
 PRIORITY: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "api-priority.yaml").read_text())
+STANZA: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "stanza-cost.yaml").read_text())
+WATCH: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "watch-cost.yaml").read_text())
 
 
 @pytest.mark.parametrize(
@@ -103,6 +114,15 @@ PRIORITY: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "api-priority.ya
         (PRIORITY, {"workload.webhook_delay_s": 60}, "workload.webhook_delay_s", "less than or equal to 30"),
         (PRIORITY, {"workload.inflight": "many"}, "workload.inflight", "valid integer"),
         (PRIORITY, {"cluster.nodes": 0}, "cluster.nodes", "greater than 0"),
+        (STANZA, {"workload.shapes": ["default", "bursty"]}, "workload.shapes.1", "batchable"),
+        (STANZA, {"workload.shapes": ["default", "default"]}, "workload", "at most once"),
+        (STANZA, {"workload.qps": 0}, "workload.qps", "greater than 0"),
+        (STANZA, {"workload.pods": 1}, "workload.pods", "greater than 1"),
+        (STANZA, {"cluster.nodes": 1}, "", "at least 2"),
+        (WATCH, {"cluster.pods": 0}, "cluster.pods", "greater than 0"),
+        (WATCH, {"workload.writers": 100}, "workload.writers", "less than or equal to 64"),
+        (WATCH, {"workload.watch": "sometimes"}, "workload.watch", "valid boolean"),
+        (WATCH, {"cluster.kcm_qps": 10}, "cluster.kcm_qps", "Extra inputs"),
     ],
 )
 def test_validation_errors_name_the_field(base: dict[str, Any], sets: dict[str, Any], path: str, fragment: str) -> None:

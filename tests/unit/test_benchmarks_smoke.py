@@ -321,6 +321,41 @@ def test_api_priority_figures_without_a_cluster() -> None:
     assert "noise, no FlowSchema" in api_priority.report({"detail": {"params": params, "summary": rows}})
 
 
+def test_stanza_cost_figures_without_a_cluster() -> None:
+    from benchmarks.kinds import stanza_cost
+
+    rows = [
+        {"shape": "default", "stanza": stanza, "pods": 100, "pods_per_s": pps, "algorithm_ms_per_pod": ms}
+        for stanza, pps, ms in ((True, 55.0, 1.3), (False, 55.0, 1.2), (True, 54.0, 1.4), (False, 56.0, 1.2))
+    ]
+    summary = stanza_cost.summarise(rows, ["default"])
+    figures = stanza_cost.figures(summary)
+    assert figures["default.pods_per_second.with"] == 54.5 and figures["default.throughput_ratio"] == round(
+        54.5 / 55.5, 3
+    )
+    assert figures["default.algorithm_ratio"] == round(1.35 / 1.2, 2)
+    assert "throughput ratio" in stanza_cost.report({"detail": {"summary": summary}})
+
+
+def test_watch_cost_figures_without_a_cluster() -> None:
+    from benchmarks.kinds import watch_cost
+
+    variant = {"pages": 10, "encoding": "gzip", "apiserver_ms": 120.0, "etcd_ms": 10.0, "client_ms": 80.0}
+    variant |= {"apiserver_vs_shipped": 1.0, "client_vs_shipped": 1.0, "wall_ms": 300.0}
+    result = {
+        "pods": 500,
+        "lists": {
+            "variants": {watch_cost.BASELINE: variant},
+            "rounds": 1,
+            "reps_per_block": 1,
+            "idle_cpu_per_s": {"apiserver": 0.01},
+        },
+    }
+    figures = watch_cost.figures(result)
+    assert figures[f"list.{watch_cost.BASELINE}.apiserver_ms"] == 120.0 and len(figures) == 5
+    assert watch_cost.BASELINE in watch_cost.report({"detail": result})
+
+
 def test_group_scaling_smoke(tmp_path: Path) -> None:
     from benchmarks.kinds import group_scaling
 
