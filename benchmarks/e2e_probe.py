@@ -1,4 +1,4 @@
-"""Timing probes inside the extender's gunicorn worker, for benchmarks/profile_e2e.py.
+"""Timing probes inside the extender's gunicorn worker, for the runner's kind profile_e2e.
 
 Run in place of `python -m extender`, with the same arguments:
 

@@ -7,13 +7,15 @@ test/integration/scheduler_perf: workloads as data, one runner).
     python -m benchmarks run pair-1k --set workload.gc_freeze=false
     python -m benchmarks run pair-1k --smoke               # the workload's own tiny size (seconds)
     python -m benchmarks run pair-1k --base bcd0edb --rounds 2   # before/after: REV against the working tree
+    python -m benchmarks run e2e-equal-qps --base bcd0edb --rounds 2   # the same on the local control plane
 
 `--base REV` checks REV out into a temporary git worktree and runs the workload alternately
 against the extender served from that tree and from the working tree (base, change, base, ...),
 one round at a time, so that drift in the machine's load falls on both sides; the measurement
 code, the payloads and the floor arms are the working tree's on both sides (only the served
-extender, with REV's benchmarks/extender_app.py, differs). Each side's figure is the median over
-its rounds; the report gives change / base.
+extender, with REV's benchmarks/extender_app.py, differs; the control-plane kind `e2e` serves
+REV's extender/ beside the working tree's control plane and harness). Each side's figure is the
+median over its rounds; the report gives change / base.
 
 The JSON result (benchmarks/results/<workload>.json unless `--out`): `machine` (benchmarks/common.py),
 `workload` as loaded (after `--smoke` / `--set`), `source`, `arms` (each arm's availability and
@@ -191,7 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="the workloads in benchmarks/workloads/ with their one-line description")
     r = sub.add_parser("run", help="run one workload")
     r.add_argument("workload", help="a workload file, or a name under benchmarks/workloads/")
-    r.add_argument("--arms", help="comma-separated arms (default: the workload's), of extender, noop, gofloor")
+    r.add_argument(
+        "--arms",
+        help="comma-separated arms (default: the workload's), of extender, noop, gofloor (the HTTP kinds)",
+    )
     r.add_argument("--rounds", type=int, help="rounds (default: the workload's)")
     r.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/<workload>.json)")
     r.add_argument("--base", metavar="REV", help="before/after: the extender at REV against the working tree")

@@ -186,10 +186,208 @@ class GroupScaling(Base):
         return self
 
 
-AnyWorkload = HttpPair | GroupScaling | Profile | CacheSync
+E2E_VARIANTS = ("shipped", "equal-qps", "go-floor", "before", "modes")
+
+
+def _unique(values: list[Any], what: str) -> None:
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what}: each at most once")
+
+
+class PlaneCluster(Strict):
+    """kwok nodes on the local control plane (benchmarks/cluster.py), dealt round-robin over the
+    three zones; `kcm_qps` is kube-controller-manager's client QPS (burst twice it; 0: its default)."""
+
+    nodes: int = Field(gt=0, le=5_000)
+    zones: Literal[3] = 3
+    kcm_qps: int = Field(default=500, ge=0)
+
+
+class ControlPlane(Base):
+    """A kind on the local control plane: the one arm is the extender as deployed, beside its own
+    kube-scheduler; its floors (the default scheduler's native side, the Go do-nothing extender,
+    the other mode) are the kind's variants or sides, measured in the same run. Targets are on
+    its flat figures."""
+
+    arms: list[Literal["extender"]] = Field(default=["extender"], min_length=1)
+
+    @model_validator(mode="after")
+    def _targets(self) -> ControlPlane:
+        _flat_targets(self.targets)
+        return self
+
+
+class E2EParams(Strict):
+    """Each round `sets` StatefulSets x `replicas` (Parallel) on one side; `variants` each on a fresh
+    control plane (benchmarks/kinds/e2e.py); equal_qps / equal_burst: both kube-schedulers' client
+    in every variant but shipped."""
+
+    variants: list[Literal["shipped", "equal-qps", "go-floor", "before", "modes"]] = Field(min_length=1)
+    sets: int = Field(default=10, gt=0)
+    replicas: int = Field(default=100, gt=0)
+    equal_qps: float = Field(default=500.0, gt=0)
+    equal_burst: int = Field(default=1000, gt=0)
+    timeout_s: float = Field(default=240.0, gt=0)
+    place_window: int | None = Field(default=None, gt=0)
+    before_tree: str | None = None
+    keep_logs: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> E2EParams:
+        _unique(self.variants, "variants")
+        if "before" in self.variants and not self.before_tree:
+            raise ValueError("variants: before needs before_tree (a checkout whose extender/ is served)")
+        return self
+
+
+class E2E(ControlPlane):
+    kind: Literal["e2e"]
+    cluster: PlaneCluster
+    workload: E2EParams
+
+
+class ProfileE2EParams(Strict):
+    """An equal-qps control plane (both kube-schedulers at qps / burst), the extender started
+    through benchmarks/e2e_probe.py; rounds: native (unless `native: false`), one profiled
+    extender round, one unprofiled extender round per `switch_intervals` value."""
+
+    sets: int = Field(default=10, gt=0)
+    replicas: int = Field(default=100, gt=0)
+    qps: float = Field(default=500.0, gt=0)
+    burst: int = Field(default=1000, gt=0)
+    timeout_s: float = Field(default=240.0, gt=0)
+    native: bool = True
+    profiler: Literal["py-spy", "none"] = "py-spy"
+    rate: int = Field(default=100, gt=0, le=10_000)
+    mode: Literal["gil", "active"] = "gil"
+    idle: bool = False
+    gil_probe: bool = True
+    switch_intervals: list[Annotated[float, Field(gt=0)]] = [0.005, 0.0005]
+    profile_dir: str | None = None
+    keep_logs: str | None = None
+
+
+class ProfileE2E(ControlPlane):
+    kind: Literal["profile_e2e"]
+    cluster: PlaneCluster
+    workload: ProfileE2EParams = ProfileE2EParams()
+
+
+class SoakCluster(Strict):
+    """kwok nodes per zone over zone-a, zone-b, zone-c (a group of 8 capped 1 a node and 3 a zone
+    needs at least 3 a zone)."""
+
+    nodes_per_zone: int = Field(default=4, ge=3, le=100)
+    zones: Literal[3] = 3
+
+
+class SoakParams(Strict):
+    """`groups` capped StatefulSets churned for `minutes`; an audit and a sample every
+    `audit_every` cycles; the extender's --reservation-ttl."""
+
+    minutes: float = Field(default=30.0, gt=0)
+    groups: int = Field(default=4, gt=0, le=50)
+    audit_every: int = Field(default=3, gt=0)
+    seed: int = 1
+    reservation_ttl_s: int = Field(default=30, gt=0)
+
+
+class Soak(ControlPlane):
+    kind: Literal["soak"]
+    cluster: SoakCluster = SoakCluster()
+    workload: SoakParams = SoakParams()
+    rounds: Literal[1] = 1
+
+
+class ApiPriorityParams(Strict):
+    """The API server cut to `inflight` + `mutating_inflight` seats; `tenants` noisy ServiceAccounts
+    each keep `threads` ConfigMap creates in flight, a webhook holding each `webhook_delay_s`;
+    rounds of `sets` StatefulSets x `replicas` through our scheduler."""
+
+    sets: int = Field(default=3, gt=0)
+    replicas: int = Field(default=50, gt=0)
+    tenants: int = Field(default=8, gt=0, le=100)
+    threads: int = Field(default=8, gt=0, le=100)
+    webhook_delay_s: float = Field(default=1.0, ge=0, le=30)
+    inflight: int = Field(default=40, gt=0)
+    mutating_inflight: int = Field(default=20, gt=0)
+    timeout_s: float = Field(default=240.0, gt=0)
+
+
+class ApiPriority(ControlPlane):
+    kind: Literal["api_priority"]
+    cluster: PlaneCluster
+    workload: ApiPriorityParams = ApiPriorityParams()
+
+
+class StanzaCostParams(Strict):
+    """`shapes` of pods drained by the default kube-scheduler with and without the stanza:
+    `pods` default-shape pods a round (the batchable shape: one a node); `qps`: kube-scheduler's
+    client qps (burst twice it; null: its own 50/100, as deployed)."""
+
+    shapes: list[Literal["default", "batchable"]] = Field(default=["default", "batchable"], min_length=1)
+    pods: int = Field(default=1000, gt=1)
+    qps: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> StanzaCostParams:
+        _unique(self.shapes, "shapes")
+        return self
+
+
+class StanzaCost(ControlPlane):
+    kind: Literal["stanza_cost"]
+    cluster: PlaneCluster
+    workload: StanzaCostParams = StanzaCostParams()
+
+    @model_validator(mode="after")
+    def _batchable(self) -> StanzaCost:
+        if "batchable" in self.workload.shapes and self.cluster.nodes < 2:
+            raise ValueError("cluster.nodes: the batchable shape drains one pod a node, at least 2")
+        return self
+
+
+class WatchCostCluster(Strict):
+    """kwok nodes (zone-a takes the remainder) and pods bound to them directly."""
+
+    nodes: int = Field(gt=0, le=5_000)
+    zones: Literal[3] = 3
+    pods: int = Field(gt=0, le=200_000)
+
+
+class WatchCostParams(Strict):
+    """Each list variant `reps` times a block; `writers` threads create and patch the pods;
+    `idle_s` seconds of each idle-rate window; `watch: false` skips the watch phases."""
+
+    reps: int = Field(default=3, gt=0)
+    writers: int = Field(default=8, gt=0, le=64)
+    idle_s: float = Field(default=3.0, gt=0)
+    watch: bool = True
+
+
+class WatchCost(ControlPlane):
+    kind: Literal["watch_cost"]
+    cluster: WatchCostCluster
+    workload: WatchCostParams = WatchCostParams()
+
+
+AnyWorkload = (
+    HttpPair | GroupScaling | Profile | CacheSync | E2E | ProfileE2E | Soak | ApiPriority | StanzaCost | WatchCost
+)
 Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyWorkload] = TypeAdapter(Workload)
-KIND_TAGS = ("http_pair", "group_scaling", "profile", "cache_sync")
+KIND_TAGS = (
+    "http_pair",
+    "group_scaling",
+    "profile",
+    "cache_sync",
+    "e2e",
+    "profile_e2e",
+    "soak",
+    "api_priority",
+    "stanza_cost",
+    "watch_cost",
+)
 
 
 def _path(loc: tuple[Any, ...]) -> str:

@@ -1,4 +1,4 @@
-"""Scenario: the soak's short form (benchmarks/soak.py, 1 minute here; the benchmark's default
+"""Scenario: the soak's short form (benchmarks/kinds/soak.py, 1 minute here; the benchmark's default
 is 30). Four capped groups churned through creates, scale-ups, scale-downs and deletes; every
 third cycle the placement is audited (extender/ops/audit.py) and the extender sampled (worker RSS,
 reservations, metric series). Asserted: 0 violations, and sane bounds only: no reservation left
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from benchmarks.soak import NODES_PER_ZONE, ZONES, churn
+from benchmarks.kinds.soak import NODES_PER_ZONE, ZONES, churn
 from extender.devcluster.cluster import zoned_nodes
 
 pytestmark = pytest.mark.e2e

@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.cluster import BIND_POINT, _sum_series, bind_delta  # noqa: E402
 from benchmarks.common import Histogram, read_histograms  # noqa: E402
-from benchmarks.e2e_throughput import BIND_POINT, _sum_series, bind_delta  # noqa: E402
 
 # What kube-scheduler 1.36.3's /metrics served for its Bind extension point after a 1,000-pod
 # burst (the benchmark's own control plane), verbatim.
@@ -97,7 +97,7 @@ def test_read_back_what_prometheus_client_exports(samples: list[float]) -> None:
 
 
 def test_bind_summary_ratios_within_one_control_plane() -> None:
-    from benchmarks.e2e_throughput import bind_summary
+    from benchmarks.kinds.e2e import bind_summary
 
     def rounds(side: str, binders: dict[str, tuple[list[float], list[float | str]]]) -> list[dict]:
         count = len(next(iter(binders.values()))[0])

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import e2e_throughput, runner, synthetic, workload  # noqa: E402
+from benchmarks import cluster, runner, synthetic, workload  # noqa: E402
 from benchmarks.arms.server import Client, GoFloorServer, free_port  # noqa: E402
 
 
@@ -81,9 +81,17 @@ def test_go_floor_builds_and_answers(tmp_path: Path) -> None:
         server.stop()
 
 
-@pytest.mark.parametrize("path", workload.every(), ids=lambda p: p.stem)
+# The kinds that start a local control plane take minutes even at their smoke size: not here
+# (run them by hand, `flock /tmp/bench.lock python -m benchmarks run WORKLOAD --smoke`).
+WITHOUT_A_CONTROL_PLANE = [
+    p for p in workload.every() if not isinstance(workload.parse(p.read_text(), str(p)), workload.ControlPlane)
+]
+
+
+@pytest.mark.parametrize("path", WITHOUT_A_CONTROL_PLANE, ids=lambda p: p.stem)
 def test_workload_smoke_through_the_runner(path: Path, tmp_path: Path) -> None:
-    """Every workload file at its own `smoke` size, through `python -m benchmarks run --smoke`."""
+    """Every workload file at its own `smoke` size, through `python -m benchmarks run --smoke`,
+    but those of the control-plane kinds."""
     out = tmp_path / "result.json"
     assert runner.main(["run", str(path), "--smoke", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
@@ -178,25 +186,27 @@ def test_profile_with_pyinstrument(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_e2e_manifests_and_summary_without_a_cluster() -> None:
-    spec = e2e_throughput.PlacementPolicySpec.model_validate(e2e_throughput.POLICY)
-    native = e2e_throughput.statefulset("set-0", 100, "native", spec)["spec"]["template"]
-    extender = e2e_throughput.statefulset("set-0", 100, "extender", spec)["spec"]["template"]
+    from benchmarks.kinds import e2e
+
+    spec = cluster.PlacementPolicySpec.model_validate(cluster.POLICY)
+    native = cluster.statefulset("set-0", 100, "native", spec)["spec"]["template"]
+    extender = cluster.statefulset("set-0", 100, "extender", spec)["spec"]["template"]
     assert native["spec"]["schedulerName"] == "default-scheduler" and native["spec"]["topologySpreadConstraints"]
     assert extender["spec"]["schedulerName"] == "placement-scheduler"
-    assert json.loads(extender["metadata"]["annotations"]["placement.extender.dev/policy"]) == e2e_throughput.POLICY
+    assert json.loads(extender["metadata"]["annotations"]["placement.extender.dev/policy"]) == cluster.POLICY
     rounds = [
         {"side": side, "complete": True, "pods_per_second": pps, "seconds_to_all_bound": 1000 / pps}
         for side, pps in (("native", 50.0), ("extender", 45.0), ("native", 52.0), ("extender", 40.0))
     ]
-    summary = e2e_throughput.summarise(rounds)
+    summary = e2e.summarise(rounds)
     assert summary["ratio_extender_over_native"] == pytest.approx(42.5 / 51.0, abs=0.01)
     assert summary["target"]["verdict"] == "met"
     # The variants: shipped keeps kube-scheduler's default client limits, equal-qps raises both.
-    assert e2e_throughput.variant_limits("shipped", 500, 1000) == (None, None)
-    assert e2e_throughput.variant_limits("equal-qps", 500, 1000) == (500, 1000)
+    assert e2e.variant_limits("shipped", 500, 1000) == (None, None)
+    assert e2e.variant_limits("equal-qps", 500, 1000) == (500, 1000)
     with pytest.raises(ValueError):
-        e2e_throughput.variant_limits("other", 500, 1000)
-    text = e2e_throughput.variants_table(
+        e2e.variant_limits("other", 500, 1000)
+    text = e2e.variants_table(
         {
             "shipped": {"scheduler_qps": None, "scheduler_burst": None, "summary": summary},
             "equal-qps": {"scheduler_qps": 500.0, "scheduler_burst": 1000, "summary": summary},
@@ -205,9 +215,145 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
     assert "equal-qps" in text and "500/1000" in text
     before = {"filter": (10.0, 0.5), "bind": (4.0, 0.1)}
     after = {"filter": (30.0, 1.5), "bind": (4.0, 0.1), "prioritize": (5.0, 0.05)}
-    delta = e2e_throughput.verb_delta(before, after, pods=20)
+    delta = cluster.verb_delta(before, after, pods=20)
     assert delta["filter"] == {"calls": 20, "seconds": 1.0, "ms_per_call": 50.0, "ms_per_pod": 50.0}
     assert "bind" not in delta and delta["prioritize"]["calls"] == 5
+    # The kind's flat figures and its report, from two variants' results (no control plane).
+    results = {
+        name: {
+            "variant": name,
+            "scheduler_qps": 500.0,
+            "scheduler_burst": 1000,
+            "rounds": [
+                {
+                    **r,
+                    "round": i // 2,
+                    "pods": 1000,
+                    "bound": 1000,
+                    "steady_pods_per_second_10_90": None,
+                    "seconds_all_created": 1.0,
+                    "failed_scheduling_events": 0,
+                    "rule_violations": 0,
+                    "cpu_seconds": {"extender": 1.5, "kube-apiserver": 9.0},
+                    "bind_ms": {},
+                }
+                for i, r in enumerate(rounds)
+            ],
+            "summary": e2e.summarise(rounds) if name == "equal-qps" else e2e.summarise(rounds[:2]),
+        }
+        for name in ("equal-qps", "go-floor")
+    }
+    ceiling = e2e.over_ceiling(results)
+    figures = e2e.figures(results, ceiling)
+    assert figures["equal-qps.extender.pods_per_second"] == 42.5
+    assert figures["equal-qps.extender.cpu_ms_per_pod.extender"] == 1.5
+    assert figures["extender_over_ceiling"] == ceiling["extender_over_ceiling"]
+    assert "equal-qps.ratio_in_scheduler_over_second_scheduler" not in figures
+    detail = {
+        "variants": results,
+        "over_ceiling": ceiling,
+        "bind_ms": e2e.bind_summary(results),
+        "cpu_ms_per_pod": e2e.cpu_per_pod(results),
+        "total_seconds": 1.0,
+    }
+    text = e2e.report({"detail": detail, "figures": figures})
+    assert "Variant go-floor" in text and "extender / ceiling" in text and "extender 1.5" in text
+
+
+def test_profile_e2e_figures_without_a_cluster() -> None:
+    from benchmarks.kinds import profile_e2e
+
+    run = {"side": "extender", "complete": True, "pods_per_second": 80.0, "bound": 20, "cpu_seconds": {"extender": 0.1}}
+    runs = [
+        {"label": "native-0", "round": {**run, "side": "native", "cpu_seconds": {}}},
+        {
+            "label": "extender-1",
+            "round": run,
+            "probe": {"worker_cpu_ms_per_pod": 4.0},
+            "profile": {"activities": {"filter engine": {"ms_per_pod": 1.25}}},
+        },
+    ]
+    figures = profile_e2e.figures(runs)
+    assert figures["extender-1.extender_cpu_ms_per_pod"] == 5.0
+    assert figures["extender-1.activity.filter engine.ms_per_pod"] == 1.25
+    assert figures["extender.pods_per_second"] == 80.0 and "native-0.extender_cpu_ms_per_pod" not in figures
+
+
+def test_soak_figures_without_a_cluster() -> None:
+    from dataclasses import asdict
+
+    from benchmarks.kinds import soak
+
+    result = soak.SoakResult(minutes=1.0, cycles=6, placed=30, reservations_after=0.0)
+    result.samples = [
+        soak.Sample(at=t, cycle=c, rss_kib=50_000 + 100 * c, reservations=0, series=213, pods=4, violations=0)
+        for t, c in ((0.0, 0), (20.0, 3), (40.0, 6))
+    ]
+    result.slopes_per_hour = {"rss_kib": 1024.0, "reservations": 0.0, "series": 0.0}
+    result.rss_kib_per_hour_by_quarter = [0.0, 0.0, 2048.0, 2048.0]
+    figures = soak.figures(result)
+    assert figures["violations"] == 0 and figures["reservations_after"] == 0.0 and figures["audits"] == 3
+    assert figures["rss_mib_per_hour"] == 1.0 and figures["rss_mib_per_hour_last_quarter"] == 2.0
+    text = soak.report({"detail": {**asdict(result), "summary": result.summary()}})
+    assert "rss_kib" in text and "6 churn cycles" in text
+
+
+def test_api_priority_figures_without_a_cluster() -> None:
+    from benchmarks.kinds import api_priority
+
+    def round_(condition: str, pps: float, bind: float) -> dict:
+        return {
+            "condition": condition,
+            "complete": True,
+            "pods_per_second": pps,
+            "bind_ms": {"extender": {"mean": bind}, "kube-apiserver": {"mean": bind - 20}},
+            "noise_per_second": {"completed": 0.0 if condition == "quiet" else 30.0},
+            "apiserver_rejections": 0,
+        }
+
+    rows = api_priority.summary_rows(
+        [round_("quiet", 60.0, 230.0), round_("with", 70.0, 190.0), round_("without", 35.0, 400.0)]
+    )
+    assert [r[0] for r in rows] == list(api_priority.CONDITIONS.values())
+    figures = api_priority.figures(rows)
+    assert figures["with_over_without.pods_per_second"] == 2.0 and figures["without.extender_bind_mean_ms"] == 400.0
+    params = {"tenants": 8, "threads": 8, "webhook_delay_s": 1.0, "inflight": 40, "mutating_inflight": 20}
+    assert "noise, no FlowSchema" in api_priority.report({"detail": {"params": params, "summary": rows}})
+
+
+def test_stanza_cost_figures_without_a_cluster() -> None:
+    from benchmarks.kinds import stanza_cost
+
+    rows = [
+        {"shape": "default", "stanza": stanza, "pods": 100, "pods_per_s": pps, "algorithm_ms_per_pod": ms}
+        for stanza, pps, ms in ((True, 55.0, 1.3), (False, 55.0, 1.2), (True, 54.0, 1.4), (False, 56.0, 1.2))
+    ]
+    summary = stanza_cost.summarise(rows, ["default"])
+    figures = stanza_cost.figures(summary)
+    assert figures["default.pods_per_second.with"] == 54.5 and figures["default.throughput_ratio"] == round(
+        54.5 / 55.5, 3
+    )
+    assert figures["default.algorithm_ratio"] == round(1.35 / 1.2, 2)
+    assert "throughput ratio" in stanza_cost.report({"detail": {"summary": summary}})
+
+
+def test_watch_cost_figures_without_a_cluster() -> None:
+    from benchmarks.kinds import watch_cost
+
+    variant = {"pages": 10, "encoding": "gzip", "apiserver_ms": 120.0, "etcd_ms": 10.0, "client_ms": 80.0}
+    variant |= {"apiserver_vs_shipped": 1.0, "client_vs_shipped": 1.0, "wall_ms": 300.0}
+    result = {
+        "pods": 500,
+        "lists": {
+            "variants": {watch_cost.BASELINE: variant},
+            "rounds": 1,
+            "reps_per_block": 1,
+            "idle_cpu_per_s": {"apiserver": 0.01},
+        },
+    }
+    figures = watch_cost.figures(result)
+    assert figures[f"list.{watch_cost.BASELINE}.apiserver_ms"] == 120.0 and len(figures) == 5
+    assert watch_cost.BASELINE in watch_cost.report({"detail": result})
 
 
 def test_group_scaling_smoke(tmp_path: Path) -> None:

@@ -1,14 +1,16 @@
-"""What the extender's list+watch costs the API server (and the extender), and which request
-parameters lower it: measured on the real local control plane, every variant against the
-current requests in the same run.
+"""Kind `watch_cost`: what the extender's list+watch costs the API server (and the extender), and
+which request parameters lower it: measured on the real local control plane, every variant
+against the current requests in the same run.
+
+(Moved from benchmarks/watch_cost.py; its settings are benchmarks/workloads/watch-cost.yaml.)
 
 One control plane (extender/devcluster: etcd, kube-apiserver, kube-controller-manager, both
 kube-schedulers, kwok; the extender itself is not started: its watcher runs in this process),
-`--nodes` kwok nodes and `--pods` pods bound to them directly (spec.nodeName; kwok marks them
+`cluster.nodes` kwok nodes and `cluster.pods` pods bound to them directly (spec.nodeName; kwok marks them
 Running), ~3.5 KB each as the API server returns them (managedFields, status, env, a claim).
 
 1. Lists of every pod (what the watcher's `_list` does at start and on every relist), each
-   variant `--reps` times per block, blocks interleaved over `--rounds` rounds in a shuffled
+   variant `workload.reps` times per block, blocks interleaved over `rounds` rounds in a shuffled
    order. Per list: kube-apiserver and etcd CPU (utime+stime from /proc, children included,
    minus the idle rate measured in the same run) and this thread's CPU (`time.thread_time`:
    requests, TLS, gzip, JSON decoding; not the parsing into records, which no variant changes).
@@ -16,22 +18,26 @@ Running), ~3.5 KB each as the API server returns them (managedFields, status, en
    "0" with resourceVersionMatch=NotOlderThan (the watch cache, any age), compression
    (requests asks for gzip by default; `identity` asks for none), stdlib json vs orjson, and
    the streaming list (watch with sendInitialEvents=true, WatchList).
-2. Watch events under load: every pod is patched (a label) by `--writers` threads, once with
+2. Watch events under load (unless `workload.watch: false`): every pod is patched (a label) by
+   `workload.writers` threads, once with
    no watcher of ours (the floor) and once with two pod watchers (the shipped decoder, and the
    new one), each timing its own thread; the raw chunks the API server sent are recorded and
    replayed through both decoders (`_lines` + json vs orjson) for a precise per-event figure.
 
-    python -m benchmarks.watch_cost                      # 50 nodes, 5,000 pods; ~4 min
-    python -m benchmarks.watch_cost --pods 500 --rounds 2 --reps 2
+Figures: `list.VARIANT.apiserver_ms` (and `.etcd_ms`, `.client_ms`, `.apiserver_vs_shipped`,
+`.client_vs_shipped`) per list variant, `watch.apiserver_ms_per_watcher_per_1000_events`;
+`detail` is the script's JSON (lists, watch phases, replays).
+
+    python -m benchmarks run watch-cost                  # 50 nodes, 5,000 pods; ~4 min
+    python -m benchmarks run watch-cost --set cluster.pods=500 --rounds 2 --set workload.reps=2
+    python -m benchmarks run watch-cost --smoke          # 30 nodes, 200 pods, 1 round of 1 rep
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,17 +45,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import orjson
 
-import orjson  # noqa: E402
-
-from benchmarks.common import machine, table, write_result  # noqa: E402
-from benchmarks.e2e_throughput import BenchCluster, _tree_cpu  # noqa: E402
-from extender.devcluster.api import Api, wait_for  # noqa: E402
-from extender.devcluster.cluster import zoned_nodes  # noqa: E402
-from extender.kube.client import KubeHttp, connect  # noqa: E402
-from extender.state import watcher as watcher_module  # noqa: E402
+from benchmarks.cluster import BenchCluster, _tree_cpu
+from benchmarks.common import REPO, table
+from extender.devcluster.api import Api, wait_for
+from extender.devcluster.cluster import zoned_nodes
+from extender.kube.client import KubeHttp, connect
+from extender.state import watcher as watcher_module
 
 NAMESPACE = "watch-cost"
 PODS = "/api/v1/pods"
@@ -415,7 +418,7 @@ def measure_watch(
 
 
 # ------------------------------------------------------------------------------ main
-def report(result: dict[str, Any]) -> str:
+def render(result: dict[str, Any]) -> str:
     lists = result["lists"]["variants"]
     rows = [
         [
@@ -473,39 +476,34 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=50)
-    parser.add_argument("--pods", type=int, default=5000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--writers", type=int, default=8)
-    parser.add_argument("--idle", type=float, default=3.0, help="seconds of each idle-rate window")
-    parser.add_argument("--no-watch", action="store_true")
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
-    info = machine()
-    print(f"machine: {info['cpu_model']}, {info['nproc']} cores, load {info['loadavg_at_start']}", flush=True)
+def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Path = REPO, log=print) -> dict:
+    """The lists (`rounds` blocks) and, unless `workload.watch: false`, the watch phases, on one
+    control plane without the extender; the kind's result: `figures`, `arms`, `detail` (watch_cost's JSON)."""
+    params, node_count, pod_count = workload.workload, workload.cluster.nodes, workload.cluster.pods
     with BenchCluster(extender=False) as cluster:
         assert cluster.admin is not None
         nodes = cluster.add_nodes(
             zoned_nodes(
-                {"zone-a": args.nodes // 3 + args.nodes % 3, "zone-b": args.nodes // 3, "zone-c": args.nodes // 3}
+                {
+                    "zone-a": node_count // 3 + node_count % 3,
+                    "zone-b": node_count // 3,
+                    "zone-c": node_count // 3,
+                }
             )
         )
         cluster.namespace(NAMESPACE)
-        created = create_pods(cluster, nodes, args.pods, args.writers)
-        print(f"created {args.pods} pods in {created:.1f}s", flush=True)
+        created = create_pods(cluster, nodes, pod_count, params.writers)
+        log(f"created {pod_count} pods in {created:.1f}s")
         admin = cluster.admin
         wait_for(
-            f"{args.pods} pods Running (kwok)",
+            f"{pod_count} pods Running (kwok)",
             lambda: (
                 sum(
                     1
                     for p in admin.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
                     if (p.get("status") or {}).get("phase") == "Running"
                 )
-                >= args.pods
+                >= pod_count
             ),
             300,
             2.0,
@@ -515,21 +513,33 @@ def main(argv: list[str] | None = None) -> int:
         meter = Meter(cluster)
         sample = admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods/db-0-0")
         result: dict[str, Any] = {
-            "benchmark": "watch_cost",
-            "machine": info,
             "nodes": len(nodes),
-            "pods": args.pods,
+            "pods": pod_count,
             "pod_json_bytes": len(json.dumps(sample, separators=(",", ":"))),
         }
-        result["lists"] = measure_lists(api, meter, args.rounds, args.reps, args.idle)
-        if not args.no_watch:
-            result["watch"] = measure_watch(cluster, api, meter, args.pods, args.writers, args.idle)
-        result["loadavg_at_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
-    print(report(result))
-    path = write_result("watch_cost", result, args.out)
-    print(f"\nwrote {path}")
-    return 0
+        result["lists"] = measure_lists(api, meter, rounds, params.reps, params.idle_s)
+        if params.watch:
+            result["watch"] = measure_watch(cluster, api, meter, pod_count, params.writers, params.idle_s)
+    return {
+        "figures": figures(result),
+        "arms": {"extender": {"available": True, "mode": "the watcher's requests, from this process (no extender)"}},
+        "detail": result,
+    }
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def figures(result: dict[str, Any]) -> dict[str, float]:
+    """`list.VARIANT.apiserver_ms` / `.etcd_ms` / `.client_ms` / `.apiserver_vs_shipped` /
+    `.client_vs_shipped` per list variant, and `watch.apiserver_ms_per_watcher_per_1000_events`."""
+    out: dict[str, float] = {}
+    for name, v in result["lists"]["variants"].items():
+        for key in ("apiserver_ms", "etcd_ms", "client_ms", "apiserver_vs_shipped", "client_vs_shipped"):
+            if isinstance(v.get(key), (int, float)):
+                out[f"list.{name}.{key}"] = v[key]
+    watch = result.get("watch") or {}
+    if isinstance(watch.get("apiserver_ms_per_watcher_per_1000_events"), (int, float)):
+        out["watch.apiserver_ms_per_watcher_per_1000_events"] = watch["apiserver_ms_per_watcher_per_1000_events"]
+    return out
+
+
+def report(result: dict[str, Any]) -> str:
+    return render(result["detail"])

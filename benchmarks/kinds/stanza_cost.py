@@ -1,15 +1,17 @@
-"""What the in-scheduler stanza costs the pods that never opted in: the cluster's kube-scheduler with
-the shipped config/in-scheduler/scheduler-config.yaml against the same file without its
+"""Kind `stanza_cost`: what the in-scheduler stanza costs the pods that never opted in: the
+cluster's kube-scheduler with the shipped config/in-scheduler/scheduler-config.yaml against the same file without its
 `extenders` stanza, same binaries, one control plane, one run (issue 43).
 
-500 kwok nodes. Each round stops the default kube-scheduler, creates the pods (no opt-in, so the
+(Moved from benchmarks/stanza_cost.py; its settings are benchmarks/workloads/stanza-cost.yaml.)
+
+`cluster.nodes` kwok nodes (500). Each round stops the default kube-scheduler, creates the pods (no opt-in, so the
 extender is never called for them), restarts kube-scheduler with one of the two configurations,
 and times the drain: from the first pod bound to the last (read from the API server), and the
 scheduler's own `scheduler_scheduling_attempt_duration_seconds` per scheduled pod (the algorithm's
 histogram too, where the pod was not batched). The configurations
-alternate (with, without, with, ...), `--rounds` each. Two pod shapes:
+alternate (with, without, with, ...), `rounds` each. Two pod shapes (`workload.shapes`):
 
-- default:   1,000 pods of a Deployment-like template (kube-scheduler's default spread
+- default:   `workload.pods` (1,000) pods of a Deployment-like template (kube-scheduler's default spread
              constraints apply, so no pod is batchable);
 - batchable: the profile's PodTopologySpread `defaultingType: List` with no default constraints,
              500 pods each taking most of a node (one per node): pods opportunistic batching
@@ -18,32 +20,32 @@ alternate (with, without, with, ...), `--rounds` each. Two pod shapes:
              so this shape shows what the stanza costs where batching would have applied.
 
 kube-scheduler keeps its default client limits (50 QPS, burst 100), as deployed: the Binding
-calls then bound the drain rate, and the algorithm time says what the CPU pays. `--qps 500`
-lifts that limit, so the drain shows the CPU's share.
+calls then bound the drain rate, and the algorithm time says what the CPU pays.
+`--set workload.qps=500` lifts that limit, so the drain shows the CPU's share.
 
-    python -m benchmarks.stanza_cost                  # both shapes, 3 rounds each way; ~10 min
-    python -m benchmarks.stanza_cost --shapes default --rounds 1 --nodes 60 --pods 100
+Figures, per shape: `SHAPE.pods_per_second.with` / `.without`, `SHAPE.throughput_ratio`,
+`SHAPE.algorithm_ms.with` / `.without`, `SHAPE.algorithm_ratio` (medians of rounds).
+
+    python -m benchmarks run stanza-cost                # both shapes, 3 rounds each way; ~10 min
+    python -m benchmarks run stanza-cost --set workload.qps=500 --out benchmarks/results/stanza_cost_qps500.json
+    python -m benchmarks run stanza-cost --set 'workload.shapes=[default]' --set workload.pods=100 --rounds 1
+    python -m benchmarks run stanza-cost --smoke        # 30 nodes, 50 default pods, 1 round each way
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import requests
+import urllib3
+import yaml
 
-import requests  # noqa: E402
-import urllib3  # noqa: E402
-import yaml  # noqa: E402
-
-from benchmarks.common import machine, read_histograms, table, write_result  # noqa: E402
-from benchmarks.e2e_throughput import PodWatch  # noqa: E402
-from extender.devcluster.api import wait_for  # noqa: E402
-from extender.devcluster.cluster import IN_SCHEDULER_CONFIG, LocalCluster, NodeSpec  # noqa: E402
+from benchmarks.cluster import PodWatch
+from benchmarks.common import REPO, read_histograms, table
+from extender.devcluster.api import wait_for
+from extender.devcluster.cluster import IN_SCHEDULER_CONFIG, LocalCluster, NodeSpec
 
 ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
 ATTEMPT = "scheduler_scheduling_attempt_duration_seconds"  # per attempt, batched pods included
@@ -152,31 +154,35 @@ def _mean_ms(text: str, name: str, labels: dict[str, str]) -> float | None:
     return round(1000 * sum(h.total for h in series) / count, 3) if count else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--pods", type=int, default=1000, help="pods per default-shape round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per configuration and shape")
-    parser.add_argument("--shapes", default="default,batchable")
-    parser.add_argument(
-        "--qps", type=float, help="kube-scheduler's client qps (burst twice it); default: its own 50/100, as deployed"
-    )
-    args = parser.parse_args(argv)
-    info = machine()
-    print(f"machine: {info['cpu_model']}, {info['nproc']} CPUs; code {info['code']}")
+HEADERS = ["pods", "n", "pods/s with stanza", "without", "throughput ratio", "algorithm ms with", "without", "ratio"]
+
+
+def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Path = REPO, log=print) -> dict:
+    """`rounds` rounds per configuration and shape on one in-scheduler control plane; the kind's
+    result: `figures`, `arms`, `detail` (stanza_cost's JSON: every round and the summary)."""
+    params, nodes = workload.workload, workload.cluster.nodes
     rows: list[dict[str, Any]] = []
     with StanzaCluster(mode="in-scheduler") as cluster:
-        cluster.qps = args.qps
-        cluster.add_nodes([NodeSpec(f"n{i}", f"zone-{'abc'[i % 3]}") for i in range(args.nodes)])
-        for shape in args.shapes.split(","):
-            pods = args.pods if shape == "default" else args.nodes
-            for index in range(args.rounds):
+        cluster.qps = params.qps
+        cluster.add_nodes([NodeSpec(f"n{i}", f"zone-{'abc'[i % 3]}") for i in range(nodes)])
+        for shape in params.shapes:
+            pods = params.pods if shape == "default" else nodes
+            for index in range(rounds):
                 for stanza in (True, False):
                     row = run_round(cluster, shape, stanza, index, pods)
-                    print(row, flush=True)
+                    log(str(row))
                     rows.append(row)
+    summary = summarise(rows, params.shapes)
+    return {
+        "figures": figures(summary),
+        "arms": {"extender": {"available": True, "mode": "the stanza in the default kube-scheduler (in-scheduler)"}},
+        "detail": {"nodes": nodes, "rounds": rows, "summary": summary},
+    }
+
+
+def summarise(rows: list[dict[str, Any]], shapes: list[str]) -> list[list[Any]]:
     summary = []
-    for shape in args.shapes.split(","):
+    for shape in shapes:
         with_ = [r for r in rows if r["shape"] == shape and r["stanza"]]
         without = [r for r in rows if r["shape"] == shape and not r["stanza"]]
         rate_with = statistics.median(r["pods_per_s"] for r in with_)
@@ -195,22 +201,24 @@ def main(argv: list[str] | None = None) -> int:
                 round(algo_with / algo_without, 2),
             ]
         )
-    print()
-    headers = [
-        "pods",
-        "n",
-        "pods/s with stanza",
-        "without",
-        "throughput ratio",
-        "algorithm ms with",
-        "without",
-        "ratio",
-    ]
-    print(table(headers, summary))
-    path = write_result("stanza_cost", {"machine": info, "args": vars(args), "rounds": rows, "summary": summary})
-    print(f"\nresults: {path}")
-    return 0
+    return summary
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def figures(summary: list[list[Any]]) -> dict[str, float]:
+    """Per shape: `SHAPE.pods_per_second.with` / `.without`, `SHAPE.throughput_ratio` (with / without),
+    `SHAPE.algorithm_ms.with` / `.without`, `SHAPE.algorithm_ratio` (medians of rounds)."""
+    out: dict[str, float] = {}
+    for shape, _, rate_with, rate_without, ratio, algo_with, algo_without, algo_ratio in summary:
+        out |= {
+            f"{shape}.pods_per_second.with": rate_with,
+            f"{shape}.pods_per_second.without": rate_without,
+            f"{shape}.throughput_ratio": ratio,
+            f"{shape}.algorithm_ms.with": algo_with,
+            f"{shape}.algorithm_ms.without": algo_without,
+            f"{shape}.algorithm_ratio": algo_ratio,
+        }
+    return out
+
+
+def report(result: dict[str, Any]) -> str:
+    return table(HEADERS, result["detail"]["summary"])

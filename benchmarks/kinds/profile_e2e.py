@@ -1,20 +1,24 @@
-"""Where the extender's CPU and wall time go in benchmarks/e2e_throughput.py's equal-qps round.
+"""Kind `profile_e2e`: where the extender's CPU and wall time go in the e2e kind's equal-qps round.
 
-Starts the same control plane as e2e_throughput's equal-qps variant (its BenchCluster: kube-
-controller-manager at --kcm-qps, both kube-schedulers at client qps/burst 500/1000, 500 kwok
-nodes over 3 zones) and runs the same rounds (its run_round: 10 StatefulSets x 100 replicas),
-with the extender started through benchmarks/e2e_probe.py (timing probes in the worker, nothing
-under extender/ edited). Rounds, in order:
+(Moved from benchmarks/profile_e2e.py; its settings are benchmarks/workloads/profile-e2e.yaml.)
 
-1. native (skip with --no-native): the default scheduler, for the API server's Binding latency
-   and the component CPU when no extender is involved;
+Starts the same control plane as the e2e kind's equal-qps variant (benchmarks/cluster.py's
+BenchCluster: kube-controller-manager at `cluster.kcm_qps`, both kube-schedulers at client
+qps/burst `workload.qps` / `workload.burst`, 500/1000, 500 kwok nodes over 3 zones) and runs the
+same rounds (its run_round: 10 StatefulSets x 100 replicas), with the extender started through
+benchmarks/e2e_probe.py (timing probes in the worker, nothing under extender/ edited). Rounds, in
+order (`rounds` times over):
+
+1. native (skip with `workload.native: false`): the default scheduler, for the API server's
+   Binding latency and the component CPU when no extender is involved;
 2. extender, profiled: py-spy samples the gunicorn worker, by default only the thread holding
-   the GIL (`--mode gil`: a CPU attribution that stays right on a saturated machine, ~0.5 CPU-s a
-   round). `--mode active` samples every thread the OS calls running, which also counts threads
-   waiting on a run queue. With --idle a second py-spy records every thread's wall time (where
-   the bind handlers block); that costs several CPU-seconds a round and slows the round;
-3. one unprofiled extender round per --switch-intervals value (sys.setswitchinterval in the
-   worker, set at run time): the effect of the profiler on throughput, and of GIL hand-off
+   the GIL (`workload.mode: gil`: a CPU attribution that stays right on a saturated machine,
+   ~0.5 CPU-s a round). `mode: active` samples every thread the OS calls running, which also
+   counts threads waiting on a run queue. With `workload.idle: true` a second py-spy records every
+   thread's wall time (where the bind handlers block); that costs several CPU-seconds a round and
+   slows the round;
+3. one unprofiled extender round per `workload.switch_intervals` value (sys.setswitchinterval in
+   the worker, set at run time): the effect of the profiler on throughput, and of GIL hand-off
    latency on bind.
 
 For each round: pods/s and component CPU (from run_round), the worker's CPU per thread, py-spy's
@@ -26,13 +30,14 @@ latency per request kind (its apiserver_request_duration_seconds, via /metrics).
 
 Needs py-spy in the venv (not a project dependency): `.venv/bin/pip install py-spy`. It attaches
 with ptrace (`py-spy record --pid`): run as root or with CAP_SYS_PTRACE (ptrace_scope 0 or 1
-with the same user does not suffice for a non-child). `--profiler none` runs the probes alone.
-On a shared machine wrap it: `flock /tmp/bench.lock .venv/bin/python -m benchmarks.profile_e2e`.
+with the same user does not suffice for a non-child). `--set workload.profiler=none` runs the
+probes alone. On a shared machine wrap it: `flock /tmp/bench.lock .venv/bin/python -m benchmarks run profile-e2e`.
 
-    python -m benchmarks.profile_e2e                         # ~2 min: native, profiled, 2 plain rounds
-    python -m benchmarks.profile_e2e --no-native --switch-intervals "" --idle
-    python -m benchmarks.profile_e2e --analyse /tmp/profile-e2e-x/extender-1.pyspy.txt --rate 100
-    python -m benchmarks.profile_e2e --nodes 60 --sets 3 --replicas 30   # a quick smoke run
+    python -m benchmarks run profile-e2e                 # ~2 min: native, profiled, 2 plain rounds
+    python -m benchmarks run profile-e2e --set workload.native=false --set 'workload.switch_intervals=[]' \\
+        --set workload.idle=true
+    python -m benchmarks run profile-e2e --smoke         # 30 nodes, 2 sets x 10, no plain rounds
+    python -m benchmarks.kinds.profile_e2e --analyse /tmp/x/py-spy/extender-1.pyspy.txt --rate 100   # no cluster
 """
 
 from __future__ import annotations
@@ -50,13 +55,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import requests
 
-import requests  # noqa: E402
-
-from benchmarks.common import RESULTS, code_version, machine, percentile, table, write_result  # noqa: E402
-from benchmarks.e2e_throughput import POLICY, ZONES, BenchCluster, add_zoned_nodes, run_round  # noqa: E402
+from benchmarks.cluster import POLICY, BenchCluster, add_zoned_nodes, run_round, zone_layout
+from benchmarks.common import REPO, percentile, table
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 
@@ -568,7 +570,7 @@ def measured_round(
     cluster: ProfileCluster,
     side: str,
     index: int,
-    args: argparse.Namespace,
+    args: Any,
     zone_of: dict[str, str | None],
     profile_dir: Path,
     *,
@@ -604,7 +606,7 @@ def measured_round(
         captured["p_after"] = probe(cluster)
         captured["m_after"] = metrics.read()
 
-    result = run_round(cluster, side, index, args.sets, args.replicas, zone_of, args.timeout, log=at_end)
+    result = run_round(cluster, side, index, args.sets, args.replicas, zone_of, args.timeout_s, log=at_end)
     if extender:
         probe(cluster, "/config", {"gil_probe": False, "switch_interval": 0.005})
     pods = result["pods"]
@@ -737,110 +739,100 @@ def render(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--sets", type=int, default=10)
-    parser.add_argument("--replicas", type=int, default=100)
-    parser.add_argument("--kcm-qps", type=int, default=500)
-    parser.add_argument("--qps", type=float, default=500, help="both kube-schedulers' client qps (equal-qps)")
-    parser.add_argument("--burst", type=int, default=1000, help="both kube-schedulers' client burst")
-    parser.add_argument("--timeout", type=float, default=240)
-    parser.add_argument("--no-native", dest="native", action="store_false", help="skip the native round")
-    parser.add_argument("--profiler", choices=("py-spy", "none"), default="py-spy")
-    parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
-    parser.add_argument(
-        "--mode",
-        choices=("gil", "active"),
-        default="gil",
-        help="gil: sample only the thread holding the GIL (CPU attribution); active: every thread the OS "
-        "calls running, which on a saturated machine also counts threads waiting on a run queue",
-    )
-    parser.add_argument("--idle", action="store_true", help="also record wall-time stacks (py-spy --idle)")
-    parser.add_argument(
-        "--no-gil-probe", dest="gil_probe", action="store_false", help="no GIL wake-up probe thread in the worker"
-    )
-    parser.add_argument(
-        "--switch-intervals",
-        default="0.005,0.0005",
-        help="comma-separated sys.setswitchinterval values: one unprofiled extender round each ('' for none)",
-    )
-    parser.add_argument("--profile-dir", type=Path, help="where py-spy's raw stacks go (default: a temp dir)")
-    parser.add_argument("--keep-logs", type=Path, help="copy the components' logs to DIR")
-    parser.add_argument("--out", type=Path, help="JSON result (default benchmarks/results/profile_e2e.json)")
-    parser.add_argument(
-        "--analyse",
-        type=Path,
-        metavar="RAW",
-        help="no cluster: sort a py-spy raw file (from an earlier run) into activities and print the table; "
-        "--rate, --pods-in-round and --worker-cpu scale it",
-    )
-    parser.add_argument("--pods-in-round", type=int, default=1000, help="with --analyse")
-    parser.add_argument("--worker-cpu", type=float, help="with --analyse: the worker's CPU seconds in the round")
-    args = parser.parse_args(argv)
-    if args.analyse:
-        p = summarise_profile(args.analyse, args.rate, args.worker_cpu or 0.0, args.pods_in_round)
-        print(
-            table(
-                ["activity", "share", "sampled s", "scaled cpu s", "ms/pod"],
-                [
-                    [k, f"{100 * v['share']:.1f}%", v["sampled_seconds"], v["cpu_seconds"], v["ms_per_pod"]]
-                    for k, v in p["activities"].items()
-                ],
-            )
-        )
-        return 0
-    switches = [float(s) for s in args.switch_intervals.split(",") if s.strip()]
-    if args.profiler == "py-spy" and not PY_SPY.exists():
-        parser.error(f"{PY_SPY} not found: .venv/bin/pip install py-spy (or --profiler none)")
-    profile_dir = args.profile_dir or Path(tempfile.mkdtemp(prefix="profile-e2e-"))
+def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Path = REPO, log=print) -> dict:
+    """The plan (native, profiled extender, one plain extender round per switch interval) `rounds`
+    times on one control plane; the kind's result: `figures`, `arms`, `detail` (profile_e2e's JSON)."""
+    params, nodes = workload.workload, workload.cluster.nodes
+    if params.profiler == "py-spy" and not PY_SPY.exists():
+        raise RuntimeError(f"{PY_SPY} not found: .venv/bin/pip install py-spy (or --set workload.profiler=none)")
+    # py-spy's raw stacks outlive the run (for --analyse): a directory of their own, not the runner's
+    profile_dir = Path(params.profile_dir) if params.profile_dir else Path(tempfile.mkdtemp(prefix="profile-e2e-"))
     profile_dir.mkdir(parents=True, exist_ok=True)
-
-    info = machine()
-    print(f"machine: {info['nproc']} cpu, load {info['loadavg_at_start']}; py-spy stacks in {profile_dir}", flush=True)
-    layout = {z: args.nodes // 3 + (1 if i < args.nodes % 3 else 0) for i, z in enumerate(ZONES)}
+    log(f"py-spy stacks in {profile_dir}")
+    layout = zone_layout(nodes)
     started = time.monotonic()
     runs: list[dict[str, Any]] = []
-    with ProfileCluster(kcm_qps=args.kcm_qps, scheduler_qps=args.qps, scheduler_burst=args.burst) as cluster:
-        print(f"control plane up in {time.monotonic() - started:.1f}s; {args.nodes} kwok nodes", flush=True)
-        zone_of = add_zoned_nodes(cluster, layout, args.nodes)
+    kcm_qps = workload.cluster.kcm_qps
+    with ProfileCluster(kcm_qps=kcm_qps, scheduler_qps=params.qps, scheduler_burst=params.burst) as cluster:
+        log(f"control plane up in {time.monotonic() - started:.1f}s; {nodes} kwok nodes")
+        zone_of = add_zoned_nodes(cluster, layout, nodes)
         plan: list[tuple[str, str, float | None]] = []
-        if args.native:
-            plan.append(("native", "none", None))
-        plan.append(("extender", args.profiler, None))
-        plan += [("extender", "none", s) for s in switches]
+        for _ in range(rounds):
+            if params.native:
+                plan.append(("native", "none", None))
+            plan.append(("extender", params.profiler, None))
+            plan += [("extender", "none", s) for s in params.switch_intervals]
         for index, (side, profiler, switch) in enumerate(plan):
             runs.append(
                 measured_round(
-                    cluster, side, index, args, zone_of, profile_dir, profiler=profiler, switch_interval=switch
+                    cluster, side, index, params, zone_of, profile_dir, profiler=profiler, switch_interval=switch
                 )
             )
-        if args.keep_logs is not None:
-            cluster.keep_logs(args.keep_logs)
-    text = render(runs)
-    print()
-    print(text)
-    info["code_at_end"] = code_version()
-    path = write_result(
-        "profile_e2e",
-        {
-            "benchmark": "profile_e2e",
-            "machine": info,
-            "nodes": args.nodes,
-            "sets": args.sets,
-            "replicas": args.replicas,
+        if params.keep_logs is not None:
+            cluster.keep_logs(Path(params.keep_logs))
+    return {
+        "figures": figures(runs),
+        "arms": {"extender": {"available": True, "mode": "python -m benchmarks.e2e_probe (the extender with probes)"}},
+        "detail": {
+            "nodes": nodes,
+            "sets": params.sets,
+            "replicas": params.replicas,
             "policy": POLICY,
-            "scheduler_qps": args.qps,
-            "scheduler_burst": args.burst,
-            "kcm_qps": args.kcm_qps,
+            "scheduler_qps": params.qps,
+            "scheduler_burst": params.burst,
+            "kcm_qps": kcm_qps,
+            "profile_dir": str(profile_dir),
             "runs": runs,
             "total_seconds": round(time.monotonic() - started, 1),
         },
-        args.out,
+    }
+
+
+def figures(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Flat figures: per round label, `LABEL.pods_per_second`, `LABEL.extender_cpu_ms_per_pod` (the
+    extender's process tree), `LABEL.worker_cpu_ms_per_pod` (the probes'), and the profiled round's
+    `LABEL.activity.NAME.ms_per_pod`; `extender.pods_per_second`, the median over extender rounds."""
+    out: dict[str, float] = {}
+    for r in runs:
+        res, label = r["round"], r["label"]
+        out[f"{label}.pods_per_second"] = res["pods_per_second"]
+        if "extender" in res["cpu_seconds"] and res["bound"]:
+            out[f"{label}.extender_cpu_ms_per_pod"] = round(res["cpu_seconds"]["extender"] * 1000 / res["bound"], 2)
+        if "probe" in r:
+            out[f"{label}.worker_cpu_ms_per_pod"] = r["probe"]["worker_cpu_ms_per_pod"]
+        for name, activity in (r.get("profile") or {}).get("activities", {}).items():
+            out[f"{label}.activity.{name}.ms_per_pod"] = activity["ms_per_pod"]
+    mine = [r["round"]["pods_per_second"] for r in runs if r["round"]["side"] == "extender" and r["round"]["complete"]]
+    if mine:
+        out["extender.pods_per_second"] = statistics.median(mine)
+    return out
+
+
+def report(result: dict[str, Any]) -> str:
+    return render(result["detail"]["runs"]) + f"\npy-spy stacks: {result['detail']['profile_dir']}"
+
+
+def analyse_main(argv: list[str] | None = None) -> int:
+    """No cluster: sort a py-spy raw file from an earlier run into activities and print the table
+    (`python -m benchmarks.kinds.profile_e2e --analyse RAW [--rate R --pods-in-round N --worker-cpu S]`)."""
+    parser = argparse.ArgumentParser(description=analyse_main.__doc__)
+    parser.add_argument("--analyse", type=Path, metavar="RAW", required=True, help="a py-spy raw file")
+    parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second it was taken at")
+    parser.add_argument("--pods-in-round", type=int, default=1000)
+    parser.add_argument("--worker-cpu", type=float, help="the worker's CPU seconds in the round")
+    args = parser.parse_args(argv)
+    p = summarise_profile(args.analyse, args.rate, args.worker_cpu or 0.0, args.pods_in_round)
+    print(
+        table(
+            ["activity", "share", "sampled s", "scaled cpu s", "ms/pod"],
+            [
+                [k, f"{100 * v['share']:.1f}%", v["sampled_seconds"], v["cpu_seconds"], v["ms_per_pod"]]
+                for k, v in p["activities"].items()
+            ],
+        )
     )
-    print(f"\nJSON: {path}\nresults dir: {RESULTS}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(analyse_main())

@@ -1,4 +1,6 @@
-"""Soak: a bounded churn loop on the local control plane, watching for slow leaks.
+"""Kind `soak`: a bounded churn loop on the local control plane, watching for slow leaks.
+
+(Moved from benchmarks/soak.py; its settings are benchmarks/workloads/soak.yaml.)
 
 Several capped groups (StatefulSets, Parallel, each its own group: at most 1 pod per node and
 at most 3 per zone, zones preferably even) go through random cycles of create, scale up, scale
@@ -13,18 +15,22 @@ its first fifth, the warm-up).
 Caps only (no hard spread): a scale-down removes the highest ordinals wherever they are, which
 can skew zones but never break a cap, so any violation the audit finds is the extender's.
 
-    python -m benchmarks.soak                  # 30 minutes
-    python -m benchmarks.soak --minutes 3 --groups 4
+Figures: `violations` (the audits' total), `reservations_after` (what the extender still held
+after settling), `rss_mib_per_hour`, `reservations_per_hour`, `series_per_hour` (the slopes),
+`rss_mib_per_hour_last_quarter`, `cycles`, `placed`, `audits`. The targets (no violation, no
+reservation left) are the workload file's.
+
+    python -m benchmarks run soak                        # 30 minutes
+    python -m benchmarks run soak --set workload.minutes=3 --set workload.groups=4
+    python -m benchmarks run soak --smoke                # 1 minute
 
 The e2e suite runs a short form (tests/e2e/test_soak.py) on its own control plane.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,15 +38,12 @@ from typing import Any
 
 import requests
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import machine, table, vm_status, write_result  # noqa: E402
-from extender.devcluster.api import Api, ApiError, wait_for  # noqa: E402
-from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes  # noqa: E402
-from extender.kube.client import connect  # noqa: E402
-from extender.ops.audit import audit  # noqa: E402
-from extender.state.watcher import list_once  # noqa: E402
+from benchmarks.common import REPO, table, vm_status
+from extender.devcluster.api import Api, ApiError, wait_for
+from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes
+from extender.kube.client import connect
+from extender.ops.audit import audit
+from extender.state.watcher import list_once
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 NODES_PER_ZONE = 4
@@ -271,34 +274,59 @@ def thin(samples: list[Any], keep: int = 200) -> list[Any]:
     return [samples[round(i * step)] for i in range(keep)]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=30.0, help="how long to churn (default 30)")
-    parser.add_argument("--groups", type=int, default=4, help="StatefulSets churned (default 4)")
-    parser.add_argument("--audit-every", type=int, default=3, help="cycles between audits and samples")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=None, help="JSON result (default benchmarks/results/soak.json)")
-    args = parser.parse_args(argv)
-    with LocalCluster(extender_args=["--reservation-ttl=30"]) as cluster:
-        cluster.add_nodes(zoned_nodes({z: NODES_PER_ZONE for z in ZONES}))
+def figures(result: SoakResult) -> dict[str, float]:
+    """The flat figures targets read (see the module docstring)."""
+    first, last = result.samples[0], result.samples[-1]
+    out: dict[str, float] = {
+        "cycles": result.cycles,
+        "placed": result.placed,
+        "audits": len(result.samples),
+        "violations": len(result.violations),
+        "rss_mib_first": round(first.rss_kib / 1024, 1),
+        "rss_mib_last": round(last.rss_kib / 1024, 1),
+        "rss_mib_per_hour": round(result.slopes_per_hour["rss_kib"] / 1024, 1),
+        "reservations_per_hour": result.slopes_per_hour["reservations"],
+        "series_per_hour": result.slopes_per_hour["series"],
+        "series_last": last.series,
+    }
+    if result.reservations_after is not None:
+        out["reservations_after"] = result.reservations_after
+    if result.rss_kib_per_hour_by_quarter:
+        out["rss_mib_per_hour_last_quarter"] = round(result.rss_kib_per_hour_by_quarter[-1] / 1024, 1)
+    return out
+
+
+def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Path = REPO, log=print) -> dict:
+    """One churn of `workload.minutes` on a fresh control plane (`rounds` must be 1: a soak is one
+    long run); the kind's result: `figures`, `arms`, `detail` (the soak's JSON)."""
+    params, per_zone = workload.workload, workload.cluster.nodes_per_zone
+    with LocalCluster(extender_args=[f"--reservation-ttl={params.reservation_ttl_s}"]) as cluster:
+        cluster.add_nodes(zoned_nodes({z: per_zone for z in ZONES}))
         namespace = cluster.namespace("soak")
-        print(f"soak: {args.groups} groups on {len(ZONES) * NODES_PER_ZONE} nodes for {args.minutes} min")
+        log(f"soak: {params.groups} groups on {len(ZONES) * per_zone} nodes for {params.minutes} min")
         result = churn(
-            cluster, namespace, minutes=args.minutes, groups=args.groups, audit_every=args.audit_every, seed=args.seed
+            cluster,
+            namespace,
+            minutes=params.minutes,
+            groups=params.groups,
+            audit_every=params.audit_every,
+            seed=params.seed,
+            log=log,
         )
-    rows = [
-        [key, f"{result.samples[0].__dict__[key]}", f"{result.samples[-1].__dict__[key]}", value]
-        for key, value in result.slopes_per_hour.items()
-    ]
-    print(table(["sample", "first", "last", "slope per hour"], rows))
-    print(result.summary())
     data = asdict(result)
     data["samples_taken"] = len(result.samples)
     data["samples"] = thin(data["samples"])
-    path = write_result("soak", {"machine": machine(), "args": vars(args) | {"out": None}, **data}, args.out)
-    print(f"written {path}")
-    return 1 if result.violations else 0
+    return {
+        "figures": figures(result),
+        "arms": {"extender": {"available": True, "mode": "the extender as deployed, beside our kube-scheduler"}},
+        "detail": {"nodes": len(ZONES) * per_zone, **data, "summary": result.summary()},
+    }
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def report(result: dict[str, Any]) -> str:
+    detail = result["detail"]
+    samples = detail["samples"]
+    rows = [
+        [key, f"{samples[0][key]}", f"{samples[-1][key]}", value] for key, value in detail["slopes_per_hour"].items()
+    ]
+    return table(["sample", "first", "last", "slope per hour"], rows) + "\n" + detail["summary"]

@@ -1,58 +1,60 @@
-"""The extender's binds on a contended API server, with and without deploy/'s FlowSchema.
+"""Kind `api_priority`: the extender's binds on a contended API server, with and without deploy/'s FlowSchema.
+
+(Moved from benchmarks/api_priority.py; its settings are benchmarks/workloads/api-priority.yaml.)
 
 API Priority and Fairness queues any ServiceAccount's requests in `workload-low`, the default
 scheduler's in `workload-high`; deploy/base/flowschema.yaml moves the extender's identities to the
 default scheduler's level. This measures what that buys when `workload-low` is full.
 
-One LocalCluster (e2e_throughput's BenchCluster) with Priority and Fairness on and the API server's
-concurrency cut to --inflight / --mutating-inflight seats, so that a few noisy tenants fill a
-level without burning the machine's CPU: --tenants ServiceAccounts of their own (each its own
-flow) each keep --threads ConfigMap creates in flight in namespace `noisy`, and a validating
-webhook (served here, on loopback) answers each after --webhook-delay seconds, so each create
+One LocalCluster (benchmarks/cluster.py's BenchCluster) with Priority and Fairness on and the API
+server's concurrency cut to `workload.inflight` / `workload.mutating_inflight` seats, so that a few
+noisy tenants fill a level without burning the machine's CPU: `workload.tenants` ServiceAccounts of
+their own (each its own flow) each keep `workload.threads` ConfigMap creates in flight in namespace
+`noisy`, and a validating webhook (served here, on loopback) answers each after
+`workload.webhook_delay_s` seconds, so each create
 holds its seat that long while the CPU idles. This is how a slow admission webhook, or a busy
 operator, loads a real API server.
 
-Rounds (e2e_throughput's run_round: --sets StatefulSets x --replicas through our scheduler, caps
+Rounds (benchmarks/cluster.py's run_round: `sets` StatefulSets x `replicas` through our scheduler, caps
 hostname 1 and zone spread; time from the first create until a watch has seen every pod bound):
 one quiet round first (no noise, FlowSchema on), then noisy rounds alternating with and without
-the FlowSchema, --rounds of each. Each reports pods/s, the extender's bind wall time and the API
+the FlowSchema, `rounds` of each. Each reports pods/s, the extender's bind wall time and the API
 server's own time for the Binding POSTs (queueing in Priority and Fairness included), the noisy
 tenants' completed creates (so the level was full) and the API server's rejections (429).
 
-    python -m benchmarks.api_priority                  # ~5 min
-    python -m benchmarks.api_priority --rounds 1 --sets 2 --replicas 30 --nodes 45
+Figures: `CONDITION.pods_per_second`, `.extender_bind_mean_ms`, `.apiserver_binding_mean_ms`,
+`.noise_creates_per_second`, `.rejections_429` for the conditions quiet, with and without (medians
+of rounds), and `with_over_without.pods_per_second`. No target: BENCHMARKS.md states none for it.
+
+    python -m benchmarks run api-priority                  # ~5 min
+    python -m benchmarks run api-priority --rounds 1 --set cluster.nodes=45 --set workload.replicas=30
+    python -m benchmarks run api-priority --smoke          # 30 nodes, 2 sets x 10, one round each way
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import ssl
 import statistics
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import requests
+import yaml
 
-import requests  # noqa: E402
-import yaml  # noqa: E402
-
-from benchmarks.common import machine, table, write_result  # noqa: E402
-from benchmarks.e2e_throughput import BenchCluster, add_zoned_nodes, run_round  # noqa: E402
-from extender.devcluster.api import Api, ApiError, wait_for  # noqa: E402
-from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE  # noqa: E402
-from extender.devcluster.processes import free_port  # noqa: E402
+from benchmarks.cluster import BenchCluster, add_zoned_nodes, run_round, zone_layout
+from benchmarks.common import table
+from extender.devcluster.api import Api, ApiError, wait_for
+from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE
+from extender.devcluster.processes import free_port
 
 FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 FLOWSCHEMA = yaml.safe_load((REPO / "deploy" / "base" / "flowschema.yaml").read_text())
 NOISY = "noisy"
-ZONES = ("zone-a", "zone-b", "zone-c")
 
 
 class SlowWebhook:
@@ -240,39 +242,29 @@ def rejected_total(cluster: BenchCluster) -> float:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=60, help="kwok nodes, dealt over 3 zones")
-    parser.add_argument("--sets", type=int, default=3)
-    parser.add_argument("--replicas", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=2, help="noisy rounds with, and as many without")
-    parser.add_argument("--tenants", type=int, default=8, help="noisy ServiceAccounts (flows)")
-    parser.add_argument("--threads", type=int, default=8, help="creates each tenant keeps in flight")
-    parser.add_argument("--webhook-delay", type=float, default=1.0, help="seconds the webhook holds each create")
-    parser.add_argument("--inflight", type=int, default=40, help="kube-apiserver --max-requests-inflight")
-    parser.add_argument("--mutating-inflight", type=int, default=20, help="--max-mutating-requests-inflight")
-    parser.add_argument("--timeout", type=float, default=240)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
+CONDITIONS = {"quiet": "no noise, FlowSchema", "with": "noise, FlowSchema", "without": "noise, no FlowSchema"}
 
-    info = machine()
-    print(
-        f"machine: {info['nproc']} cpu ({info['cpu_model']}), Python {info['python']}, load {info['loadavg_at_start']}"
-    )
+
+def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Path = REPO, log=print) -> dict:
+    """A quiet round, then `rounds` noisy rounds with the FlowSchema and as many without,
+    alternating, on one control plane; the kind's result: `figures`, `arms`, `detail`."""
+    params, nodes = workload.workload, workload.cluster.nodes
     apiserver_args = [
         "--enable-priority-and-fairness=true",
-        f"--max-requests-inflight={args.inflight}",
-        f"--max-mutating-requests-inflight={args.mutating_inflight}",
+        f"--max-requests-inflight={params.inflight}",
+        f"--max-mutating-requests-inflight={params.mutating_inflight}",
     ]
-    layout = {z: args.nodes // 3 + (1 if i < args.nodes % 3 else 0) for i, z in enumerate(ZONES)}
-    rounds: list[dict[str, Any]] = []
+    layout = zone_layout(nodes)
+    results: list[dict[str, Any]] = []
     started = time.monotonic()
-    with BenchCluster(kcm_qps=500, scheduler_qps=500, scheduler_burst=1000, apiserver_args=apiserver_args) as cluster:
-        zone_of = add_zoned_nodes(cluster, layout, args.nodes)
-        webhook = SlowWebhook(cluster, args.webhook_delay)
+    with BenchCluster(
+        kcm_qps=workload.cluster.kcm_qps, scheduler_qps=500, scheduler_burst=1000, apiserver_args=apiserver_args
+    ) as cluster:
+        zone_of = add_zoned_nodes(cluster, layout, nodes)
+        webhook = SlowWebhook(cluster, params.webhook_delay_s)
         webhook.register()
-        noise = NoisyTenants(cluster, args.tenants, args.threads)
-        plan = [("quiet", True)] + [(c, c == "with") for _ in range(args.rounds) for c in ("with", "without")]
+        noise = NoisyTenants(cluster, params.tenants, params.threads)
+        plan = [("quiet", True)] + [(c, c == "with") for _ in range(rounds) for c in ("with", "without")]
         try:
             for index, (condition, present) in enumerate(plan):
                 set_flowschema(cluster, present)
@@ -283,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(10)  # the level fills, and its seat borrowing settles (every 10 s)
                 before, rejected_before, t0 = noise.counts(), rejected_total(cluster), time.monotonic()
                 result = run_round(
-                    cluster, "extender", index, args.sets, args.replicas, zone_of, args.timeout, log=print
+                    cluster, "extender", index, params.sets, params.replicas, zone_of, params.timeout_s, log=log
                 )
                 after, seconds = noise.counts(), time.monotonic() - t0
                 result["condition"] = condition
@@ -291,16 +283,32 @@ def main(argv: list[str] | None = None) -> int:
                 result["noise_per_second"] = {k: round((after[k] - before[k]) / seconds, 1) for k in after}
                 result["apiserver_rejections"] = int(rejected_total(cluster) - rejected_before)
                 if noise.first_failure:
-                    print(f"          a noisy create failed: {noise.first_failure}")
-                print(
+                    log(f"          a noisy create failed: {noise.first_failure}")
+                log(
                     f"          [{condition}] noise {result['noise_per_second']} per s, API server rejections (429) "
                     f"{result['apiserver_rejections']}"
                 )
-                rounds.append(result)
+                results.append(result)
         finally:
             noise.running.clear()
             webhook.close()
+    rows = summary_rows(results)
+    return {
+        "figures": figures(rows),
+        "arms": {"extender": {"available": True, "mode": "our kube-scheduler + the extender as deployed"}},
+        "detail": {
+            "nodes": nodes,
+            "params": workload.workload.model_dump(mode="json"),
+            "rounds": results,
+            "summary": rows,
+            "total_seconds": round(time.monotonic() - started, 1),
+        },
+    }
 
+
+def summary_rows(rounds: list[dict[str, Any]]) -> list[list[Any]]:
+    """Per condition, medians over its complete rounds: rounds, pods/s, extender bind mean ms, the
+    API server's own Binding ms, noise creates/s, 429s."""
     rows = []
     for condition in ("quiet", "with", "without"):
         mine = [r for r in rounds if r["condition"] == condition and r["complete"]]
@@ -312,9 +320,7 @@ def main(argv: list[str] | None = None) -> int:
 
         rows.append(
             [
-                {"quiet": "no noise, FlowSchema", "with": "noise, FlowSchema", "without": "noise, no FlowSchema"}[
-                    condition
-                ],
+                CONDITIONS[condition],
                 len(mine),
                 med(lambda r: r["pods_per_second"]),
                 med(lambda r: r["bind_ms"].get("extender", {}).get("mean", float("nan"))),
@@ -323,13 +329,42 @@ def main(argv: list[str] | None = None) -> int:
                 med(lambda r: r["apiserver_rejections"]),
             ]
         )
-    print()
-    print(
-        f"Our scheduler's pods on a contended API server ({args.tenants} tenants x {args.threads} creates in flight, "
-        f"webhook {args.webhook_delay:g} s, seats {args.inflight}+{args.mutating_inflight}); medians over rounds:"
-    )
-    print(
-        table(
+    return rows
+
+
+FIGURE_COLUMNS = (
+    "pods_per_second",
+    "extender_bind_mean_ms",
+    "apiserver_binding_mean_ms",
+    "noise_creates_per_second",
+    "rejections_429",
+)
+
+
+def figures(rows: list[list[Any]]) -> dict[str, float]:
+    """`CONDITION.NAME` (quiet, with, without; NAME one of FIGURE_COLUMNS), and
+    `with_over_without.pods_per_second`: the FlowSchema's gain under noise, medians of rounds."""
+    by_label = {label: key for key, label in CONDITIONS.items()}
+    out: dict[str, float] = {}
+    for row in rows:
+        condition = by_label[row[0]]
+        for name, value in zip(FIGURE_COLUMNS, row[2:], strict=True):
+            if value == value:  # not NaN (no bind of that binder timed)
+                out[f"{condition}.{name}"] = value
+    if out.get("without.pods_per_second"):
+        out["with_over_without.pods_per_second"] = round(
+            out.get("with.pods_per_second", 0.0) / out["without.pods_per_second"], 2
+        )
+    return out
+
+
+def report(result: dict[str, Any]) -> str:
+    p = result["detail"]["params"]
+    return (
+        f"Our scheduler's pods on a contended API server ({p['tenants']} tenants x {p['threads']} creates in "
+        f"flight, webhook {p['webhook_delay_s']:g} s, seats {p['inflight']}+{p['mutating_inflight']}); medians "
+        "over rounds:\n"
+        + table(
             [
                 "condition",
                 "rounds",
@@ -339,24 +374,6 @@ def main(argv: list[str] | None = None) -> int:
                 "noise creates/s",
                 "429s",
             ],
-            rows,
+            result["detail"]["summary"],
         )
     )
-    path = write_result(
-        "api_priority",
-        {
-            "benchmark": "api_priority",
-            "machine": info,
-            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-            "rounds": rounds,
-            "summary": rows,
-            "total_seconds": round(time.monotonic() - started, 1),
-        },
-        args.out,
-    )
-    print(f"\nJSON: {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
