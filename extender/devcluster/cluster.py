@@ -640,7 +640,7 @@ class LocalCluster:
         return revision
 
     def adjust_extender_config(self, extender: dict[str, Any]) -> None:
-        """A hook for harnesses that serve another extender (benchmarks/e2e_throughput.py's Go floor)."""
+        """A hook for harnesses that serve another extender (benchmarks/cluster.py's Go floor)."""
 
     def _lease_held(self) -> bool:
         assert self.admin is not None
