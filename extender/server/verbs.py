@@ -33,7 +33,7 @@ from ..api.wire import (
 from ..engine import Decision, NodeInfo, break_tie, candidate_names, evaluate, shared_domains, zone_order
 from ..limits import DEFAULT_DECISION_DEADLINE
 from ..metrics import Metrics
-from ..state.objects import PodRecord
+from ..state.objects import PodIdentity, PodRecord
 from ..state.store import ClusterStore
 from .bind_check import hard_rule_refusal, node_refusal, ownership_refusal, resource_refusal
 from .disagreements import DisagreementWarner
@@ -44,7 +44,7 @@ from .remedies import RemedyDesk
 from .reuse import DecisionInputs, FilterMemo, narrowed, reused
 from .rotation_records import RotationRecorder
 from .uncached import UncachedNodes
-from .wire_io import candidates_of, filter_result, pod_of, victims_of
+from .wire_io import candidates_of, filter_result, named_pod, victims_of
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class Verbs:
 
     # ---------------------------------------------------------------- filter
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
-        named = pod_of(args.Pod)
+        named = named_pod(args.Pod)
         candidates = candidates_of(args)
         log.debug("filter %s over %d nodes", named.key, len(candidates))
         self._wait_for_watch(named)
@@ -147,7 +147,7 @@ class Verbs:
             self.events.pod_event(pod, "PlacementRejected", summary + remedy)
         return filter_result(args, passed, failed, unresolvable)
 
-    def _not_synced(self, pod: PodRecord, why: str, result: str = "not_synced") -> ExtenderFilterResult:
+    def _not_synced(self, pod: PodRecord | PodIdentity, why: str, result: str = "not_synced") -> ExtenderFilterResult:
         """No decision from a partial cache: the filter answers an Error, which kube-scheduler
         turns into a FailedScheduling event carrying `why` and a retry from its backoff queue
         (1 s doubling to 10 s). Not "every node unresolvable": kube-scheduler parks a pod an
@@ -172,7 +172,7 @@ class Verbs:
 
     # ---------------------------------------------------------------- prioritize
     def prioritize(self, args: ExtenderArgs) -> Priorities:
-        named = pod_of(args.Pod)
+        named = named_pod(args.Pod)
         candidates = candidates_of(args)
         with self.store.lock.held("prioritize"):
             pod = self._watched(named)
@@ -273,7 +273,7 @@ class Verbs:
             return None
         return pod
 
-    def _watched(self, named: PodRecord) -> PodRecord | None:
+    def _watched(self, named: PodIdentity) -> PodRecord | None:
         """The watch's copy of the pod a request names (uid, namespace and name must all agree),
         or None. Only the request's identity is read: its labels, policy, owner, selector and
         gates could be anything a caller wrote, so the rules are never applied to them."""
@@ -283,7 +283,7 @@ class Verbs:
         self.store.asks[pod.uid] = self.store.asks.get(pod.uid, 0) + 1  # reached about it (place_gate.py)
         return pod
 
-    def _wait_for_watch(self, named: PodRecord) -> None:
+    def _wait_for_watch(self, named: PodIdentity) -> None:
         """Wait (bounded, without the lock) for the watch to show a pod it does not show yet."""
         if named.uid not in self.store.pods and self.store.not_synced() is None:
             self.store.wait_for_pod(named.uid, self.watch_wait)  # not shown: answered as unknown_pod
@@ -298,7 +298,7 @@ class Verbs:
         same way, with nothing evicted: kept with its empty list where the preemptor passes our
         rules now (kube-scheduler keeps it for the next extender and drops it if it ends empty),
         dropped elsewhere; a kept one is counted as `placeholder`, not `kept`."""
-        named = pod_of(args.Pod)
+        named = named_pod(args.Pod)
         victims, pdb = victims_of(args)
         kept: dict[str, MetaVictims] = {}
         with self.store.lock.held("preempt"):

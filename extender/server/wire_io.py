@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ..api.wire import ExtenderArgs, ExtenderFilterResult, ExtenderPreemptionArgs
 from ..engine import NodeInfo
-from ..state.objects import ObjectError, PodRecord, parse_node, parse_pod
+from ..state.objects import ObjectError, PodIdentity, PodRecord, parse_node, parse_pod, pod_identity
 
 
 class BadRequest(ValueError):
@@ -18,6 +18,14 @@ class BadRequest(ValueError):
 def pod_of(obj: object) -> PodRecord:
     try:
         return parse_pod(obj)
+    except ObjectError as err:
+        raise BadRequest(f"Pod: {err}") from None
+
+
+def named_pod(obj: object) -> PodIdentity:
+    """The pod a request names (a 400 when it names none)."""
+    try:
+        return pod_identity(obj)
     except ObjectError as err:
         raise BadRequest(f"Pod: {err}") from None
 

@@ -149,6 +149,28 @@ class PodRecord:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class PodIdentity:
+    """Who a verb's request names, and all a verb reads of kube-scheduler's copy of the pod: the
+    rules are applied to the watch's copy (ClusterStore.pods), never to what a request claims,
+    so the rest of the request's pod is not parsed (it was 7% of a filter + prioritize pair)."""
+
+    uid: str
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def pod_identity(obj: Any) -> PodIdentity:
+    """The identity parse_pod would give the same object (the same checks of its metadata)."""
+    meta = _meta(obj, "Pod")
+    namespace = str(meta.get("namespace") or "default")
+    return PodIdentity(str(meta.get("uid") or f"{namespace}/{meta['name']}"), namespace, meta["name"])
+
+
 def parse_pod(obj: Any) -> PodRecord:
     meta = _meta(obj, "Pod")
     spec = obj.get("spec") or {}

@@ -18,7 +18,7 @@ from extender.api.policy import PlacementPolicySpec, PolicyError, parse_annotati
 from extender.api.wire import WireError, decode_json, go_json, nests_deeper
 from extender.limits import MAX_CANDIDATE_NODES, MAX_POLICY_ANNOTATION_BYTES, MAX_POLICY_DEPTH, MAX_REQUEST_DEPTH
 from extender.server.app import create_app
-from extender.state.objects import parse_pod, split_ordinal
+from extender.state.objects import ObjectError, parse_pod, pod_identity, split_ordinal
 from extender.state.store import KINDS, ClusterStore
 
 from builders import HOST, YAML_FRAGMENTS, filter_args, node, pod, statefulset
@@ -477,3 +477,32 @@ def test_any_bytes_are_a_value_or_a_wire_error(raw: bytes) -> None:
         decode_json(raw, max_depth=4)
     except WireError:
         pass
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+_METADATA = st.fixed_dictionaries(
+    {},
+    optional={"name": st.text(max_size=8) | _JSON, "namespace": st.text(max_size=8) | _JSON, "uid": _JSON},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=st.fixed_dictionaries({}, optional={"metadata": _METADATA | _JSON, "spec": _JSON, "status": _JSON}) | _JSON)
+def test_a_requests_pod_is_named_as_the_full_parse_names_it(obj: Any) -> None:
+    """The verbs read only who a request names (pod_identity): for any object the full parse
+    reads, the same uid, namespace and name; anything without a name is refused by both."""
+    try:
+        full = parse_pod(obj)
+    except ObjectError:
+        full = None
+    try:
+        named = pod_identity(obj)
+    except ObjectError:
+        assert full is None
+        return
+    if full is not None:
+        assert (named.uid, named.namespace, named.name, named.key) == (full.uid, full.namespace, full.name, full.key)
