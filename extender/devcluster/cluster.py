@@ -29,6 +29,7 @@ from .api import Api, wait_for
 from .pki import PKI, ClientCert
 from .processes import Process, SigtermAsInterrupt, free_port
 from .realnode import RealNode
+from .realnode.config import WORKDIR_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class LocalCluster:
     ) -> None:
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self._sigterm = SigtermAsInterrupt()  # a SIGTERM to the harness stops the plane, as Ctrl-C does
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="placement-extender-"))
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         self.bin_dir = bin_dir
         self.with_extender = extender
         self.extender_args = list(extender_args)
@@ -201,6 +202,8 @@ class LocalCluster:
         node = self.real_node
         if node is not None:
             node.prepare(self.log_dir)  # before the API server: it serves on the node's bridge
+            if self.owns_workdir and node.state is not None:
+                node.state.owns(self.workdir)  # a crashed harness's restore removes it too
         self.pki = PKI(self.workdir / "pki")
         self.pki.create(node.serving_ips if node else ())
         self.ports = {
@@ -240,8 +243,13 @@ class LocalCluster:
         log.info("control plane up in %.1fs (workdir %s)", time.monotonic() - started, self.workdir)
 
     def stop(self) -> None:
-        if self.real_node is not None:
-            self.real_node.stop()  # first: its pods and containerd go, and the host is given back
+        try:
+            if self.real_node is not None:
+                self.real_node.stop()  # first: its pods and containerd go, and the host is given back
+        finally:  # whatever the node's stop raised, the control plane stops and its workdir goes
+            self._stop_control_plane()
+
+    def _stop_control_plane(self) -> None:
         # Every client of the API server at once (told together, they stop in the time of the
         # slowest), then the API server, then etcd: a kube-scheduler told to stop after its API
         # server has gone waits 5 s for it.

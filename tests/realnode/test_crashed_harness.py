@@ -1,6 +1,6 @@
 """A harness killed mid-run (SIGKILL of its whole process group, as a CI job's end or a lost
 terminal does) leaves nothing that breaks the next run: the next start restores what the crashed
-one recorded (its node's processes, its control plane's orphans, containers and their shims,
+one recorded (its node's processes, its control plane's orphans and work directory, containers and their shims,
 mounts, the bridge, iptables, sysctls, cgroups), comes up, runs a pod, and on stop the host is
 as it was before the crashed run.
 
@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -62,12 +63,15 @@ def test_a_harness_killed_mid_run_leaves_nothing_that_breaks_the_next_run(tmp_pa
     left = {name: p["pid"] for name, p in recorded["processes"].items() if _alive(p["pid"])}
     assert any(n.startswith("control-plane") for n in left), left  # the orphans a crash leaves
     assert any(n in ("kubelet", "containerd") for n in left), left
+    workdirs = [Path(p) for p in recorded["workdirs"]]
+    assert workdirs and all(p.is_dir() for p in workdirs), recorded["workdirs"]  # its pki, etcd, kubeconfigs
 
     started = time.monotonic()
     cluster = LocalCluster(real_node=RealNode(zone="zone-after"))
     with cluster:
         figure("after a crashed harness: restore + control plane + node up (s)", time.monotonic() - started)
         assert not [name for name, pid in left.items() if _alive(pid)], "the crashed run's processes are gone"
+        assert not [p for p in workdirs if p.exists()], "the crashed run's control plane workdir is gone"
         run_pod(cluster, "after-the-crash")
     differences = compare(before, snapshot())
     assert not differences, f"the host is not as it was before the crashed run: {differences}"

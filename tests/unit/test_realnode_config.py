@@ -5,11 +5,13 @@ host's iptables are given back."""
 from __future__ import annotations
 
 import ipaddress
+import tempfile
 import tomllib
 from pathlib import Path
 
 from extender.devcluster.realnode import config as rn
-from extender.devcluster.realnode.host import compare
+from extender.devcluster.realnode.config import WORKDIR_PREFIX
+from extender.devcluster.realnode.host import HostState, compare
 
 PATHS = rn.NodePaths(Path("/var/lib/placement-extender-realnode"))
 
@@ -177,3 +179,24 @@ def test_unavailable_says_what_is_missing_and_what_to_do(monkeypatch) -> None:
     monkeypatch.setattr(node.shutil, "which", lambda tool: None if tool == "containerd" else f"/usr/bin/{tool}")
     reason = node.unavailable()
     assert "containerd" in reason and "hack/realnode/install.sh" in reason
+
+
+def test_a_restore_removes_the_crashed_runs_control_plane_workdir_and_nothing_else(tmp_path) -> None:
+    """A harness killed mid-run leaves its LocalCluster's temp workdir (pki, etcd, kubeconfigs):
+    the restore removes the ones its state file names, and only temp dirs named as LocalCluster
+    names them, whatever else a state file holds."""
+    ours = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+    (ours / "etcd").mkdir()
+    (ours / "admin.kubeconfig").write_text("x")
+    elsewhere = tmp_path / (WORKDIR_PREFIX + "not-in-the-temp-dir")
+    elsewhere.mkdir()
+    unnamed = Path(tempfile.mkdtemp(prefix="someone-else-"))
+    state = HostState("/nonexistent", 0, {}, {}, [], [], [], [], [], workdirs=[str(ours), str(elsewhere), str(unnamed)])
+    try:
+        state._remove_workdirs()
+        assert not ours.exists()
+        assert elsewhere.is_dir() and unnamed.is_dir()
+    finally:
+        for path in (ours, unnamed):
+            if path.exists():
+                path.rmdir()

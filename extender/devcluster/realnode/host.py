@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from .config import (
     STATE_DIR,
     STATE_FILE,
     SYSCTLS,
+    WORKDIR_PREFIX,
     NodePaths,
     RealNodeError,
     normalize_rules,
@@ -137,6 +139,10 @@ class HostState:
     absent_paths: list[str]
     absent_cgroups: list[str]
     processes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The control plane's own temp work directory (pki, etcd, kubeconfigs): a harness killed
+    # mid-run never reaches LocalCluster.stop's removal, so the restore removes it (each crashed
+    # run left ~100 MB in the temp dir before).
+    workdirs: list[str] = field(default_factory=list)
 
     @classmethod
     def record(cls, run_dir: Path) -> HostState:
@@ -171,6 +177,11 @@ class HostState:
         self.processes[name] = {"pid": pid, "start": _start_time(pid)}
         self.save()
 
+    def owns(self, workdir: Path) -> None:
+        """Note a work directory the run created and removes on a clean stop."""
+        self.workdirs.append(str(workdir))
+        self.save()
+
     # -------------------------------------------------------------- restore
     def restore(self) -> list[str]:
         """Give the host back as recorded; every step runs even if an earlier one failed. Returns
@@ -185,6 +196,7 @@ class HostState:
             self._restore_sysctls,
             self._remove_cgroups,
             self._remove_paths,
+            self._remove_workdirs,
         ):
             try:
                 step()
@@ -288,6 +300,14 @@ class HostState:
             if path.is_symlink() or path.is_file():
                 path.unlink()
             elif path.exists() and not any(is_under(p, path) for p in mountpoints()):
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _remove_workdirs(self) -> None:
+        """Only a temp directory named as LocalCluster names its own: never whatever path a state
+        file happens to hold."""
+        temp = Path(tempfile.gettempdir())
+        for path in map(Path, self.workdirs):
+            if path.parent == temp and path.name.startswith(WORKDIR_PREFIX) and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
 
 
