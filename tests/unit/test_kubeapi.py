@@ -1,10 +1,11 @@
-"""KubeHttp.create, the urllib3 path the Bindings and Events take, against a local HTTP server:
+"""KubeHttp.create, the kept-connection path the Bindings and Events take, against a local HTTP server:
 the bytes sent, the credentials, and the API server's errors as KubeApiError."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -152,3 +153,37 @@ def test_retry_on_conflict_runs_the_whole_attempt_again_only_for_a_409(failures,
     else:
         assert retry_on_conflict(attempt) == "written"
     assert len(made) == calls
+
+
+class _KeepAlive(_Recorder):
+    """HTTP/1.1: the connection stays open after an answer unless `close_after` says otherwise,
+    and then the server closes it without saying so (as an API server's idle timeout does)."""
+
+    protocol_version = "HTTP/1.1"
+    close_after = False
+    peers: list[int] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        type(self).peers.append(self.client_address[1])
+        super().do_POST()
+        self.close_connection = type(self).close_after
+
+
+@pytest.mark.parametrize("closed_by_server", [False, True], ids=["kept", "closed by the server while idle"])
+def test_create_keeps_its_connection_and_never_sends_on_one_the_server_closed(closed_by_server) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAlive)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _KeepAlive.seen, _KeepAlive.first, _KeepAlive.peers = [], [], []
+    _KeepAlive.answer, _KeepAlive.close_after = (201, b"{}"), closed_by_server
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    api = KubeHttp(cfg)
+    try:
+        for _ in range(3):
+            api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
+            time.sleep(0.05)  # the server's close reaches the idle connection
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(_KeepAlive.seen) == 3, "each POST sent exactly once"
+    assert len(set(_KeepAlive.peers)) == (3 if closed_by_server else 1)
