@@ -9,6 +9,7 @@ domains every remaining candidate shares are recorded); COMMITTED ones from a su
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ class Reservations:
         self.clock = clock
         self._by_uid: dict[str, Reservation] = {}
         self.version = 0  # bumps on every change: part of the key of cached decisions
+        # No reservation expires before this (a lower bound: a release leaves it as it was), so
+        # expire(), called by every decision, looks at the table only when one may be due.
+        self._due = math.inf
 
     def __len__(self) -> int:
         return len(self._by_uid)
@@ -79,13 +83,15 @@ class Reservations:
         current = self._by_uid.get(pod.uid)
         if current is not None and current.kind is PlacementKind.COMMITTED:
             return  # a bind already decided; a late filter/prioritize must not undo it
-        self._by_uid[pod.uid] = Reservation(
-            pod, PlacementKind.TENTATIVE, node, domains, self.clock() + self.tentative_ttl
-        )
+        expires = self.clock() + self.tentative_ttl
+        self._by_uid[pod.uid] = Reservation(pod, PlacementKind.TENTATIVE, node, domains, expires)
+        self._due = min(self._due, expires)
         self.version += 1
 
     def commit(self, pod: PodRecord, node: str) -> None:
-        self._by_uid[pod.uid] = Reservation(pod, PlacementKind.COMMITTED, node, None, self.clock() + self.committed_ttl)
+        expires = self.clock() + self.committed_ttl
+        self._by_uid[pod.uid] = Reservation(pod, PlacementKind.COMMITTED, node, None, expires)
+        self._due = min(self._due, expires)
         self.version += 1
 
     def confirm(self, uid: str) -> None:
@@ -105,9 +111,12 @@ class Reservations:
 
     def expire(self) -> None:
         now = self.clock()
+        if now < self._due:
+            return
         for uid in [u for u, r in self._by_uid.items() if r.expires <= now]:
             del self._by_uid[uid]
             self.version += 1
+        self._due = min((r.expires for r in self._by_uid.values()), default=math.inf)
 
     def counts(self) -> dict[str, int]:
         """Reservations by kind, without the lock: /readyz and /metrics never wait on a decision.
