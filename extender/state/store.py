@@ -250,6 +250,15 @@ class ClusterStore:
 
     def _put_pods(self, deleted: bool, record: PodRecord) -> None:
         old = self.pods.get(record.uid)
+        if old is not None and not deleted and _indexed_alike(old, record):
+            # Most pod events change nothing the indexes hold (a kubelet's status, a condition):
+            # the record is swapped in place of removing and adding it to every index again.
+            if record.held:
+                self.gate_work.set()
+            self.pods[record.uid] = record
+            if record.node is not None:
+                self.reservations.release(record.uid)
+            return
         if old is not None:
             self._remove_pod(old)
         if deleted:
@@ -622,6 +631,24 @@ class ClusterStore:
             "listed": dict(self.listed),
             "disconnected_seconds": {k: round(v, 1) for k, v in self.staleness().items()},
         }
+
+
+def _indexed_alike(old: PodRecord, new: PodRecord) -> bool:
+    """Whether every field an index, a count or a set of the store reads from a pod record is
+    the same in both (so removing `old` and adding `new` would leave them as they are)."""
+    return (
+        old.node == new.node
+        and old.finished == new.finished
+        and old.terminating == new.terminating
+        and old.labels == new.labels
+        and old.gated == new.gated
+        and old.held == new.held
+        and old.requests == new.requests
+        and old.name == new.name
+        and old.namespace == new.namespace
+        and old.shard == new.shard
+        and old.ordinal == new.ordinal
+    )
 
 
 def _discard(index: dict, key: Any, uid: str) -> None:
