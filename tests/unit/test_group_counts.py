@@ -52,9 +52,8 @@ def _pod(i: int, action: str, where: int, policy: dict) -> dict:
     return obj
 
 
-@settings(max_examples=200, deadline=None)
-@given(steps=events, policy=st.sampled_from([SELECTED, DEFAULT]))
-def test_counts_kept_by_events_equal_a_fresh_count_and_decide_alike(steps, policy) -> None:
+def listed(pods: list[dict]) -> ClusterStore:
+    """A store listed from scratch: the nodes, both StatefulSets and `pods`."""
     store = ClusterStore()
     for kind in KINDS:
         store.replace(kind, [])
@@ -62,6 +61,14 @@ def test_counts_kept_by_events_equal_a_fresh_count_and_decide_alike(steps, polic
     store.replace(
         "statefulsets", [statefulset("s0", 4, labels={"app": "db"}), statefulset("s1", 4, labels={"app": "db"})]
     )
+    store.replace("pods", pods)
+    return store
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=events, policy=st.sampled_from([SELECTED, DEFAULT]))
+def test_counts_kept_by_events_equal_a_fresh_count_and_decide_alike(steps, policy) -> None:
+    store = listed([])
     me = parse_pod(pod("s0-9", sts="s0", labels={"app": "db"}, policy=policy))
     spec = store.resolve_policy(me)
     store.decision_inputs(me, spec)  # the index exists from the start, so every event updates it
@@ -88,19 +95,7 @@ def test_a_store_kept_by_events_equals_one_listed_from_scratch(steps, policy) ->
     """The watch's events leave the store as a fresh list of the same pods would: the same pods
     on the same nodes, the same group counts and the same decision (the oracle for the store's
     in-place swap of events that change no index)."""
-
-    def fresh_store(pods: list[dict]) -> ClusterStore:
-        store = ClusterStore()
-        for kind in KINDS:
-            store.replace(kind, [])
-        store.replace("nodes", NODES)
-        store.replace(
-            "statefulsets", [statefulset("s0", 4, labels={"app": "db"}), statefulset("s1", 4, labels={"app": "db"})]
-        )
-        store.replace("pods", pods)
-        return store
-
-    kept = fresh_store([])
+    kept = listed([])
     me = parse_pod(pod("s0-9", sts="s0", labels={"app": "db"}, policy=policy))
     spec = kept.resolve_policy(me)
     kept.decision_inputs(me, spec)
@@ -115,11 +110,11 @@ def test_a_store_kept_by_events_equals_one_listed_from_scratch(steps, policy) ->
         else:
             kept.apply("pods", "MODIFIED", obj)
             current[uid] = obj
-        listed = fresh_store(list(current.values()))
+        fresh = listed(list(current.values()))
         assert {u: (p.node, p.finished, p.terminating) for u, p in kept.pods.items()} == {
-            u: (p.node, p.finished, p.terminating) for u, p in listed.pods.items()
+            u: (p.node, p.finished, p.terminating) for u, p in fresh.pods.items()
         }
-        (request, a), (_, b) = kept.decision_inputs(me, spec), listed.decision_inputs(me, spec)
+        (request, a), (_, b) = kept.decision_inputs(me, spec), fresh.decision_inputs(me, spec)
         assert a.counted == b.counted
         x, y = evaluate(spec, request, a, names), evaluate(spec, request, b, names)
         assert {n: (v.outcome, v.reason, v.score) for n, v in x.verdicts.items()} == {
