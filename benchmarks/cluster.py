@@ -253,6 +253,13 @@ def statefulset(name: str, replicas: int, side: str, spec: PlacementPolicySpec) 
         annotations[INLINE_POLICY_ANNOTATION] = json.dumps(POLICY)
     else:
         pod_spec.update(translate(spec, match_labels={"app": name}, group_size=replicas).fragment)
+    return parallel_statefulset(name, replicas, labels, annotations, pod_spec)
+
+
+def parallel_statefulset(
+    name: str, replicas: int, labels: dict[str, str], annotations: dict[str, str], pod_spec: dict[str, Any]
+) -> dict[str, Any]:
+    """A StatefulSet whose pods are created all at once (Parallel), selected by `app: name`."""
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

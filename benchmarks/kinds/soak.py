@@ -38,6 +38,7 @@ from typing import Any
 
 import requests
 
+from benchmarks.cluster import parallel_statefulset
 from benchmarks.common import REPO, table, vm_status
 from extender.devcluster.api import Api, ApiError, wait_for
 from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes
@@ -123,28 +124,17 @@ def scrape(port: int) -> tuple[float, int]:
 
 
 def _statefulset(name: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name},
-        "spec": {
-            "serviceName": name,
-            "replicas": replicas,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": name, LABEL: "churn"},
-                    "annotations": {"placement.extender.dev/policy": json.dumps(POLICY)},
-                },
-                "spec": {
-                    "schedulerName": SCHEDULER_NAME,
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
-                },
-            },
+    return parallel_statefulset(
+        name,
+        replicas,
+        {"app": name, LABEL: "churn"},
+        {"placement.extender.dev/policy": json.dumps(POLICY)},
+        {
+            "schedulerName": SCHEDULER_NAME,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "registry.invalid/db:1"}],
         },
-    }
+    )
 
 
 def _settled(api: Api, namespace: str, want: dict[str, int]) -> bool:
