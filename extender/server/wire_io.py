@@ -8,18 +8,11 @@ from collections.abc import Sequence
 
 from ..api.wire import ExtenderArgs, ExtenderFilterResult, ExtenderPreemptionArgs
 from ..engine import NodeInfo
-from ..state.objects import ObjectError, PodIdentity, PodRecord, parse_node, parse_pod, pod_identity
+from ..state.objects import ObjectError, PodIdentity, parse_node, pod_identity
 
 
 class BadRequest(ValueError):
     """The request is malformed: answered with a 400 naming the problem."""
-
-
-def pod_of(obj: object) -> PodRecord:
-    try:
-        return parse_pod(obj)
-    except ObjectError as err:
-        raise BadRequest(f"Pod: {err}") from None
 
 
 def named_pod(obj: object) -> PodIdentity:
@@ -50,7 +43,7 @@ def victims_of(args: ExtenderPreemptionArgs) -> tuple[dict[str, list[str]], dict
             pdb[node] = meta.NumPDBViolations
     elif args.NodeNameToVictims is not None:
         for node, full in args.NodeNameToVictims.items():
-            victims[node] = [pod_of(p).uid for p in full.Pods or ()]
+            victims[node] = [named_pod(p).uid for p in full.Pods or ()]
             pdb[node] = full.NumPDBViolations
     return victims, pdb
 
