@@ -326,6 +326,8 @@ def nests_deeper(raw: bytes, limit: int) -> bool:
     ends a string), then what lies between quotes; of the brackets left, innermost pairs are
     dropped a few times over (they are most of them), and the running sum of the rest is the depth.
     """
+    if raw.count(b"{") + raw.count(b"[") <= limit:  # no deeper than its opening brackets (a NodeNames body)
+        return False
     marks = raw.translate(_STRUCTURE, _NOT_STRUCTURE)
     if b"\\" in marks:
         marks = _ESCAPE.sub(b"", marks)
