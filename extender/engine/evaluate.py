@@ -123,7 +123,10 @@ def classify(
     wanted = members if members is not None else set(names)
     known = topology.names()
     out: list[CandidateClass] = []
-    if not known.issuperset(wanted):
+    # Every node of the cache a candidate (kube-scheduler sends all that pass its own filters, and
+    # percentageOfNodesToScore is 100): each piece below is then its own intersection.
+    whole = len(wanted) == len(known) and known.issuperset(wanted)
+    if not whole and not known.issuperset(wanted):
         missing = wanted - known
         out.append(
             CandidateClass(
@@ -172,8 +175,8 @@ def classify(
         out += [CandidateClass(nodes[group[0]], group) for group in by_key.values()]
     for pieces in topology.split_classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key, tuple(parts)):
         for piece in pieces:
-            plain = piece & wanted
-            if loaded:
+            plain = (piece - loaded if loaded else piece) if whole else piece & wanted
+            if loaded and not whole:
                 plain -= loaded
             if plain:
                 out.append(CandidateClass(nodes[next(iter(plain))], list(plain)))
@@ -271,6 +274,24 @@ def shared_domains(decision: Decision, names: list[str]) -> dict[str, str]:
     if node_domain is not None and len(wanted) > 1:
         table = ctx.snap.topology.classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
         if not wanted.issubset(table.by_node_domain.get(node_domain, ())):
+            del shared[ctx.node_key]
+    return shared
+
+
+def passed_domains(decision: Decision) -> dict[str, str]:
+    """shared_domains(decision, decision.passed()), read from the passing classes alone: what
+    filter's reservation records. The general form hashes every passing name and walks every
+    failing class looking for one (a fifth of a 5,000-node filter); these are the passing classes."""
+    ctx = decision.context
+    touched = [k for k in decision.classes if k.passed and k.names]
+    if ctx is None or not touched:
+        return {}
+    shared = ctx.common_domains([k.node.name for k in touched])
+    node_domain = shared.get(ctx.node_key)
+    if node_domain is not None and sum(len(k.names) for k in touched) > 1:
+        table = ctx.snap.topology.classes(tuple(ctx.keys), ctx.zone_key, ctx.node_key)
+        holders = set(table.by_node_domain.get(node_domain, ()))
+        if not all(holders.issuperset(k.names) for k in touched):
             del shared[ctx.node_key]
     return shared
 

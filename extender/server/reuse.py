@@ -66,14 +66,22 @@ def narrowed(decision: Decision, candidates: Sequence[str] | Sequence[NodeInfo])
     classes, as the tie-break changes scores and splits a class."""
     names = candidate_names(candidates)
     wanted = set(names)
-    if len(wanted) != len(names) or not wanted.issubset(decision.members):
+    if len(wanted) != len(names):
         return None
-    classes = []
-    for k in decision.classes:
-        if wanted.isdisjoint(k.names):
-            continue
-        kept = k.names if wanted.issuperset(k.names) else list(wanted.intersection(k.names))
-        classes.append(replace(k, names=list(kept)))
+    passing = [k for k in decision.classes if k.passed and k.names]
+    if sum(len(k.names) for k in passing) == len(wanted) and all(wanted.issuperset(k.names) for k in passing):
+        # The usual prioritize: exactly the nodes filter passed, so every other class is disjoint
+        # from them (walking the failing classes to find that out was a tenth of a 5,000-node pair).
+        classes = [replace(k, names=list(k.names)) for k in passing]
+    elif wanted.issubset(decision.members):
+        classes = []
+        for k in decision.classes:
+            if wanted.isdisjoint(k.names):
+                continue
+            kept = k.names if wanted.issuperset(k.names) else list(wanted.intersection(k.names))
+            classes.append(replace(k, names=list(kept)))
+    else:
+        return None
     return Decision(classes, names, wanted, list(decision.notes), decision.context, decision.analysis)
 
 

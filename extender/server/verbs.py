@@ -30,7 +30,16 @@ from ..api.wire import (
     MetaVictims,
     Priorities,
 )
-from ..engine import Decision, NodeInfo, break_tie, candidate_names, evaluate, shared_domains, zone_order
+from ..engine import (
+    Decision,
+    NodeInfo,
+    break_tie,
+    candidate_names,
+    evaluate,
+    passed_domains,
+    shared_domains,
+    zone_order,
+)
 from ..limits import DEFAULT_DECISION_DEADLINE
 from ..metrics import Metrics
 from ..state.objects import PodIdentity, PodRecord
@@ -107,7 +116,7 @@ class Verbs:
             except PolicyError as err:
                 return self._invalid(args, pod, err)
             if inputs is not None:
-                self.store.reservations.hold(pod, decision.passed(), lambda names: shared_domains(decision, names))
+                self.store.reservations.hold(pod, decision.passed(), lambda _passed: passed_domains(decision))
                 if spec is not None and spec.ordinalZones is not None:
                     self.rotations.record(pod, zone_order(decision))
                 # After its own hold and record, which the decision does not read (a pod's own

@@ -28,6 +28,8 @@ from extender.engine import (
     Toleration,
     Topology,
     evaluate,
+    passed_domains,
+    shared_domains,
 )
 from extender.engine.context import Context
 
@@ -341,13 +343,15 @@ def test_no_policy_passes_all(case: Case):
 
 
 @SETTINGS
-@given(cases(), st.randoms(use_true_random=False), st.booleans())
-def test_class_table_and_node_by_node_agree(case: Case, rng, with_strangers: bool):
+@given(cases(), st.randoms(use_true_random=False), st.booleans(), st.booleans())
+def test_class_table_and_node_by_node_agree(case: Case, rng, with_strangers: bool, everyone: bool):
     """The two ways of forming classes (the topology's class table, and each node's signature)
-    give the same answer for every node, whatever subset and order of candidates is asked."""
+    give the same answer for every node, whatever subset and order of candidates is asked
+    (`everyone`: every node of the cache, which the class table takes without intersecting)."""
     names = [n.name for n in case.nodes]
     rng.shuffle(names)
-    names = names[: rng.randint(1, len(names))]
+    if not everyone:
+        names = names[: rng.randint(1, len(names))]
     if with_strangers:
         names += ["not-in-cache", names[0]]  # a node the cache lacks, and a repeated one
     spec = parse_spec(case.policy, "property")
@@ -366,6 +370,28 @@ def test_class_table_and_node_by_node_agree(case: Case, rng, with_strangers: boo
             )
         )
     assert answers[0] == answers[1]
+
+
+@SETTINGS
+@given(cases(), st.randoms(use_true_random=False))
+def test_filters_reservation_domains_are_those_every_passing_node_shares(case: Case, rng):
+    """passed_domains (what filter's reservation records, from the passing classes) equals
+    shared_domains over the passing names, and both equal the domains every passing node has in
+    common, counted node by node."""
+    spec = parse_spec(case.policy, "property")
+    names = [n.name for n in case.nodes]
+    rng.shuffle(names)
+    decision = evaluate(spec, case.pod, case.snapshot(), names)
+    passed = decision.passed()
+    assert passed_domains(decision) == shared_domains(decision, passed)
+    if len(passed) > 1:
+        ctx, by_name = decision.context, {n.name: n for n in case.nodes}
+        common = {}
+        for key in ctx.keys:
+            values = {ctx.domain(by_name[n], key) for n in passed}
+            if len(values) == 1 and None not in values:
+                common[key] = values.pop()
+        assert passed_domains(decision) == common
 
 
 @SETTINGS
