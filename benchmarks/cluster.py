@@ -27,6 +27,7 @@ would cap both sides at the same rate and hide the schedulers' throughput.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -36,7 +37,7 @@ from typing import Any
 import requests
 import urllib3
 
-from benchmarks.common import Histogram, loadavg, read_histograms
+from benchmarks.common import REPO, Histogram, loadavg, read_histograms
 from extender.api.policy import INLINE_POLICY_ANNOTATION, OPT_IN_RESOURCE, PlacementPolicySpec
 from extender.devcluster.api import ApiError, wait_for
 from extender.devcluster.cluster import (
@@ -116,6 +117,24 @@ class GoFloorCluster(BenchCluster):
         port = self.ports["extender"]
         proc = self._spawn("extender", [str(self.go_floor), "-listen", f"127.0.0.1:{port}"])
         self._await(proc, "Go floor /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok)
+        return proc
+
+    def adjust_extender_config(self, extender: dict[str, Any]) -> None:
+        for verb in ("bindVerb", "preemptVerb"):  # kube-scheduler binds; nothing to preempt here
+            extender.pop(verb, None)
+
+
+class PyFloorCluster(BenchCluster):
+    """BenchCluster whose placement-scheduler calls the Python floor (benchmarks/pyfloor_app.py:
+    the extender's own server and request path with do-nothing verbs, no watch) and binds by itself,
+    as GoFloorCluster does with the Go one: serving the protocol in Python, before any rule. It
+    enforces no rule, so its side's violations are expected."""
+
+    def start_extender(self, extra_args: Any = ()) -> Any:
+        port = self.ports["extender"]
+        argv = [sys.executable, "-m", "benchmarks.pyfloor_app", "--listen", f"127.0.0.1:{port}"]
+        proc = self._spawn("extender", argv, {"PYTHONPATH": str(REPO)})
+        self._await(proc, "Python floor /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok)
         return proc
 
     def adjust_extender_config(self, extender: dict[str, Any]) -> None:
@@ -450,7 +469,7 @@ def add_zoned_nodes(cluster: LocalCluster, layout: dict[str, int], nodes: int) -
     assert api is not None
     zone_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")}
     port = cluster.ports["extender"]
-    if isinstance(cluster, GoFloorCluster):  # no cache to wait for
+    if isinstance(cluster, (GoFloorCluster, PyFloorCluster)):  # no cache to wait for
         wait_for("every node Ready", lambda: len(api.list("/api/v1/nodes")) >= nodes, 60)
         return zone_of
     wait_for(

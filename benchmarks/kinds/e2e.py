@@ -28,6 +28,9 @@ Variants (`workload.variants`), each on a fresh control plane, run in the order 
              (benchmarks/gofloor: filter passes every node, prioritize scores 0) and binds by
              itself. No rule is enforced (its violations are expected): this is the cost of the
              extender protocol alone, the ceiling any HTTP extender reaches on this machine.
+- py-floor:  as go-floor, with the Python floor (benchmarks/pyfloor_app.py: the extender's own server,
+             request path and encoders, do-nothing verbs, no watch): serving the protocol in
+             Python before any rule, watch or bind; its CPU per pod beside the Go floor's.
 - before:    as equal-qps, the extender served from `workload.before_tree` (a checkout of other code).
 
 `--base REV` (the runner's before/after, was `benchmarks.before_after`'s e2e mode): the workload
@@ -62,6 +65,7 @@ from benchmarks.cluster import (
     BeforeCluster,
     BenchCluster,
     GoFloorCluster,
+    PyFloorCluster,
     add_zoned_nodes,
     run_round,
     zone_layout,
@@ -74,14 +78,15 @@ SUPPORTS_BASE = True
 TARGET_RATIO = 0.8
 IN_SCHEDULER_TARGET = 0.8  # issue 50: opted-in pods in in-scheduler mode / second-scheduler mode, same run
 SIDES = ("native", "extender", "in-scheduler")
-VARIANTS = ("shipped", "equal-qps", "go-floor", "before", "modes")
+VARIANTS = ("shipped", "equal-qps", "go-floor", "py-floor", "before", "modes")
+FLOORS = ("go-floor", "py-floor")  # variants whose extender side is a do-nothing extender
 
 
 def variant_limits(variant: str, qps: float, burst: int) -> tuple[float | None, int | None]:
     """Both kube-schedulers' client (qps, burst) for a variant; None keeps kube-scheduler's default."""
     if variant == "shipped":
         return None, None
-    if variant in ("equal-qps", "go-floor", "before", "modes"):
+    if variant in ("equal-qps", "go-floor", "py-floor", "before", "modes"):
         return qps, burst
     raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
 
@@ -202,7 +207,11 @@ def variants_table(results: dict[str, dict[str, Any]]) -> str:
                 s["extender"]["median_pods_per_second"] or "-",
                 s["ratio_extender_over_native"] if s["ratio_extender_over_native"] is not None else "-",
                 s["ratio_per_round_pair"],
-                "n/a: the ceiling" if name == "go-floor" else s["target"]["verdict"],
+                "n/a: the ceiling"
+                if name == "go-floor"
+                else "n/a: a floor"
+                if name in FLOORS
+                else s["target"]["verdict"],
             ]
         )
     return table(
@@ -315,6 +324,8 @@ def run_variant(
         cluster_context: BenchCluster = GoFloorCluster(
             build.path, kcm_qps=kcm_qps, scheduler_qps=qps, scheduler_burst=burst
         )
+    elif variant == "py-floor":
+        cluster_context = PyFloorCluster(kcm_qps=kcm_qps, scheduler_qps=qps, scheduler_burst=burst)
     elif variant == "modes":  # both modes on one control plane: our kube-scheduler and the stanza
         window = [] if params.place_window is None else ["--place-window", str(params.place_window)]
         kwargs: dict[str, Any] = dict(
