@@ -103,43 +103,43 @@ class BeforeCluster(BenchCluster):
         return super()._spawn(name, argv, env)
 
 
-class GoFloorCluster(BenchCluster):
-    """BenchCluster whose placement-scheduler calls the do-nothing Go extender (benchmarks/gofloor:
-    filter passes every candidate, prioritize scores 0) and binds by itself (no bindVerb): the
-    protocol's own cost, the ceiling any HTTP extender can reach in this harness. It enforces no
-    rule, so its side's violations are expected."""
+class FloorCluster(BenchCluster):
+    """BenchCluster whose placement-scheduler calls a do-nothing extender and binds by itself (no
+    bindVerb): the protocol's own cost. It enforces no rule, so its side's violations are expected."""
+
+    def adjust_extender_config(self, extender: dict[str, Any]) -> None:
+        for verb in ("bindVerb", "preemptVerb"):  # kube-scheduler binds; nothing to preempt here
+            extender.pop(verb, None)
+
+    def _serve_floor(self, what: str, argv: list[str], env: dict[str, str] | None = None) -> Any:
+        """Start the floor (`argv` ending in its listen address flag) on the extender's port."""
+        port = self.ports["extender"]
+        proc = self._spawn("extender", [*argv, f"127.0.0.1:{port}"], env)
+        self._await(
+            proc, f"{what} floor /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok
+        )
+        return proc
+
+
+class GoFloorCluster(FloorCluster):
+    """The do-nothing Go extender (benchmarks/gofloor: filter passes every candidate, prioritize
+    scores 0): the ceiling any HTTP extender can reach in this harness."""
 
     def __init__(self, binary: Path, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.go_floor = binary
 
     def start_extender(self, extra_args: Any = ()) -> Any:
-        port = self.ports["extender"]
-        proc = self._spawn("extender", [str(self.go_floor), "-listen", f"127.0.0.1:{port}"])
-        self._await(proc, "Go floor /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok)
-        return proc
-
-    def adjust_extender_config(self, extender: dict[str, Any]) -> None:
-        for verb in ("bindVerb", "preemptVerb"):  # kube-scheduler binds; nothing to preempt here
-            extender.pop(verb, None)
+        return self._serve_floor("Go", [str(self.go_floor), "-listen"])
 
 
-class PyFloorCluster(BenchCluster):
-    """BenchCluster whose placement-scheduler calls the Python floor (benchmarks/pyfloor_app.py:
-    the extender's own server and request path with do-nothing verbs, no watch) and binds by itself,
-    as GoFloorCluster does with the Go one: serving the protocol in Python, before any rule. It
-    enforces no rule, so its side's violations are expected."""
+class PyFloorCluster(FloorCluster):
+    """The Python floor (benchmarks/pyfloor_app.py: the extender's own server and request path with
+    do-nothing verbs, no watch): serving the protocol in Python, before any rule."""
 
     def start_extender(self, extra_args: Any = ()) -> Any:
-        port = self.ports["extender"]
-        argv = [sys.executable, "-m", "benchmarks.pyfloor_app", "--listen", f"127.0.0.1:{port}"]
-        proc = self._spawn("extender", argv, {"PYTHONPATH": str(REPO)})
-        self._await(proc, "Python floor /readyz", lambda: requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok)
-        return proc
-
-    def adjust_extender_config(self, extender: dict[str, Any]) -> None:
-        for verb in ("bindVerb", "preemptVerb"):  # kube-scheduler binds; nothing to preempt here
-            extender.pop(verb, None)
+        argv = [sys.executable, "-m", "benchmarks.pyfloor_app", "--listen"]
+        return self._serve_floor("Python", argv, {"PYTHONPATH": str(REPO)})
 
 
 def _tree_cpu(pid: int) -> float:
@@ -469,7 +469,7 @@ def add_zoned_nodes(cluster: LocalCluster, layout: dict[str, int], nodes: int) -
     assert api is not None
     zone_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE) for n in api.list("/api/v1/nodes")}
     port = cluster.ports["extender"]
-    if isinstance(cluster, (GoFloorCluster, PyFloorCluster)):  # no cache to wait for
+    if isinstance(cluster, FloorCluster):  # no cache to wait for
         wait_for("every node Ready", lambda: len(api.list("/api/v1/nodes")) >= nodes, 60)
         return zone_of
     wait_for(
