@@ -557,9 +557,13 @@ class ClusterStore:
                 placements.append(
                     Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE)
                 )
-        for reservation in reservations.peek_all():  # pods the watch has not shown yet
+        pods = self.pods
+        for reservation in reservations.peek_all():  # pods the watch no longer shows
+            # A pod the watch shows is counted above if it is in the group (the group is read from
+            # the watch's records, never a reservation's older copy), so only the others are
+            # matched here: in a burst, every other group's reservations were, for every decision.
             uid = reservation.pod.uid
-            if uid in group or uid == pod.uid or not self._in_group(pod, spec, reservation.pod):
+            if uid in pods or not self._in_group(pod, spec, reservation.pod):
                 continue
             if tentative or reservation.kind is PlacementKind.COMMITTED:
                 placements.append(reservation.placement())

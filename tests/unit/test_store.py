@@ -124,6 +124,28 @@ def test_reservation_of_a_pod_not_yet_in_the_cache_counts(store) -> None:
     assert [p.kind for p in snap.placements] == [PlacementKind.COMMITTED]
 
 
+def test_a_reservation_counts_by_the_watchs_copy_of_its_pod(store) -> None:
+    """Whose reservations a decision counts is read from the watch's record of each pod, not the
+    copy the reservation kept: relabelled out of the group, it stops counting; another group's
+    never counts; one the watch no longer shows (a relist dropped it) counts by its own copy."""
+    spec = {"group": {"selector": {"matchLabels": {"cluster": "c1"}}}, **SPEC}
+    me = pod("a-9", labels={"cluster": "c1"}, policy=spec)
+    mover = pod("a-0", labels={"cluster": "c1"})
+    store.apply("pods", "ADDED", mover)
+    store.reservations.commit(parse_pod(mover), "n0")
+    other = pod("b-0", labels={"cluster": "c2"})
+    store.apply("pods", "ADDED", other)
+    store.reservations.commit(parse_pod(other), "n1")
+    assert group_nodes(store, me) == ["n0"]
+    store.apply("pods", "MODIFIED", pod("a-0", labels={"cluster": "c2"}))
+    assert group_nodes(store, me) == []
+    gone = pod("a-1", labels={"cluster": "c1"})
+    store.apply("pods", "ADDED", gone)
+    store.reservations.commit(parse_pod(gone), "n2")
+    store.replace("pods", [pod("a-0", labels={"cluster": "c2"}), other])
+    assert group_nodes(store, me) == ["n2"]
+
+
 def test_nominated_node_counts_as_tentative(store) -> None:
     p = pod("r-0", sts="r")
     p["status"]["nominatedNodeName"] = "n2"
