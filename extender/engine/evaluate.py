@@ -125,8 +125,9 @@ def classify(
     out: list[CandidateClass] = []
     # Every node of the cache a candidate (kube-scheduler sends all that pass its own filters, and
     # percentageOfNodesToScore is 100): each piece below is then its own intersection.
-    whole = len(wanted) == len(known) and known.issuperset(wanted)
-    if not whole and not known.issuperset(wanted):
+    cached = known.issuperset(wanted)
+    whole = cached and len(wanted) == len(known)
+    if not cached:
         missing = wanted - known
         out.append(
             CandidateClass(
