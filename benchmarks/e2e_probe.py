@@ -83,6 +83,7 @@ class Probe:
             self.getresponse: dict[str, list[float]] = defaultdict(list)
             self.gc: dict[int, list[float]] = defaultdict(list)
             self.gil_late: list[float] = []
+            self.accepted = 0  # client connections the worker accepted (kube-scheduler's churn)
             self.inflight = 0
             self.started = time.time()
 
@@ -140,6 +141,7 @@ class Probe:
                 "getresponse": {k: list(v) for k, v in self.getresponse.items()},
                 "gc": {str(k): list(v) for k, v in self.gc.items()},
                 "gil_late": list(self.gil_late),
+                "accepted": self.accepted,
             }
 
 
@@ -159,7 +161,7 @@ def install() -> None:
     """Wrap the functions named in the module docstring (in memory, in this process)."""
     import urllib3.connection
 
-    from extender.server import effects, serve
+    from extender.server import effects, serve, worker
     from extender.server.verbs import Verbs
     from extender.state import lock as lock_mod
 
@@ -244,6 +246,14 @@ def install() -> None:
                 record["api_getresponse"] = elapsed
 
     urllib3.connection.HTTPConnection.getresponse = getresponse  # type: ignore[method-assign]
+
+    original_connection = worker._Connection.__init__
+
+    def connection(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        PROBE.accepted += 1
+        original_connection(self, *args, **kwargs)
+
+    worker._Connection.__init__ = connection  # type: ignore[method-assign]
 
     original_build = serve.build
 

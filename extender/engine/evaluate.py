@@ -88,6 +88,20 @@ def evaluate(
     return decision
 
 
+def hard_rule_reason(spec: PlacementPolicySpec, pod: PodRequest, snap: Snapshot, node: str) -> str | None:
+    """Why `node` breaks a hard rule for `pod`, or None: the reason evaluate() gives `node` as the
+    only candidate without dead-end avoidance (tests/unit/test_properties.py holds them equal).
+
+    The bind's re-check judges one node: it needs no classes, scores or Decision, and with one
+    candidate a fallback zone group's narrowing keeps it, so the first failing rule is the answer.
+    """
+    info = snap.topology.nodes.get(node)
+    if info is None:
+        return _NOT_CACHED
+    failure = first_failure(Context.build(spec, pod, snap), info)
+    return None if failure is None else failure.reason
+
+
 def candidate_names(candidates: Sequence[str] | Sequence[NodeInfo]) -> list[str]:
     """The candidates' names (a fresh list). Candidates are all names or all NodeInfo objects,
     as kube-scheduler sends one or the other."""

@@ -6,7 +6,7 @@ watch, never from a request."""
 from __future__ import annotations
 
 from ..api.policy import OPT_IN_RESOURCE, PolicyError
-from ..engine import PlacementKind, evaluate, resource_shortfall
+from ..engine import PlacementKind, hard_rule_reason, resource_shortfall
 from ..state.objects import PodRecord
 from ..state.store import ClusterStore
 
@@ -58,13 +58,12 @@ def hard_rule_refusal(store: ClusterStore, pod: PodRecord, node: str) -> str | N
         request, snap = store.decision_inputs(pod, spec, tentative=False)
     except PolicyError as err:
         return str(err)
-    verdict = evaluate(spec, request, snap, [node], dead_end_avoidance=False).verdicts[node]
-    if not verdict.passed:
+    reason = hard_rule_reason(spec, request, snap, node)
+    if reason is not None:
         request, snap = store.decision_inputs(pod, spec, tentative=True)
-        in_flight_counted = evaluate(spec, request, snap, [node], dead_end_avoidance=False).verdicts[node]
-        if in_flight_counted.passed:
-            verdict = in_flight_counted
-    return None if verdict.passed else verdict.reason
+        if hard_rule_reason(spec, request, snap, node) is None:
+            return None  # refused only on a view without the pods in flight: not a sure refusal
+    return reason
 
 
 def resource_refusal(

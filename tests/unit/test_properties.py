@@ -28,6 +28,7 @@ from extender.engine import (
     Toleration,
     Topology,
     evaluate,
+    hard_rule_reason,
     passed_domains,
     shared_domains,
 )
@@ -370,6 +371,18 @@ def test_class_table_and_node_by_node_agree(case: Case, rng, with_strangers: boo
             )
         )
     assert answers[0] == answers[1]
+
+
+@SETTINGS
+@given(cases(), st.booleans())
+def test_one_node_check_is_evaluate_with_that_node_alone(case: Case, stranger: bool):
+    """hard_rule_reason (the bind's re-check: the first failing rule, no classes or scores) gives
+    each node the reason evaluate gives it as the only candidate without dead-end avoidance."""
+    spec = parse_spec(case.policy, "property")
+    snap = case.snapshot()
+    for name in [n.name for n in case.nodes] + (["not-in-cache"] if stranger else []):
+        verdict = evaluate(spec, case.pod, snap, [name], dead_end_avoidance=False).verdicts[name]
+        assert hard_rule_reason(spec, case.pod, snap, name) == (None if verdict.passed else verdict.reason), name
 
 
 @SETTINGS
