@@ -18,6 +18,7 @@ from fakes import RecordedEvents
 
 worker.REQUEST_READ_TIMEOUT = float(os.environ.get("TEST_REQUEST_READ_TIMEOUT", "1"))
 worker.IDLE_TIMEOUT = float(os.environ.get("TEST_IDLE_TIMEOUT", "30"))
+worker.SPARE_WAIT = float(os.environ.get("TEST_SPARE_WAIT", "30"))
 MAX_BODY = 4096
 
 

@@ -34,9 +34,11 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _start(threads: int, idle_timeout: float = 30.0, health_port: int | None = None) -> tuple[subprocess.Popen, int]:
+def _start(
+    threads: int, idle_timeout: float = 30.0, health_port: int | None = None, spare_wait: float = 30.0
+) -> tuple[subprocess.Popen, int]:
     port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(TESTS), TEST_IDLE_TIMEOUT=str(idle_timeout))
+    env = dict(os.environ, PYTHONPATH=str(TESTS), TEST_IDLE_TIMEOUT=str(idle_timeout), TEST_SPARE_WAIT=str(spare_wait))
     command = [sys.executable, "-m", "gunicorn", "-k", "extender.server.worker.ConnectionWorker"]
     command += ["--threads", str(threads), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "3"]
     if health_port is not None:  # as serve --health-listen sets it up
@@ -305,6 +307,41 @@ def test_idle_connections_are_closed_after_the_idle_timeout() -> None:
             sock.sendall(HEALTHZ)
             assert _status(_read(sock)) == 200
             assert _closed(sock)  # within the socket's 5 s timeout
+    finally:
+        _stop(process)
+
+
+def _worker_threads(master: subprocess.Popen) -> int:
+    """The threads of the master's one worker process."""
+    (pid,) = subprocess.run(["pgrep", "-P", str(master.pid)], capture_output=True, text=True).stdout.split()
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _settled(read, want: int, within: float = 5.0) -> int:  # noqa: ANN001
+    deadline = time.monotonic() + within
+    while (now := read()) != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return now
+
+
+def test_a_closed_connections_thread_serves_the_next_and_an_unused_one_ends() -> None:
+    """kube-scheduler opens and closes a connection per parallel bind: the threads that served
+    closed connections serve the next ones (no thread started per connection), and a spare that
+    no connection needs ends after SPARE_WAIT."""
+    process, port = _start(threads=8, spare_wait=1.0)
+    try:
+        time.sleep(1.5)  # the thread that served _start's probe has waited out its SPARE_WAIT
+        base = _worker_threads(process)
+        for _ in range(3):  # three rounds of three parallel connections, each closed after its answer
+            socks = [_connect(port) for _ in range(3)]
+            for sock in socks:
+                sock.sendall(HEALTHZ)
+            assert all(_status(_read(sock)) == 200 for sock in socks)
+            assert _worker_threads(process) == base + 3
+            for sock in socks:
+                sock.close()
+            assert _settled(lambda: _worker_threads(process), base + 3, within=0.5) == base + 3  # kept as spares
+        assert _settled(lambda: _worker_threads(process), base) == base  # unused for SPARE_WAIT: ended
     finally:
         _stop(process)
 
