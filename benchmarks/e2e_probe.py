@@ -84,6 +84,7 @@ class Probe:
             self.gc: dict[int, list[float]] = defaultdict(list)
             self.gil_late: list[float] = []
             self.accepted = 0  # client connections the worker accepted (kube-scheduler's churn)
+            self.evaluations: dict[str, int] = defaultdict(int)  # verb -> engine evaluations (reuse misses)
             self.inflight = 0
             self.started = time.time()
 
@@ -142,6 +143,7 @@ class Probe:
                 "gc": {str(k): list(v) for k, v in self.gc.items()},
                 "gil_late": list(self.gil_late),
                 "accepted": self.accepted,
+                "evaluations": dict(self.evaluations),
             }
 
 
@@ -162,6 +164,7 @@ def install() -> None:
     import urllib3.connection
 
     from extender.server import effects, serve, worker
+    from extender.server import verbs as verbs_module
     from extender.server.verbs import Verbs
     from extender.state import lock as lock_mod
 
@@ -246,6 +249,26 @@ def install() -> None:
                 record["api_getresponse"] = elapsed
 
     urllib3.connection.HTTPConnection.getresponse = getresponse  # type: ignore[method-assign]
+
+    original_evaluate = verbs_module.evaluate
+
+    def evaluate(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        PROBE.evaluations[getattr(_local, "verb", "other")] += 1
+        return original_evaluate(*args, **kwargs)
+
+    verbs_module.evaluate = evaluate
+
+    for verb in ("filter", "prioritize"):
+        original_verb = getattr(Verbs, verb)
+
+        def traced(self, args, _original=original_verb, _verb=verb):  # noqa: ANN001, ANN202
+            _local.verb = _verb
+            try:
+                return _original(self, args)
+            finally:
+                _local.verb = None
+
+        setattr(Verbs, verb, traced)
 
     original_connection = worker._Connection.__init__
 

@@ -546,6 +546,7 @@ def probe_summary(before: dict[str, Any], after: dict[str, Any], pods: int) -> d
         "worker_cpu_seconds": round(worker_cpu, 2),
         "worker_cpu_ms_per_pod": round(1000 * worker_cpu / pods, 2),
         "accepted_connections": after.get("accepted", 0) - before.get("accepted", 0),
+        "evaluations": after.get("evaluations", {}),
         "worker_runqueue_seconds": round(sum(t["runqueue_seconds"] for t in threads.values()), 2),
         "worker_system_seconds": round(sum(t["system_seconds"] for t in threads.values()), 2),
         "threads": threads,
@@ -697,7 +698,8 @@ def render(runs: list[dict[str, Any]]) -> str:
                 "",
                 f"{r['label']} (switch interval {pr['switch_interval'] * 1000:g} ms): worker CPU "
                 f"{pr['worker_cpu_seconds']} s ({pr['worker_cpu_ms_per_pod']} ms/pod), run-queue wait "
-                f"{pr['worker_runqueue_seconds']} s; client connections accepted {pr.get('accepted_connections')}",
+                f"{pr['worker_runqueue_seconds']} s; client connections accepted {pr.get('accepted_connections')}; "
+                f"engine evaluations {pr.get('evaluations')}",
                 table(
                     ["thread", "n", "cpu s", "of which system s", "run-queue s"],
                     [

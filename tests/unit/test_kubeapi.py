@@ -10,6 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubernetes import client
 
 from extender.kube.client import KubeApiError, KubeHttp
@@ -187,3 +189,84 @@ def test_create_keeps_its_connection_and_never_sends_on_one_the_server_closed(cl
         server.server_close()
     assert len(_KeepAlive.seen) == 3, "each POST sent exactly once"
     assert len(set(_KeepAlive.peers)) == (3 if closed_by_server else 1)
+
+
+class _Pieces:
+    """A socket that hands out a recorded answer in the given pieces, one a recv()."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.sent = b""
+
+    def sendall(self, data: bytes) -> None:
+        self.sent += data
+
+    def recv(self, _size: int) -> bytes:
+        return self.pieces.pop(0) if self.pieces else b""
+
+
+def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
+    pieces, at = [], 0
+    for size in cuts:
+        if at >= len(data):
+            break
+        pieces.append(data[at : at + size])
+        at += size
+    return pieces + ([data[at:]] if at < len(data) else [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    status=st.sampled_from([200, 201, 404, 409, 429, 500]),
+    body=st.binary(max_size=400),
+    chunked=st.booleans(),
+    close=st.booleans(),
+    retry_after=st.one_of(st.none(), st.sampled_from(["0", "1", " 2 "])),
+    cuts=st.lists(st.integers(1, 64), max_size=20),
+)
+def test_an_answer_is_read_whole_however_it_is_framed_and_cut(status, body, chunked, close, retry_after, cuts) -> None:
+    """The Binding's answer (parsed by httptools, _Kept): status, body, Retry-After and whether the
+    connection may be kept, whatever the framing (Content-Length or chunked) and however the
+    bytes arrive."""
+    from extender.kube.client import _Kept
+
+    head = f"HTTP/1.1 {status} Whatever\r\nContent-Type: application/json\r\n"
+    head += "Connection: close\r\n" if close else ""
+    head += f"Retry-After: {retry_after}\r\n" if retry_after is not None else ""
+    if chunked:
+        framed = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in _cut(body, [97, 31, 200]) if p) + b"0\r\n\r\n"
+        raw = (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + framed
+    else:
+        raw = (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    sock = _Pieces(_cut(raw, cuts))
+    answer = _Kept(sock).exchange(b"POST / HTTP/1.1\r\n\r\n")  # type: ignore[arg-type]
+    assert (answer.status, answer.reason, answer.body) == (status, "Whatever", body)
+    assert answer.retry_after == (retry_after.strip() if retry_after is not None else None)
+    assert answer.keep_alive is not close
+    assert sock.sent == b"POST / HTTP/1.1\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [],
+        [b"HTTP/1.1 201 Created\r\nContent-Length: 10\r\n\r\n{}"],
+        [b"HTTP/1.1 100 Continue\r\n\r\n"],
+        [b"garbage\r\n\r\n"],
+    ],
+    ids=["closed before an answer", "closed mid-body", "an interim answer", "not HTTP"],
+)
+def test_an_answer_cut_short_or_unreadable_is_a_connection_error(pieces) -> None:
+    """Never read as a Binding made: the bind fails and kube-scheduler retries the pod."""
+    from extender.kube.client import _Kept
+
+    with pytest.raises(ConnectionError):
+        _Kept(_Pieces(list(pieces))).exchange(b"POST / HTTP/1.1\r\n\r\n")  # type: ignore[arg-type]
+
+
+def test_a_header_or_path_with_a_line_break_is_never_sent(api) -> None:
+    api.cfg.api_key = {"authorization": "Bearer t0ken\r\nX-Injected: 1"}
+    api._cached_headers = None
+    with pytest.raises(ValueError):
+        api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
+    assert _Recorder.seen == []
