@@ -411,8 +411,7 @@ class ConnectionWorker(Worker):
                         # one ends or goes idle (its thread wakes this loop through the pipe)
                         for listener in listeners:
                             selector.unregister(listener)
-                        accepting = False
-                        self.backlogged = True
+                        accepting = False  # _make_room set self.backlogged, under the lock
         finally:
             selector.close()
             self._stop()
@@ -475,6 +474,9 @@ class ConnectionWorker(Worker):
                 return True
             idle = self._closable()
             if not idle:
+                # Under the lock: a connection that ends or goes idle from now on sees it and
+                # wakes the accept loop (forget, release); one that ended before left room here.
+                self.backlogged = True
                 return False
             oldest = min(idle, key=lambda c: c.idle_since)
             oldest.evicted = True
@@ -534,7 +536,9 @@ class ConnectionWorker(Worker):
     def forget(self, connection: _Connection) -> None:
         with self.lock:
             self.connections.discard(connection)
-        self._wake()  # a slot is free
+            wake = self.backlogged
+        if wake:  # a slot is free for a connection waiting in the backlog (the loop is accepting otherwise)
+            self._wake()
 
     def _wake(self) -> None:
         """Wake the accept loop (its select watches the pipe)."""
