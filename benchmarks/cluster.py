@@ -142,6 +142,19 @@ class PyFloorCluster(FloorCluster):
         return self._serve_floor("Python", argv, {"PYTHONPATH": str(REPO)})
 
 
+class PyDutiesCluster(PyFloorCluster):
+    """The duties floor (benchmarks/pyfloor_app.py --kubeconfig): the Python floor plus the watch
+    cache and the bind verb's Binding, with the extender's identity; no rule, nothing re-checked."""
+
+    def adjust_extender_config(self, extender: dict[str, Any]) -> None:
+        extender.pop("preemptVerb", None)  # the extender binds, as deployed; nothing to preempt here
+
+    def start_extender(self, extra_args: Any = ()) -> Any:
+        kubeconfig = self.service_account_kubeconfig("placement-scheduler", component="placement-extender")
+        argv = [sys.executable, "-m", "benchmarks.pyfloor_app", "--kubeconfig", str(kubeconfig), "--listen"]
+        return self._serve_floor("Python duties", argv, {"PYTHONPATH": str(REPO)})
+
+
 def _tree_cpu(pid: int) -> float:
     total = 0.0
     try:

@@ -186,7 +186,8 @@ class GroupScaling(Base):
         return self
 
 
-E2E_VARIANTS = ("shipped", "equal-qps", "go-floor", "py-floor", "before", "modes")
+E2E_VARIANTS = ("shipped", "equal-qps", "go-floor", "py-floor", "py-duties", "before", "modes")
+E2EVariant = Literal["shipped", "equal-qps", "go-floor", "py-floor", "py-duties", "before", "modes"]
 
 
 def _unique(values: list[Any], what: str) -> None:
@@ -222,7 +223,7 @@ class E2EParams(Strict):
     control plane (benchmarks/kinds/e2e.py); equal_qps / equal_burst: both kube-schedulers' client
     in every variant but shipped."""
 
-    variants: list[Literal["shipped", "equal-qps", "go-floor", "py-floor", "before", "modes"]] = Field(min_length=1)
+    variants: list[E2EVariant] = Field(min_length=1)
     sets: int = Field(default=10, gt=0)
     replicas: int = Field(default=100, gt=0)
     equal_qps: float = Field(default=500.0, gt=0)

@@ -31,6 +31,10 @@ Variants (`workload.variants`), each on a fresh control plane, run in the order 
 - py-floor:  as go-floor, with the Python floor (benchmarks/pyfloor_app.py: the extender's own server,
              request path and encoders, do-nothing verbs, no watch): serving the protocol in
              Python before any rule, watch or bind; its CPU per pod beside the Go floor's.
+- py-duties: as py-floor, plus the duties no rule can drop (benchmarks/pyfloor_app.py --kubeconfig):
+             the extender's watch cache and its bind verb writing the Binding, with the extender's
+             identity; still no rule, re-check or reservation. Its CPU per pod is the part of the
+             extender's that no faster decision can remove.
 - before:    as equal-qps, the extender served from `workload.before_tree` (a checkout of other code).
 
 `--base REV` (the runner's before/after, was `benchmarks.before_after`'s e2e mode): the workload
@@ -65,6 +69,7 @@ from benchmarks.cluster import (
     BeforeCluster,
     BenchCluster,
     GoFloorCluster,
+    PyDutiesCluster,
     PyFloorCluster,
     add_zoned_nodes,
     run_round,
@@ -78,15 +83,15 @@ SUPPORTS_BASE = True
 TARGET_RATIO = 0.8
 IN_SCHEDULER_TARGET = 0.8  # issue 50: opted-in pods in in-scheduler mode / second-scheduler mode, same run
 SIDES = ("native", "extender", "in-scheduler")
-VARIANTS = ("shipped", "equal-qps", "go-floor", "py-floor", "before", "modes")
-FLOORS = ("go-floor", "py-floor")  # variants whose extender side is a do-nothing extender
+VARIANTS = ("shipped", "equal-qps", "go-floor", "py-floor", "py-duties", "before", "modes")
+FLOORS = ("go-floor", "py-floor", "py-duties")  # variants whose extender side decides nothing
 
 
 def variant_limits(variant: str, qps: float, burst: int) -> tuple[float | None, int | None]:
     """Both kube-schedulers' client (qps, burst) for a variant; None keeps kube-scheduler's default."""
     if variant == "shipped":
         return None, None
-    if variant in ("equal-qps", "go-floor", "py-floor", "before", "modes"):
+    if variant in ("equal-qps", "go-floor", "py-floor", "py-duties", "before", "modes"):
         return qps, burst
     raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
 
@@ -326,6 +331,8 @@ def run_variant(
         )
     elif variant == "py-floor":
         cluster_context = PyFloorCluster(kcm_qps=kcm_qps, scheduler_qps=qps, scheduler_burst=burst)
+    elif variant == "py-duties":
+        cluster_context = PyDutiesCluster(kcm_qps=kcm_qps, scheduler_qps=qps, scheduler_burst=burst)
     elif variant == "modes":  # both modes on one control plane: our kube-scheduler and the stanza
         window = [] if params.place_window is None else ["--place-window", str(params.place_window)]
         kwargs: dict[str, Any] = dict(

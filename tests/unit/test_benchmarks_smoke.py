@@ -241,7 +241,7 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
             ],
             "summary": e2e.summarise(rounds) if name == "equal-qps" else e2e.summarise(rounds[:2]),
         }
-        for name in ("equal-qps", "go-floor", "py-floor")
+        for name in ("equal-qps", "go-floor", "py-floor", "py-duties")
     }
     ceiling = e2e.over_ceiling(results)
     figures = e2e.figures(results, ceiling)
@@ -260,6 +260,7 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
     assert "Variant go-floor" in text and "extender / ceiling" in text and "extender 1.5" in text
     assert "Variant py-floor" in text and "n/a: a floor" in text
     assert figures["py-floor.extender.cpu_ms_per_pod.extender"] == 1.5
+    assert "Variant py-duties" in text and figures["py-duties.extender.cpu_ms_per_pod.extender"] == 1.5
 
 
 def test_profile_e2e_figures_without_a_cluster() -> None:
