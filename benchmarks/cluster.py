@@ -37,7 +37,7 @@ from typing import Any
 import requests
 import urllib3
 
-from benchmarks.common import REPO, Histogram, loadavg, read_histograms
+from benchmarks.common import REPO, Histogram, loadavg, read_histograms, tree_cpu
 from extender.api.policy import INLINE_POLICY_ANNOTATION, OPT_IN_RESOURCE, PlacementPolicySpec
 from extender.devcluster.api import ApiError, wait_for
 from extender.devcluster.cluster import (
@@ -54,7 +54,6 @@ POLICY = {
     "spread": [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}],
 }
 ZONES = ("zone-a", "zone-b", "zone-c")
-CLK_TCK = 100
 
 
 def zone_layout(nodes: int) -> dict[str, int]:
@@ -82,7 +81,7 @@ class BenchCluster(LocalCluster):
         for p in self.processes:
             if p.popen is None or p.popen.poll() is not None:
                 continue
-            out[p.name] = _tree_cpu(p.popen.pid)
+            out[p.name] = tree_cpu(p.popen.pid)
         return out
 
 
@@ -153,18 +152,6 @@ class PyDutiesCluster(PyFloorCluster):
         kubeconfig = self.service_account_kubeconfig("placement-scheduler", component="placement-extender")
         argv = [sys.executable, "-m", "benchmarks.pyfloor_app", "--kubeconfig", str(kubeconfig), "--listen"]
         return self._serve_floor("Python duties", argv, {"PYTHONPATH": str(REPO)})
-
-
-def _tree_cpu(pid: int) -> float:
-    total = 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-            total += _tree_cpu(int(child))
-    except (OSError, IndexError, ValueError):
-        pass
-    return total
 
 
 def extender_histograms(cluster: LocalCluster) -> dict[str, Histogram]:

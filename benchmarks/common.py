@@ -312,3 +312,16 @@ def read_histograms(text: str, name: str) -> dict[tuple[tuple[str, str], ...], H
             elif sample.name.endswith("_count"):
                 entry["count"] = sample.value
     return {labels: Histogram(tuple(sorted(e["buckets"])), e["sum"], e["count"]) for labels, e in series.items()}
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process `pid` and every descendant, from /proc."""
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            total += tree_cpu(int(child))
+    except (OSError, IndexError, ValueError):
+        pass
+    return total

@@ -372,8 +372,45 @@ class WatchCost(ControlPlane):
     workload: WatchCostParams = WatchCostParams()
 
 
+class ConnectionCostParams(Strict):
+    """`requests` POST /filter a round each way; one server per listener (plain HTTP, or TLS with
+    a fresh self-signed key of that kind)."""
+
+    requests: int = Field(default=1500, gt=0)
+    listeners: list[Literal["plain", "ecdsa-p256", "rsa-2048"]] = Field(
+        default=["plain", "ecdsa-p256", "rsa-2048"], min_length=1
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> ConnectionCostParams:
+        _unique(self.listeners, "listeners")
+        return self
+
+
+class ConnectionCost(Base):
+    kind: Literal["connection_cost"]
+    workload: ConnectionCostParams = ConnectionCostParams()
+
+    @model_validator(mode="after")
+    def _check(self) -> ConnectionCost:
+        _flat_targets(self.targets)
+        if self.arms != ["extender"]:
+            raise ValueError("arms: connection_cost measures the extender's server alone")
+        return self
+
+
 AnyWorkload = (
-    HttpPair | GroupScaling | Profile | CacheSync | E2E | ProfileE2E | Soak | ApiPriority | StanzaCost | WatchCost
+    HttpPair
+    | GroupScaling
+    | Profile
+    | CacheSync
+    | E2E
+    | ProfileE2E
+    | Soak
+    | ApiPriority
+    | StanzaCost
+    | WatchCost
+    | ConnectionCost
 )
 Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyWorkload] = TypeAdapter(Workload)
@@ -388,6 +425,7 @@ KIND_TAGS = (
     "api_priority",
     "stanza_cost",
     "watch_cost",
+    "connection_cost",
 )
 
 

@@ -47,8 +47,8 @@ from typing import Any
 
 import orjson
 
-from benchmarks.cluster import BenchCluster, _tree_cpu
-from benchmarks.common import REPO, table
+from benchmarks.cluster import BenchCluster
+from benchmarks.common import REPO, table, tree_cpu
 from extender.devcluster.api import Api, wait_for
 from extender.devcluster.cluster import zoned_nodes
 from extender.kube.client import KubeHttp, connect
@@ -130,7 +130,7 @@ class Meter:
         self.pids = {p.name: p.popen.pid for p in cluster.processes if p.popen is not None}
 
     def server(self) -> tuple[float, float]:
-        return _tree_cpu(self.pids["kube-apiserver"]), _tree_cpu(self.pids["etcd"])
+        return tree_cpu(self.pids["kube-apiserver"]), tree_cpu(self.pids["etcd"])
 
 
 def idle_rate(meter: Meter, seconds: float) -> tuple[float, float]:
