@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.arms.server import free_port
 from benchmarks.common import REPO, loadavg, table, tree_cpu
 
 BODY = json.dumps(
@@ -59,12 +60,6 @@ def _certificate(kind: str, workdir: Path) -> tuple[Path, Path]:
         capture_output=True,
     )
     return key, cert
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _serve(port: int, tls: tuple[Path, Path] | None, tree: Path, log_path: Path) -> subprocess.Popen:
@@ -125,7 +120,7 @@ def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Pat
         context = None
         if tls is not None:
             context = ssl.create_default_context(cafile=str(tls[1]))
-        port = _free_port()
+        port = free_port()
         proc = _serve(port, tls, tree, workdir / f"server-{listener}.log")
         try:
             _round(proc, port, context, max(10, params.requests // 10), new=True)  # warm both paths
