@@ -91,7 +91,7 @@ class GroupCounts:
     ordinals: dict[str, list[int]] = field(default_factory=dict)  # shard -> its distinct ordinals, sorted
     ordinal_node: dict[str, dict[int, str]] = field(default_factory=dict)  # shard -> ordinal -> a node holding it
     # node -> the group's terminating pods on it (also in per_node): a spread does not count them,
-    # a cap and anti-affinity do (README "Which pods count": a terminating pod holds its node
+    # a cap and anti-affinity do (docs/concepts/which-pods-count.md: a terminating pod holds its node
     # until it is gone, and no spread may be broken once it is gone)
     leaving: Counter[str] = field(default_factory=Counter)
     # The sum of the counted placements' hashes: equal sums (with equal `pods`) mean the same

@@ -290,7 +290,7 @@ def _deploy_files(minor: str, version: str) -> None:
     (overlay / "kustomization.yaml").write_text(
         f"# kubectl apply -k deploy/overlays/kube-{minor}/\n"
         f"# deploy/ with the kube-scheduler of a Kubernetes {minor} cluster ({version}): never run a kube-scheduler\n"
-        "# newer than the cluster's API server (see the README's install section).\n"
+        "# newer than the cluster's API server (docs/install/index.md#pick-your-clusters-minor).\n"
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../base\n"
         f"components:\n  - ../../components/kube-{minor}\n"
     )
