@@ -17,12 +17,15 @@
 #   debootstrap                  the image's Debian base root filesystem (hack/image/rootfs.py)
 #   buildah                      builds the image from the Dockerfile, daemonless (hack/image/build.py):
 #                                chroot isolation, its storage in the harness's cache, not the machine's
+#   skopeo                       pushes the release's OCI archive to a registry, as docs/install/release.md does
+#   prometheus                   a real Prometheus (and promtool) scrapes the extender's /metrics and checks the
+#                                shipped alert rules
 #
 # Package services are kept from starting while installing (a policy-rc.d that refuses them, only
 # if the host has none), since the harness runs containerd itself.
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables iproute2 debootstrap buildah)
+PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables iproute2 debootstrap buildah skopeo prometheus)
 
 log() { printf '[realnode-install] %s\n' "$*" >&2; }
 
