@@ -94,6 +94,14 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.metrics_listen:
+        from ..server.metrics_port import parse_address
+
+        try:
+            parse_address(args.metrics_listen)
+        except ValueError as err:
+            print(f"--metrics-listen {err}", file=sys.stderr)
+            return 2
     host = args.listen.rsplit(":", 1)[0].strip("[]")
     if host not in LOOPBACK and not args.tls_client_ca_file:
         logging.getLogger("extender").warning(
@@ -119,6 +127,7 @@ def _serve(args: argparse.Namespace) -> int:
             tls_client_ca_file=args.tls_client_ca_file,
             tls_client_names=tuple(args.tls_client_name or (DEFAULT_TLS_CLIENT_NAME,)),
             health_listen=args.health_listen,
+            metrics_listen=args.metrics_listen,
             scheduler_names=tuple(args.scheduler_name or (SCHEDULER_NAME,)),
             place_window=args.place_window,
             place_visible=args.place_visible,
@@ -736,6 +745,15 @@ def parser() -> argparse.ArgumentParser:
         help="also answer /healthz and /readyz (only those, plain HTTP) on this loopback address:port, "
         "for the pod's exec probes: accepted whatever the verb port is doing (a flood of verb requests "
         "cannot fail them), and beside a TLS listener, which the kubelet cannot pass (it has no client certificate)",
+    )
+    serve.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        default=_env("EXTENDER_METRICS_LISTEN"),
+        help="also serve GET /metrics over HTTPS on this address (e.g. 0.0.0.0:8080; default off), for "
+        "Prometheus: the scraper's bearer token is checked by a TokenReview and a SubjectAccessReview "
+        "(get on /metrics: the ClusterRole placement-metrics-reader). Its own connections and threads, "
+        "apart from the verbs'; the certificate is --tls-cert-file's, else a self-signed one made at start",
     )
     serve.set_defaults(func=_serve)
 

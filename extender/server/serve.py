@@ -62,6 +62,7 @@ class ServeOptions:
     tls_client_ca_file: str | None = None  # set: callers must present a certificate signed by it
     tls_client_names: tuple[str, ...] = (DEFAULT_TLS_CLIENT_NAME,)  # ... and named so (worker.py)
     health_listen: str | None = None  # loopback, plain HTTP, /healthz and /readyz only (worker.py)
+    metrics_listen: str | None = None  # HTTPS GET /metrics for Prometheus, token-reviewed (metrics_port.py)
     scheduler_names: tuple[str, ...] = (SCHEDULER_NAME,)  # whose pods are its own (ClusterStore.owns)
     place_window: int = DEFAULT_PLACE_WINDOW  # placeable-gate lifts in flight at once (place_gate.py)
     place_visible: int = DEFAULT_PLACE_VISIBLE  # pods with no place lifted for autoscalers (place_gate.py)
@@ -126,6 +127,18 @@ def build(options: ServeOptions):
     RemedyWorker(verbs.remedies).start()
     app = create_app(verbs, max_body=options.max_body)
     app.extensions["watcher"] = watcher
+    if options.metrics_listen:
+        # Started here, in the worker process that holds the metrics, on its own socket and
+        # threads: the verb listener's connection slots are never its (metrics_port.py).
+        from .metrics_port import KubeReviewer, start_metrics_port
+
+        app.extensions["metrics_port"] = start_metrics_port(
+            options.metrics_listen,
+            lambda: verbs.metrics.render().encode(),
+            KubeReviewer(api),
+            cert_file=options.tls_cert_file,
+            key_file=options.tls_key_file,
+        )
     return app
 
 
