@@ -132,8 +132,14 @@ def test_listened_declared_and_probed_ports_are_the_images(name, spec, container
         assert listen is None and not container.get("ports"), name
         return
     assert listen in exposed, f"{name} listens on {listen}; the Dockerfile EXPOSEs {sorted(exposed)}"
+    # the metrics port (serve --metrics-listen) is declared as `metrics`, the name the monitoring
+    # Services and deploy/optional/monitoring/ scrape by
+    metrics = _listen_port(container, "--metrics-listen")
+    if metrics is not None:
+        assert metrics in exposed, f"{name}'s metrics port {metrics}; the Dockerfile EXPOSEs {sorted(exposed)}"
     declared = {p.get("name"): p["containerPort"] for p in container.get("ports") or ()}
-    assert set(declared.values()) <= {listen}, f"{name} declares {declared}, listens on {listen}"
+    assert set(declared.values()) <= {listen, metrics}, f"{name} declares {declared}, listens on {listen}, {metrics}"
+    assert declared.get("metrics") == metrics, f"{name} declares {declared}; its metrics port is {metrics}"
     for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
         probe = container.get(probe_name)
         if not probe:
@@ -153,6 +159,13 @@ def test_listened_declared_and_probed_ports_are_the_images(name, spec, container
         handler = probe.get("httpGet") or probe.get("tcpSocket") or probe.get("grpc")
         port = handler["port"]
         assert declared.get(port, port) == listen, f"{name} {probe_name} probes {port}, listens on {listen}"
+
+
+def test_every_install_serves_its_metrics_port() -> None:
+    """The sidecar, TLS and in-scheduler installs each run the extender with a metrics port."""
+    serving = {name.split(":")[0] for name, _, c in CONTAINERS if (c.get("args") or [""])[0] == "serve"}
+    with_metrics = {name.split(":")[0] for name, _, c in CONTAINERS if _listen_port(c, "--metrics-listen")}
+    assert serving == with_metrics == {"deploy/base/deployment.yaml", "deploy/overlays/tls/extender.yaml"}
 
 
 def test_the_entry_points_python_is_on_the_images_path() -> None:
