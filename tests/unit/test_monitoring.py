@@ -4,7 +4,10 @@ extender's own (from a live /metrics) or the few named below with where they com
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -99,3 +102,69 @@ def test_the_parser_of_this_test_finds_metric_names() -> None:
         "up",
         "scheduler_pending_pods",
     }
+
+
+def _rules_file(tmp_path: Path) -> Path:
+    """The PrometheusRule's spec.groups as a plain Prometheus rules file."""
+    rule = yaml.safe_load((OPTIONAL / "prometheus-rule.yaml").read_text())
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    return path
+
+
+def test_promtool_passes_the_shipped_rules(tmp_path: Path) -> None:
+    """promtool (Debian's prometheus package; hack/realnode/install.sh installs it) parses every
+    expression and checks every rule. Skipped only where it is missing on a developer's machine:
+    under CI=true or REALNODE=1 its absence is a failure, not a skip."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("CI") == "true" or os.environ.get("REALNODE") == "1":
+            pytest.fail("promtool is not installed (hack/realnode/install.sh installs Debian's prometheus)")
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    run = subprocess.run([promtool, "check", "rules", str(_rules_file(tmp_path))], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SUCCESS" in run.stdout + run.stderr
+
+
+MONITORING = OPTIONAL / "monitoring" / "service-monitors.yaml"
+
+
+def _metrics_services() -> list[dict]:
+    """The installs' Services Prometheus scrapes (by the component label)."""
+    services = []
+    for path in (ROOT / "deploy" / "base" / "metrics.yaml", ROOT / "deploy" / "overlays" / "tls" / "extender.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            labels = (doc or {}).get("metadata", {}).get("labels") or {}
+            if doc and doc["kind"] == "Service" and labels.get("app.kubernetes.io/component") == "metrics":
+                services.append(doc)
+    return services
+
+
+def test_the_service_monitors_find_every_installs_metrics_ports() -> None:
+    """Each ServiceMonitor selects one of the installs' metrics Services, each endpoint names a port
+    of it, sends the Prometheus' token over HTTPS, and sets the job the PrometheusRule reads."""
+    monitors = [d for d in yaml.safe_load_all(MONITORING.read_text()) if d]
+    services = _metrics_services()
+    assert {s["metadata"]["name"] for s in services} == {"placement-scheduler-metrics", "placement-extender-metrics"}
+    rule_text = (OPTIONAL / "prometheus-rule.yaml").read_text()
+    jobs = set()
+    selected = set()
+    for monitor in monitors:
+        assert monitor["kind"] == "ServiceMonitor"
+        wanted = monitor["spec"]["selector"]["matchLabels"]
+        matching = [s for s in services if wanted.items() <= s["metadata"]["labels"].items()]
+        assert len(matching) == 1, f"{monitor['metadata']['name']} selects {matching}"
+        service = matching[0]
+        selected.add(service["metadata"]["name"])
+        assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
+        ports = {p["name"] for p in service["spec"]["ports"]}
+        for endpoint in monitor["spec"]["endpoints"]:
+            assert endpoint["port"] in ports, f"{monitor['metadata']['name']}: {endpoint['port']} not in {ports}"
+            assert endpoint["scheme"] == "https" and endpoint["path"] == "/metrics"
+            assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+            (job,) = [r["replacement"] for r in endpoint["relabelings"] if r["targetLabel"] == "job"]
+            jobs.add(job)
+    assert selected == {s["metadata"]["name"] for s in services}
+    assert jobs == {"placement-extender", "placement-scheduler"}
+    for job in jobs:
+        assert f'job="{job}"' in rule_text, f"the PrometheusRule reads no job {job}"
