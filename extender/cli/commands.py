@@ -155,6 +155,23 @@ def _deletion_costs(args: argparse.Namespace) -> int:
         time.sleep(3600)
 
 
+def _label_namespace(args: argparse.Namespace) -> int:
+    """The Helm chart's install hook: the Pod Security labels on the release's namespace, which
+    `helm install --create-namespace` makes without them."""
+    from ..kube.client import connect
+    from ..server.effects import label_namespace
+
+    labels: dict[str, str] = {}
+    for pair in args.labels:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{pair!r}: want KEY=VALUE")
+        labels[key] = value
+    label_namespace(connect(args.kubeconfig), args.namespace, labels)
+    print(f"namespace {args.namespace} labelled " + ", ".join(f"{k}={v}" for k, v in labels.items()))
+    return 0
+
+
 def _schema(args: argparse.Namespace) -> int:
     from ..api.schema import policy_json_schema
 
@@ -765,6 +782,15 @@ def parser() -> argparse.ArgumentParser:
     dc.add_argument("--interval", type=_positive_seconds, default=2.0, help="seconds between passes (default 2)")
     dc.add_argument("--rate", type=float, default=10.0, help="most patches a second (default 10)")
     dc.set_defaults(func=_deletion_costs)
+
+    ln = sub.add_parser(
+        "label-namespace",
+        help="merge labels into a namespace's (the Helm chart's install hook: Pod Security labels on its namespace)",
+    )
+    ln.add_argument("namespace", help="the namespace to label")
+    ln.add_argument("labels", nargs="+", metavar="KEY=VALUE", help="each label to set (the others stay)")
+    ln.add_argument("--kubeconfig", default=_env("KUBECONFIG"), help="default: in-cluster credentials")
+    ln.set_defaults(func=_label_namespace)
 
     schema = sub.add_parser("schema", help="print the JSON schema of a placement policy spec")
     schema.set_defaults(func=_schema)

@@ -20,6 +20,10 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
   verb writes one annotation on pods waiting for a PlacementPolicy that was just created or
   edited, so kube-scheduler tries them again at once instead of after its 5-minute flush
   (server/nudge.py).
+- namespaces patch, by the Helm chart's pre-install/pre-upgrade hook only (`label-namespace`,
+  its own ServiceAccount, allowed that one namespace by name): the Pod Security labels
+  deploy/base/namespace.yaml gives the namespace, on the one `helm install --create-namespace`
+  made without them (hack/helm/generate.py).
 
 The verbs see these through the `Binder` and `EventSink` protocols (extender/server/verbs.py), so the
 verbs are tested with plain fakes and served with these; they sit with the server, above the
@@ -290,6 +294,12 @@ def write_adopted_rotation(api: KubeHttp, record: RotationRecord, statefulset_ui
         return
     patch = {"spec": {"adopted": body["spec"]["adopted"]}}
     api.call("PATCH", f"{base}/{record.name}", body=patch, timeout=30, content_type="application/merge-patch+json")
+
+
+def label_namespace(api: KubeHttp, name: str, labels: dict[str, str]) -> None:
+    """Merge `labels` into the namespace's own (a merge patch: its other labels stay)."""
+    patch = {"metadata": {"labels": labels}}
+    api.call("PATCH", f"/api/v1/namespaces/{name}", body=patch, timeout=30, content_type="application/merge-patch+json")
 
 
 class KubePodNudger:
