@@ -10,11 +10,12 @@ no token is 401, a token the API server does not know is 401, a token without th
 
 The extender is a guest here: a flooded or hostile scraper must not slow filter, prioritize or
 bind. So the port shares nothing of the verb listener: its own socket, its own accept thread, at
-most MAX_CONNECTIONS connections served at once (the rest wait in the kernel's listen backlog,
-costing this process nothing), each bounded in time (CONNECTION_DEADLINE for its I/O, and each
-review call REVIEW_TIMEOUT), one request per connection. The reviews' results are kept
-(ReviewCache): an allowed token for ALLOWED_TTL, so a scraper every 15 s costs one TokenReview and
-one SubjectAccessReview every two minutes; a refused one for DENIED_TTL. Both caches are bounded in
+most MAX_CONNECTIONS connections served at once and ACCEPT_RATE accepted a second (the rest wait
+in the kernel's listen backlog, costing this process nothing), each bounded in time
+(CONNECTION_DEADLINE for its I/O, and each review call REVIEW_TIMEOUT), one request per
+connection. The reviews' results are kept (ReviewCache): an allowed token for ALLOWED_TTL, so a
+scraper every 15 s costs one TokenReview and one SubjectAccessReview every two minutes; a refused
+one for DENIED_TTL. Both caches are bounded in
 entries, and the refused tokens have a cache of their own, so a flood of random tokens can neither
 grow memory nor push a working scraper's token out. Reviews are bounded too: at most
 MAX_REVIEWS_IN_FLIGHT at once and REVIEW_RATE a second (a burst of REVIEW_BURST); past that the
@@ -52,6 +53,11 @@ log = logging.getLogger(__name__)
 
 METRICS_PATH = b"/metrics"
 MAX_CONNECTIONS = 4  # connections served at once; Prometheus scrapes a target with one at a time
+# New connections accepted a second, at most (in bursts of MAX_CONNECTIONS). Each costs this
+# process a TLS handshake and a parse under the GIL the verbs' threads share; Prometheus opens one
+# per scrape (every 15-60 s per replica). Past it, connections wait in the kernel's backlog: a
+# flood then costs the process about ACCEPT_RATE handshakes a second, whatever its size.
+ACCEPT_RATE = 20.0
 CONNECTION_DEADLINE = 10.0  # seconds for one connection's TLS handshake, request and answer (I/O)
 MAX_HEAD_BYTES = 16 * 1024  # request line and headers: a GET with a bearer token fits in a few KB
 MAX_TOKEN_BYTES = 8 * 1024  # a ServiceAccount token is about 1 KB; an OIDC one a few
@@ -418,12 +424,15 @@ class MetricsServer:
         *,
         max_connections: int = MAX_CONNECTIONS,
         deadline: float = CONNECTION_DEADLINE,
+        accept_rate: float = ACCEPT_RATE,
     ) -> None:
         self.address = address
         self.render = render
         self.gate = gate
         self.tls = tls  # None: plain HTTP, for tests of the HTTP layer alone
         self.deadline = deadline
+        self.accept_gap = 1.0 / accept_rate
+        self.burst = float(max_connections)
         self._slots = threading.BoundedSemaphore(max_connections)
         self._stop = threading.Event()
         self._sock: socket.socket | None = None
@@ -460,8 +469,14 @@ class MetricsServer:
         assert self._sock is not None
         selector = selectors.DefaultSelector()
         selector.register(self._sock, selectors.EVENT_READ)
+        budget, filled = self.burst, time.monotonic()  # accepts in hand: a token bucket of ACCEPT_RATE
         try:
             while not self._stop.is_set():
+                now = time.monotonic()
+                budget, filled = min(self.burst, budget + (now - filled) / self.accept_gap), now
+                if budget < 1.0:
+                    self._stop.wait((1.0 - budget) * self.accept_gap)
+                    continue
                 if not self._slots.acquire(timeout=0.5):
                     continue
                 handed = False
@@ -472,6 +487,7 @@ class MetricsServer:
                         client, _ = self._sock.accept()
                     except OSError:
                         continue
+                    budget -= 1.0
                     threading.Thread(target=self._serve, args=(client,), name="metrics-conn", daemon=True).start()
                     handed = True
                 finally:

@@ -343,3 +343,19 @@ def test_the_install_certificate_is_served_and_reread(tmp_path) -> None:  # noqa
         assert "two" in served()
     finally:
         running.stop()
+
+
+def test_new_connections_are_accepted_at_a_bounded_rate() -> None:
+    """At 10 a second, 15 connections one after another take about a second past the burst: the
+    rest waited in the kernel's backlog, not in this process."""
+    running = MetricsServer(
+        ("127.0.0.1", 0), lambda: b"", ReviewCache(reviewer()), self_signed_context(), accept_rate=10
+    ).start()
+    try:
+        started = time.monotonic()
+        for _ in range(15):
+            assert get(running.port, "good")[0] == 200
+        took = time.monotonic() - started
+        assert 0.8 < took < 3.0, took
+    finally:
+        running.stop()
