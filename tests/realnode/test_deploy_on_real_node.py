@@ -45,6 +45,7 @@ from .installs import (
     render,
     uninstall,
 )
+from .prometheus import scrape_install
 from .registry import crane
 
 pytestmark = pytest.mark.e2e
@@ -92,6 +93,12 @@ def test_deploy_runs_on_the_real_node(deployed: LocalCluster) -> None:
 def test_statefulset_placed_by_placement_scheduler(deployed: LocalCluster) -> None:
     seconds = place_statefulset(deployed, "db", SCHEDULER_NAME)
     figure("deploy/: StatefulSet created -> 2 pods Ready (s)", seconds)
+
+
+def test_prometheus_scrapes_the_install(deployed: LocalCluster, tmp_path: Path) -> None:
+    """A real Prometheus scrapes both pods' extender metrics port and kube-scheduler's secure port
+    with a reader's token; the shipped rules' metrics are all there (tests/realnode/prometheus.py)."""
+    scrape_install(deployed, tmp_path, extender=APP, scheduler=APP)
 
 
 def test_extender_restarted_after_kill(deployed: LocalCluster) -> None:

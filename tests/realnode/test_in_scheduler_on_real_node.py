@@ -37,6 +37,7 @@ from .installs import (
     service_tls,
     uninstall,
 )
+from .prometheus import scrape_install
 
 pytestmark = pytest.mark.e2e
 
@@ -106,6 +107,12 @@ def in_scheduler(
 def test_statefulset_placed_by_a_host_network_kube_scheduler_through_the_extender(in_scheduler) -> None:
     seconds = place_statefulset(in_scheduler, "db-in", "default-scheduler", opt_in=True)
     figure("in-scheduler: opted-in StatefulSet created -> 2 pods Ready (s)", seconds)
+
+
+def test_prometheus_scrapes_the_in_scheduler_install(in_scheduler, tmp_path) -> None:  # noqa: ANN001
+    """A real Prometheus scrapes the extender's metrics port (the install's CA checked); the
+    cluster's own kube-scheduler is the platform's to scrape (tests/realnode/prometheus.py)."""
+    scrape_install(in_scheduler, tmp_path, extender="app.kubernetes.io/name=placement-extender", tls=True)
 
 
 def _embedded_kubeconfig(cluster: LocalCluster, path: Path) -> None:

@@ -35,12 +35,14 @@ from .installs import (
     service_tls,
     uninstall,
 )
+from .prometheus import scrape_install
 
 pytestmark = pytest.mark.e2e
 
 OVERLAY = DOCUMENTED_OVERLAYS["tls"]  # of the user's deploy/ (Images.deploy)
 SERVICE_NAME = "placement-extender.placement-system.svc"
 SERVICE_IP = "10.214.0.80"
+SCHEDULERS = "app.kubernetes.io/name=placement-scheduler"
 EXTENDER = "app.kubernetes.io/name=placement-extender"  # in the real node's service range (realnode.SERVICE_RANGE)
 
 
@@ -97,6 +99,13 @@ def test_statefulset_placed_through_the_tls_extender(tls_installed) -> None:
     cluster, _ = tls_installed
     seconds = place_statefulset(cluster, "db-tls", SCHEDULER_NAME)
     figure("TLS overlay: StatefulSet created -> 2 pods Ready (s)", seconds)
+
+
+def test_prometheus_scrapes_the_tls_install(tls_installed, tmp_path) -> None:  # noqa: ANN001
+    """A real Prometheus scrapes the extender's metrics port with the install's serving certificate
+    checked against its CA, and the scheduler pods' kube-scheduler (tests/realnode/prometheus.py)."""
+    cluster, _ = tls_installed
+    scrape_install(cluster, tmp_path, extender=EXTENDER, scheduler=SCHEDULERS, tls=True)
 
 
 def test_a_frozen_tls_extender_is_seen_by_its_probes_and_restarted(tls_installed) -> None:

@@ -26,6 +26,7 @@ from extender.server.metrics_port import (
     self_signed_context,
 )
 
+pytestmark = pytest.mark.alone("bounds how long connections wait for the port's slots and accept rate, in seconds")
 TOKEN68 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/"
 
 
