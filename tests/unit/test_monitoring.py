@@ -168,3 +168,24 @@ def test_the_service_monitors_find_every_installs_metrics_ports() -> None:
     assert jobs == {"placement-extender", "placement-scheduler"}
     for job in jobs:
         assert f'job="{job}"' in rule_text, f"the PrometheusRule reads no job {job}"
+
+
+def test_no_series_names_a_tenant() -> None:
+    """docs/security.md: the metrics port exposes no tenant's name. Every label the extender's
+    metrics have, counted or not yet, is one of these: none is a namespace, policy, pod or group."""
+    from extender.metrics import _Series
+
+    store = ClusterStore()
+    verbs = Verbs(store, binder=None, events=RecordedEvents())  # type: ignore[arg-type]
+    store_gauges(verbs.metrics, store, time.time)
+    labels: set[str] = set()
+    for value in vars(verbs.metrics).values():
+        if isinstance(value, _Series):
+            labels |= set(value._metric._labelnames)
+    for family in text_string_to_metric_families(verbs.metrics.render()):
+        for sample in family.samples:
+            labels |= set(sample.labels) - {"le"}
+    ours = {"verb", "code", "outcome", "rule", "result", "reason", "holder", "kind"}
+    python = {"generation", "implementation", "major", "minor", "patchlevel", "version"}  # python_info, python_gc_*
+    assert labels <= ours | python, labels - ours - python
+    assert labels & {"verb", "rule", "result"}, "the labelled series were read"
