@@ -1,21 +1,25 @@
 """Build the extender image from the Dockerfile with buildah, as an OCI image archive.
 
-    .venv/bin/python hack/image/build.py [--base debian|IMAGE] [--out DIR] [--load] [--force] [--build-arg K=V]
+    .venv/bin/python hack/image/build.py [--base debian|pull] [--tag TAG] [--out DIR] [--load] [--force]
+                                         [--build-arg K=V]
     .venv/bin/python hack/image/build.py --static-binary PATH --name NAME:TAG [--entrypoint JSON|PATH] [--load]
 
 buildah (Debian: apt-get install buildah) builds the Dockerfile, daemonless, as root:
 `buildah bud --isolation chroot` with its storage (driver vfs) under
-${XDG_CACHE_HOME:-~/.cache}/placement-extender/buildah/, never the machine's. FROM is BASE:
---base debian (the default) is a debootstrapped Debian 12 (made once and cached, hack/image/rootfs.py)
-committed into that storage as localhost/debian-debootstrap:bookworm-<key>, since no public registry
-is reachable here; --base IMAGE is any image buildah can find. The RUN step sees the host's pip
+${XDG_CACHE_HOME:-~/.cache}/placement-extender/buildah/, never the machine's. The base is the image
+the Dockerfile's FROM names (Debian 12 slim), one name wherever the file is built: --base debian (the
+default) makes it here, since no image registry is reachable: a debootstrapped Debian 12 minbase
+(made once and cached, hack/image/rootfs.py) committed into that storage as
+localhost/debian-debootstrap:bookworm-<key> and tagged with exactly FROM's name; --base pull lets
+buildah pull FROM's image from its registry instead. The RUN step sees the host's pip
 settings (index, CA bundle, timeout) as one pip.conf mounted read-only at /mnt for that step, named
 by the Dockerfile's PIP_CONFIG_FILE build arg; none of it is in the image.
 
-The result is an OCI layout tar named placement-extender:<version> and placement-extender:dev,
-cached under ${XDG_CACHE_HOME:-~/.cache}/placement-extender/images/ by a digest of the Dockerfile,
-the build context (what .dockerignore lets in), the build args, the base and this script; a cached
-build needs neither root nor buildah. --load imports it into containerd's k8s.io namespace (ctr).
+The result is an OCI layout tar holding one image, named placement-extender:<TAG> (--tag; default
+pyproject.toml's version), cached under ${XDG_CACHE_HOME:-~/.cache}/placement-extender/images/ by a
+digest of the Dockerfile, the build context (what .dockerignore lets in), the build args, the tag,
+the base and this script; a cached build needs neither root nor buildah. --load imports it into
+containerd's k8s.io namespace (ctr).
 The archive's path is the last line on stdout; progress and timings go to stderr.
 
 --static-binary makes a one-layer image (buildah from scratch) holding only that static binary at
@@ -150,6 +154,23 @@ def debian_base(buildah: Buildah, cache: Path) -> str:
     return ref
 
 
+def from_image(dockerfile: Path) -> str:
+    """The image the Dockerfile's (one) FROM names."""
+    names = [line.split()[1] for line in dockerfile.read_text().splitlines() if line.upper().startswith("FROM ")]
+    if len(names) != 1 or "$" in names[0]:
+        raise BuildError(f"{dockerfile}: expected one FROM naming an image, found {names}")
+    return names[0]
+
+
+def tag_debian_base(buildah: Buildah, base: str, name: str) -> None:
+    """Our debootstrapped Debian 12 under the name FROM gives, when that name is a Debian 12 image
+    (its build is then the same steps, from the same release, as anywhere else)."""
+    repository, _, tag = name.rpartition(":")
+    if repository.rsplit("/", 1)[-1] != "debian" or not (tag.startswith("12") or tag.startswith("bookworm")):
+        raise BuildError(f"--base debian makes Debian 12 (bookworm); the Dockerfile's FROM names {name}")
+    buildah("tag", base, name)
+
+
 def pip_config(folder: Path) -> Path:
     """The host's pip configuration files and PIP_* settings merged into folder/pip.conf, the files
     they name copied beside it, all as the RUN step sees them under PIP_MOUNT."""
@@ -264,9 +285,12 @@ def build_dockerfile(args: argparse.Namespace, cache: Path) -> Path:
     context = Path(args.context).resolve()
     dockerfile = Path(args.file).resolve() if args.file else context / "Dockerfile"
     debian = args.base == "debian"
-    base_key = f"debian-{base_rootfs.RELEASE}-{base_rootfs.rootfs_key()}" if debian else args.base
+    wanted = from_image(dockerfile)
+    base_key = f"debian-{base_rootfs.RELEASE}-{base_rootfs.rootfs_key()}" if debian else f"pulled {wanted}"
     build_args = dict(_pair(a) for a in args.build_arg)
+    version = args.tag or project_version(context)
     key_doc = {
+        "tag": version,
         "builder": builder_digest(),
         "dockerfile": dockerfile.read_text(),
         "build_args": sorted(build_args.items()),
@@ -275,7 +299,6 @@ def build_dockerfile(args: argparse.Namespace, cache: Path) -> Path:
         "architecture": os.uname().machine,
     }
     key = hashlib.sha256(json.dumps(key_doc, sort_keys=True).encode()).hexdigest()[:24]
-    version = project_version(context)
     archive = cache / "images" / key / f"{IMAGE}-{version}.oci.tar"
     if archive.exists() and not args.force:
         log(f"cached image {key} (the Dockerfile, build context and base are unchanged): {archive}")
@@ -285,14 +308,15 @@ def build_dockerfile(args: argparse.Namespace, cache: Path) -> Path:
             log(f"made by a concurrent run: {archive}")
             return archive
         started = time.monotonic()
-        base = debian_base(buildah, cache) if debian else args.base
+        if debian:
+            tag_debian_base(buildah, debian_base(buildah, cache), wanted)
         tag = f"localhost/{IMAGE}:build-{key}"
         with workdir(cache, f"build-{key[:12]}") as work:
             pip = work / "pip"
             pip.mkdir()
             pip_config(pip)
             argv = ["bud", "--isolation", "chroot", "--layers=false", "--force-rm", "--file", str(dockerfile)]
-            argv += ["--pull=never" if debian else "--pull=missing", "--build-arg", f"BASE={base}"]
+            argv += ["--pull=never" if debian else "--pull=missing"]
             argv += ["--build-arg", f"PIP_CONFIG_FILE={PIP_MOUNT}/pip.conf", "--volume", f"{pip}:{PIP_MOUNT}:ro"]
             for name, value in build_args.items():
                 argv += ["--build-arg", f"{name}={value}"]
@@ -300,11 +324,13 @@ def build_dockerfile(args: argparse.Namespace, cache: Path) -> Path:
             buildah(*argv, "--tag", tag, str(context), capture=False)
             log(f"built in {time.monotonic() - started:.1f}s")
             try:
-                write_archive(buildah, tag, [f"{IMAGE}:{version}", f"{IMAGE}:dev"], archive, work)
+                # one name: a release archive is pushed as it is (skopeo copy oci-archive:...), so
+                # each name in it would be one more image a platform team has to account for
+                write_archive(buildah, tag, [f"{IMAGE}:{version}"], archive, work)
             finally:
                 buildah("rmi", tag, check=False)  # vfs keeps whole copies: our storage holds only the base
         size = archive.stat().st_size / 1e6
-        log(f"built {IMAGE}:{version} and :dev in {time.monotonic() - started:.1f}s: {archive} ({size:.1f} MB)")
+        log(f"built {IMAGE}:{version} in {time.monotonic() - started:.1f}s: {archive} ({size:.1f} MB)")
         return archive
 
 
@@ -393,7 +419,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--base", default="debian", help="debian (debootstrapped, cached) or an image for FROM")
+    parser.add_argument(
+        "--base",
+        default="debian",
+        choices=("debian", "pull"),
+        help="FROM's image: debian (debootstrapped here, cached, tagged as FROM's name) or pull it",
+    )
+    parser.add_argument("--tag", help="the image's tag (default: pyproject.toml's version)")
     parser.add_argument("--out", help="also copy the archive into this folder (else it stays in the cache)")
     parser.add_argument("--load", action="store_true", help="import into containerd: ctr -n k8s.io images import")
     parser.add_argument("--force", action="store_true", help="rebuild even if the cache has this image")

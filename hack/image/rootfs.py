@@ -23,10 +23,15 @@ from pathlib import Path
 
 RELEASE = "bookworm"
 VARIANT = "minbase"
-# What the Dockerfile needs from a plain Debian: python3 with its venv module, CA certificates for
-# pip, and useradd (passwd).
-PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
+# Nothing beyond minbase (Priority: required, and apt): what Debian's own debian:12-slim image holds,
+# which the Dockerfile's FROM names; the Dockerfile installs python3 itself, from Debian's archive,
+# wherever it is built.
+PACKAGES: tuple[str, ...] = ()
+# The image's apt sources: the machine's own for this release, its updates and security suites,
+# as debian:12-slim has them for the official archive (debootstrap writes the release alone).
+SOURCES_FILE = "etc/apt/sources.list.d/debian.sources"
 SOURCES = Path("/etc/apt")
+DONE = "var/lib/dpkg/status"  # present once debootstrap has finished and the tree was renamed
 
 
 class RootfsError(RuntimeError):
@@ -114,6 +119,63 @@ def machine_mirror(release: str = RELEASE, sources: Path = SOURCES) -> str:
     return mirror
 
 
+def sources_for(release: str, texts: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """The enabled binary sources of `release` and its suites (release-updates, release-security),
+    as deb822 stanzas (types, uris, suites, components, signed-by), from one-line or deb822 texts."""
+    found: list[dict[str, str]] = []
+    for name, text in texts:
+        if name.endswith(".sources"):
+            for stanza in _deb822_stanzas(text):
+                if stanza.get("enabled", "yes").lower() == "no" or "deb" not in stanza.get("types", "").split():
+                    continue
+                suites = [s for s in stanza.get("suites", "").split() if s.split("-")[0] == release]
+                if suites and stanza.get("uris"):
+                    entry = {"types": "deb", "uris": stanza["uris"], "suites": " ".join(suites)}
+                    entry["components"] = stanza.get("components", "main")
+                    if stanza.get("signed-by"):
+                        entry["signed-by"] = stanza["signed-by"]
+                    found.append(entry)
+        else:
+            for line in text.splitlines():
+                words = line.split("#", 1)[0].split()
+                if not words or words[0] != "deb":
+                    continue
+                options = ""
+                words = words[1:]
+                if words and words[0].startswith("["):
+                    while words and not words[0].endswith("]"):
+                        options += " " + words.pop(0)
+                    options += " " + words.pop(0) if words else ""
+                if len(words) >= 3 and words[1].split("-")[0] == release:
+                    entry = {"types": "deb", "uris": words[0], "suites": words[1], "components": " ".join(words[2:])}
+                    signed = [o.split("=", 1)[1] for o in options.strip(" []").split() if o.startswith("signed-by=")]
+                    if signed:
+                        entry["signed-by"] = signed[0]
+                    found.append(entry)
+    return found
+
+
+def machine_sources(release: str = RELEASE, sources: Path = SOURCES) -> list[dict[str, str]]:
+    files = [sources / "sources.list"] + sorted((sources / "sources.list.d").glob("*.list"))
+    files += sorted((sources / "sources.list.d").glob("*.sources"))
+    return sources_for(release, [(f.name, f.read_text()) for f in files if f.is_file()])
+
+
+def _apt_sources(rootfs: Path, stanzas: list[dict[str, str]]) -> None:
+    """The rootfs's apt sources: these stanzas in one deb822 file, in place of debootstrap's
+    sources.list (which names the release alone, without its updates and security suites)."""
+    if not stanzas:
+        return  # debootstrap's own line stays: the release is still reachable
+    text = "\n".join(
+        "".join(f"{key.title().replace('Uris', 'URIs')}: {value}\n" for key, value in stanza.items())
+        for stanza in stanzas
+    )
+    (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
+    target = rootfs / SOURCES_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
 def mounts_under(path: Path) -> list[str]:
     """Mount points at or below path (from /proc/self/mountinfo): a tree with any must not be deleted."""
     prefix = str(path.resolve()).rstrip("/") + "/"
@@ -157,11 +219,11 @@ def debian_rootfs(root: Path, log: Callable[[str], None]) -> Path:
     """The cached Debian rootfs (built now if missing). Needs root (debootstrap chroots and mounts)."""
     key = rootfs_key()
     final = root / f"rootfs-{key}"
-    if (final / "usr/bin/python3").exists():
+    if (final / DONE).exists():
         log(f"base rootfs: cached {final}")
         return final
     with locked(root / f"rootfs-{key}.lock"):
-        if (final / "usr/bin/python3").exists():  # another run made it while we waited
+        if (final / DONE).exists():  # another run made it while we waited
             log(f"base rootfs: made by a concurrent run, {final}")
             return final
         if os.geteuid() != 0:
@@ -172,7 +234,8 @@ def debian_rootfs(root: Path, log: Callable[[str], None]) -> Path:
             remove_tree(stale)
         tmp = root / f"rootfs-{key}.tmp-{os.getpid()}"
         logfile = root / f"rootfs-{key}.debootstrap.log"
-        argv = [debootstrap, f"--variant={VARIANT}", "--include=" + ",".join(PACKAGES), RELEASE, str(tmp), mirror]
+        include = ["--include=" + ",".join(PACKAGES)] if PACKAGES else []
+        argv = [debootstrap, f"--variant={VARIANT}", *include, RELEASE, str(tmp), mirror]
         log(f"base rootfs: {' '.join(argv)} (log: {logfile})")
         started = time.monotonic()
         try:
@@ -185,6 +248,7 @@ def debian_rootfs(root: Path, log: Callable[[str], None]) -> Path:
             if left:
                 raise RootfsError(f"debootstrap left mounts behind: {left}")
             _scrub(tmp)
+            _apt_sources(tmp, machine_sources())
             os.rename(tmp, final)
         finally:
             if tmp.exists() and not mounts_under(tmp):

@@ -36,14 +36,19 @@ def test_the_context_is_what_the_dockerfile_copies() -> None:
     text = (ROOT / "Dockerfile").read_text()
     sources = {s for line in re.findall(r"^COPY\s+(.+)$", text, re.M) for s in line.split()[:-1]}
     files = [p.relative_to(ROOT).as_posix() for p in build_context.context_files(ROOT)]
-    assert {f.split("/")[0] for f in files} == sources
+    assert sources <= set(files), sources - set(files)
+    assert not [f for f in files if not any(f == s or f.startswith(s + "/") for s in sources)]
     assert "extender/__init__.py" in files
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
 
 
 def test_the_dockerfile_takes_the_pip_settings_as_a_build_arg() -> None:
     text = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^ARG BASE=python:3\.11[\w.-]*-slim-bookworm$", text, re.M)
+    # one base, by name, wherever it is built: Debian 12 slim, which hack/image/build.py --base
+    # debian makes here under exactly that name; python3 comes from Debian's archive in both
+    assert build.from_image(ROOT / "Dockerfile") == "docker.io/library/debian:12-slim"
+    assert not re.search(r"^ARG BASE", text, re.M)
+    assert re.search(r"apt-get install .*python3 python3-venv ca-certificates", text)
     assert re.search(r"^ARG PIP_CONFIG_FILE$", text, re.M)
     assert "python3 -m venv /opt/extender" in text  # no `python`, no system pip on Debian
 
@@ -202,7 +207,7 @@ def test_dockerfile_build_drives_buildah(tmp_path: Path, fake_buildah: Path, cap
     (context / "pkg").mkdir(parents=True)
     (context / "pkg/a.py").write_text("a")
     (context / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "9.9"\n')
-    (context / "Dockerfile").write_text("ARG BASE\nFROM ${BASE}\nCOPY pkg /pkg\n")
+    (context / "Dockerfile").write_text("FROM docker.io/library/debian:12-slim\nCOPY pkg /pkg\n")
     argv = ["--context", str(context), "--build-arg", "EXTRA=1"]
     assert build.main(argv) == 0
     archive = Path(capsys.readouterr().out.strip().splitlines()[-1])
@@ -210,17 +215,18 @@ def test_dockerfile_build_drives_buildah(tmp_path: Path, fake_buildah: Path, cap
     (bud,) = [c for c in calls(fake_buildah) if c[0] == "bud"]
     args = dict(zip(bud, bud[1:], strict=False))
     assert args["--isolation"] == "chroot" and "--layers=false" in bud and "--pull=never" in bud
+    base = f"{build.DEBIAN_BASE}:{rootfs.RELEASE}-{rootfs.rootfs_key()}"
+    assert ["tag", base, "docker.io/library/debian:12-slim"] in calls(fake_buildah)  # FROM's name, exactly
     assert [bud[i + 1] for i, a in enumerate(bud) if a == "--build-arg"] == [
-        f"BASE={build.DEBIAN_BASE}:{rootfs.RELEASE}-{rootfs.rootfs_key()}",
         f"PIP_CONFIG_FILE={build.PIP_MOUNT}/pip.conf",
         "EXTRA=1",
     ]
     assert args["--volume"].endswith(f"/pip:{build.PIP_MOUNT}:ro") and bud[-1] == str(context)
     with tarfile.open(archive) as tar:
         index = json.loads(tar.extractfile("index.json").read())  # type: ignore[union-attr]
+    # one image, one name: the archive is pushed as it is (docs/install/release.md)
     assert [m["annotations"][build.CONTAINERD_NAME] for m in index["manifests"]] == [
         "docker.io/library/placement-extender:9.9",
-        "docker.io/library/placement-extender:dev",
     ]
     assert not (tmp_path / "cache/placement-extender/work").exists() or not any(
         (tmp_path / "cache/placement-extender/work").iterdir()
@@ -293,3 +299,36 @@ def test_rootfs_key_depends_on_release_and_packages_only() -> None:
     assert rootfs.rootfs_key() == rootfs.rootfs_key(packages=tuple(reversed(rootfs.PACKAGES)))
     assert rootfs.rootfs_key() != rootfs.rootfs_key(release="trixie")
     assert rootfs.rootfs_key() != rootfs.rootfs_key(packages=rootfs.PACKAGES + ("curl",))
+
+
+def test_the_base_gets_the_machines_sources_for_the_release_and_its_updates(tmp_path: Path) -> None:
+    """debootstrap writes the release alone; the image's apt (the Dockerfile installs python3) also
+    needs its updates and security suites, as debian:12-slim has them."""
+    texts = [
+        ("sources.list", "deb [signed-by=/k.gpg] http://a.example/debian bookworm main\n"
+         "deb http://a.example/debian-security bookworm-security main\ndeb http://a.example/debian trixie main\n"),
+        ("x.sources", "Types: deb\nURIs: http://b.example/d\nSuites: bookworm-updates\nComponents: main\n\n"
+         "Types: deb\nURIs: http://b.example/off\nSuites: bookworm\nComponents: main\nEnabled: no\n"),
+    ]  # fmt: skip
+    stanzas = rootfs.sources_for("bookworm", texts)
+    assert [(s["uris"], s["suites"], s.get("signed-by")) for s in stanzas] == [
+        ("http://a.example/debian", "bookworm", "/k.gpg"),
+        ("http://a.example/debian-security", "bookworm-security", None),
+        ("http://b.example/d", "bookworm-updates", None),
+    ]
+    (tmp_path / "etc/apt").mkdir(parents=True)
+    (tmp_path / "etc/apt/sources.list").write_text("deb http://a.example/debian bookworm main\n")
+    rootfs._apt_sources(tmp_path, stanzas)
+    assert not (tmp_path / "etc/apt/sources.list").exists()
+    written = (tmp_path / rootfs.SOURCES_FILE).read_text()
+    assert "URIs: http://a.example/debian\nSuites: bookworm\nComponents: main\nSigned-By: /k.gpg\n" in written
+
+
+def test_a_from_that_is_not_debian_12_is_not_made_from_the_debootstrap(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM docker.io/library/alpine:3\n")
+    with pytest.raises(build.BuildError, match="alpine"):
+        build.tag_debian_base(lambda *a: "", "base", build.from_image(dockerfile))  # type: ignore[arg-type]
+    dockerfile.write_text("ARG BASE\nFROM ${BASE}\n")
+    with pytest.raises(build.BuildError, match="one FROM"):
+        build.from_image(dockerfile)
