@@ -73,10 +73,13 @@ unit: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m extender dev up
 
-## make release: dist/ gets the image (OCI archive), the packaged chart and SHA256SUMS, at
-## pyproject.toml's version (every other place naming it must agree); pushing: docs/install/release.md
+## make release: the release tagged on HEAD (git tag v<version>, a clean tree; before tagging,
+## python hack/release.py prepare <version> sets every place that names it): dist/ gets the image
+## (OCI archive), the packaged chart, the image's SBOM and THIRD_PARTY_NOTICES, and SHA256SUMS.
+## make release DEV=1: any tree, as a dev version (<version>-dev.g<commit>). Needs root (buildah,
+## and the SBOM reads the image's own python). Pushing: docs/install/release.md
 release: $(STAMP)
-	$(PY) hack/release.py
+	$(PY) hack/release.py $(if $(DEV),--dev)
 
 ## make serve: the extender alone, against $$KUBECONFIG
 serve: $(STAMP)
