@@ -12,7 +12,8 @@ The extender is a guest here: a flooded or hostile scraper must not slow filter,
 bind. So the port shares nothing of the verb listener: its own socket, its own accept thread, at
 most MAX_CONNECTIONS connections served at once and ACCEPT_RATE accepted a second (the rest wait
 in the kernel's listen backlog, costing this process nothing), each bounded in time
-(CONNECTION_DEADLINE for its I/O, and each review call REVIEW_TIMEOUT), one request per
+(HEAD_DEADLINE for the handshake and the request, CONNECTION_DEADLINE for all its I/O, and each
+review call REVIEW_TIMEOUT), one request per
 connection. The reviews' results are kept (ReviewCache): an allowed token for ALLOWED_TTL, so a
 scraper every 15 s costs one TokenReview and one SubjectAccessReview every two minutes; a refused
 one for DENIED_TTL. Both caches are bounded in
@@ -59,6 +60,10 @@ MAX_CONNECTIONS = 4  # connections served at once; Prometheus scrapes a target w
 # flood then costs the process about ACCEPT_RATE handshakes a second, whatever its size.
 ACCEPT_RATE = 20.0
 CONNECTION_DEADLINE = 10.0  # seconds for one connection's TLS handshake, request and answer (I/O)
+# Seconds for the TLS handshake and the request's head, within CONNECTION_DEADLINE. Prometheus
+# sends its request at once; a client that connects and says nothing holds one of the few slots
+# only this long, so a handful of silent connections cannot keep a scraper out for long.
+HEAD_DEADLINE = 3.0
 MAX_HEAD_BYTES = 16 * 1024  # request line and headers: a GET with a bearer token fits in a few KB
 MAX_TOKEN_BYTES = 8 * 1024  # a ServiceAccount token is about 1 KB; an OIDC one a few
 LISTEN_BACKLOG = 64
@@ -425,12 +430,14 @@ class MetricsServer:
         max_connections: int = MAX_CONNECTIONS,
         deadline: float = CONNECTION_DEADLINE,
         accept_rate: float = ACCEPT_RATE,
+        head_deadline: float = HEAD_DEADLINE,
     ) -> None:
         self.address = address
         self.render = render
         self.gate = gate
         self.tls = tls  # None: plain HTTP, for tests of the HTTP layer alone
         self.deadline = deadline
+        self.head_deadline = min(head_deadline, deadline)
         self.accept_gap = 1.0 / accept_rate
         self.burst = float(max_connections)
         self._slots = threading.BoundedSemaphore(max_connections)
@@ -497,13 +504,14 @@ class MetricsServer:
             selector.close()
 
     def _serve(self, client: socket.socket) -> None:
-        ends = time.monotonic() + self.deadline
+        started = time.monotonic()
+        ends = started + self.deadline
         sock: Any = client
         try:
-            client.settimeout(self.deadline)
+            client.settimeout(self.head_deadline)
             if self.tls is not None:
                 sock = self.tls().wrap_socket(client, server_side=True)  # handshake within the timeout
-            status, body = self._answer(sock, ends)
+            status, body = self._answer(sock, started + self.head_deadline)
             if status:
                 self._send(sock, status, body, ends)
         except (OSError, ValueError, ssl.SSLError):  # a client gone, too slow, or speaking no TLS
