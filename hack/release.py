@@ -204,7 +204,8 @@ def tree_state(root: Path = REPO) -> tuple[str | None, str, bool]:
     if head.returncode != 0:
         raise ReleaseError(f"{root} is not a git checkout with a commit: a release is built from a tagged commit")
     tag = _git(root, "describe", "--exact-match", "--tags", "HEAD")
-    dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no").stdout.strip())
+    # untracked files count: one under extender/ would be in the image and in no commit
+    dirty = bool(_git(root, "status", "--porcelain").stdout.strip())
     return (tag.stdout.strip() or None) if tag.returncode == 0 else None, head.stdout.strip(), dirty
 
 
@@ -277,7 +278,8 @@ def image_layers(archive: Path, into: Path) -> None:
                     if path.name.startswith(".wh."):
                         _remove(into / path.parent / path.name.removeprefix(".wh."))
                         continue
-                    _remove(into / path) if not member.isdir() else None
+                    if not member.isdir():
+                        _remove(into / path)  # a later layer's file replaces the earlier one
                     # our own image, built from our Dockerfile: its absolute symlinks are kept as such
                     tar.extract(member, into, filter="fully_trusted")
 

@@ -172,9 +172,13 @@ def test_an_untagged_commit_is_refused_with_what_to_do(repo: Path, capsys: pytes
     assert release.BUILT == []  # type: ignore[attr-defined]
 
 
-def test_a_dirty_tree_is_refused_even_when_tagged(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("change", ["edited", "untracked"])
+def test_a_dirty_tree_is_refused_even_when_tagged(repo: Path, capsys: pytest.CaptureFixture[str], change: str) -> None:
     _git(repo, "tag", "v0.2.0-rc.1")
-    (repo / "CHANGELOG.md").write_text((repo / "CHANGELOG.md").read_text() + "\nmore\n")
+    if change == "edited":
+        (repo / "CHANGELOG.md").write_text((repo / "CHANGELOG.md").read_text() + "\nmore\n")
+    else:  # a new file would be in the image's context and in no commit
+        (repo / "deploy" / "new.yaml").write_text("{}\n")
     assert release.main([]) == 1
     assert "uncommitted changes" in capsys.readouterr().err
     assert release.BUILT == []  # type: ignore[attr-defined]
