@@ -399,6 +399,17 @@ def test_extender_may_bind_and_record_events_and_rotations(
     assert access(cluster, user, verb, resource, group=group, subresource=subresource, namespace="any-namespace")
 
 
+@pytest.mark.parametrize("user", [SCHEDULER, EXTENDER], ids=["pod-identity", "tls-overlay-extender"])
+@pytest.mark.parametrize(
+    "resource,group",
+    [("tokenreviews", "authentication.k8s.io"), ("subjectaccessreviews", "authorization.k8s.io")],
+)
+def test_extender_may_review_its_metrics_scrapers(cluster, tls_overlay_identity, user, resource, group) -> None:
+    """The metrics port (serve --metrics-listen) asks who a scraper's token is and whether it may get
+    /metrics; both identities that run the extender may ask (deploy/base/rbac.yaml)."""
+    assert access(cluster, user, "create", resource, group=group)
+
+
 @pytest.fixture(scope="module")
 def auditor_identity(cluster):
     """The audit CronJob's ServiceAccount and read-only role, created from its kustomization (not the

@@ -189,3 +189,20 @@ def test_no_series_names_a_tenant() -> None:
     python = {"generation", "implementation", "major", "minor", "patchlevel", "version"}  # python_info, python_gc_*
     assert labels <= ours | python, labels - ours - python
     assert labels & {"verb", "rule", "result"}, "the labelled series were read"
+
+
+def test_no_install_binds_the_metrics_reader_role() -> None:
+    """docs/security.md: placement-metrics-reader is bound by the team to its Prometheus, never by
+    an install; and it grants `get` on /metrics alone."""
+    for path in sorted((ROOT / "deploy").rglob("*.yaml")):
+        if "helm" in path.parts:  # generated from these files
+            continue
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") in ("ClusterRoleBinding", "RoleBinding"):
+                assert doc["roleRef"]["name"] != "placement-metrics-reader", path
+    (role,) = [
+        d
+        for d in yaml.safe_load_all((ROOT / "deploy" / "base" / "rbac.yaml").read_text())
+        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "placement-metrics-reader"
+    ]
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
