@@ -20,12 +20,15 @@
 #   skopeo                       pushes the release's OCI archive to a registry, as docs/install/release.md does
 #   prometheus                   a real Prometheus (and promtool) scrapes the extender's /metrics and checks the
 #                                shipped alert rules
+#   docker-registry              the distribution registry: a platform team's own registry, serving TLS
+#                                with a test CA, that the release is pushed to (tests/realnode/registry.py
+#                                starts the binary itself, on loopback; never the package's service)
 #
 # Package services are kept from starting while installing (a policy-rc.d that refuses them, only
 # if the host has none), since the harness runs containerd itself.
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables iproute2 debootstrap buildah skopeo prometheus)
+PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables iproute2 debootstrap buildah skopeo prometheus docker-registry)
 
 log() { printf '[realnode-install] %s\n' "$*" >&2; }
 

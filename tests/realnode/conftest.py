@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 import tomllib
 from collections.abc import Iterator
@@ -29,7 +30,8 @@ from extender.devcluster.realnode import (
 )
 
 from .installs import KWOK_TAINT, ZONE, Images, figure, render
-from .registry import local_registry, push
+from .registry import Registry, local_registry, push
+from .releases import Released, release
 
 
 def mandatory() -> bool:
@@ -109,17 +111,18 @@ def node_cluster() -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="package")
-def registry(node_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The platform team's own registry (tests/realnode/registry.py), which the node pulls from."""
+def registry(node_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """The platform team's own registry (tests/realnode/registry.py: TLS with a CA of the test's
+    own), which the node pulls from, trusting that CA for it."""
     node = node_cluster.real_node
     assert node is not None
-    with local_registry(tmp_path_factory.mktemp("registry")) as host:
-        node.trust_registry(host)
-        yield host
+    with local_registry(tmp_path_factory.mktemp("registry")) as team_registry:
+        node.trust_registry(team_registry.host, team_registry.ca)
+        yield team_registry
 
 
 @pytest.fixture(scope="package")
-def images(node_cluster: LocalCluster, registry: str, tmp_path_factory: pytest.TempPathFactory) -> Images:
+def images(node_cluster: LocalCluster, registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Images:
     """The extender image built from the Dockerfile and pushed to the local registry under a name
     that is not the default (the node pulls it, as a cluster does); a copy of deploy/ with the
     documented image edit; and a kube-scheduler image of the pinned binary, imported into the
@@ -131,9 +134,9 @@ def images(node_cluster: LocalCluster, registry: str, tmp_path_factory: pytest.T
     figure("extender image build (s, cached when unchanged)", time.monotonic() - started)
     figure("extender image archive (MB)", archive.stat().st_size / 1e6)
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    extender = f"{registry}/platform/placement-extender:{version}"
+    extender = f"{registry.host}/platform/placement-extender:{version}"
     started = time.monotonic()
-    push(archive, extender, tmp_path_factory.mktemp("push"), version)
+    push(archive, extender, registry)
     figure("extender image push to the local registry (s)", time.monotonic() - started)
     deploy = _user_deploy(tmp_path_factory.mktemp("user"), extender)
     scheduler = next(
@@ -144,18 +147,41 @@ def images(node_cluster: LocalCluster, registry: str, tmp_path_factory: pytest.T
         if c["name"] == "kube-scheduler"
     )
     started = time.monotonic()
-    node.load_image(
-        node.build_image(
-            "--static-binary",
-            str(node_cluster.bin_dir / "kube-scheduler"),
-            "--name",
-            scheduler,  # the tag deploy/ names, so the kubelet finds it and never pulls
-            "--entrypoint",
-            "/usr/local/bin/kube-scheduler",  # deploy/'s `command: [kube-scheduler, ...]` finds it on PATH
-        )
-    )
+    node.load_image(_scheduler_archive(node_cluster, scheduler))
     figure("kube-scheduler image build + load (s)", time.monotonic() - started)
     return Images(extender=extender, scheduler=scheduler, deploy=deploy)
+
+
+def _scheduler_archive(cluster: LocalCluster, name: str) -> Path:
+    """The pinned kube-scheduler binary as a one-file image named `name` (built once, cached)."""
+    node = cluster.real_node
+    assert node is not None and cluster.bin_dir is not None
+    return node.build_image(
+        "--static-binary",
+        str(cluster.bin_dir / "kube-scheduler"),
+        "--name",
+        name,  # the tag deploy/ names, so the kubelet finds it and never pulls
+        "--entrypoint",
+        "/usr/local/bin/kube-scheduler",  # deploy/'s `command: [kube-scheduler, ...]` finds it on PATH
+    )
+
+
+@pytest.fixture(scope="package")
+def released(
+    node_cluster: LocalCluster, registry: Registry, images: Images, tmp_path_factory: pytest.TempPathFactory
+) -> Released:
+    """The release as docs/install/release.md makes and pushes it, run as written (releases.py)
+    from a clean clone with a tag of its own, into the team's registry: the extender image, the
+    kube-scheduler mirror (the pinned binary's image standing in for the upstream one) and the
+    chart, which the later modules install from (`helm install ... oci://...`)."""
+    helm = subprocess.run(["bash", str(REPO / "hack/helm/build.sh")], capture_output=True, text=True, timeout=1800)
+    assert helm.returncode == 0, helm.stderr[-2000:]
+    return release(
+        registry,
+        _scheduler_archive(node_cluster, images.scheduler),
+        Path(helm.stdout.strip().splitlines()[-1]),
+        tmp_path_factory.mktemp("release"),
+    )
 
 
 def _user_deploy(root: Path, image: str) -> Path:

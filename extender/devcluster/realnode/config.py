@@ -232,6 +232,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 """
 
 
+def tls_registry(host: str, ca: Path) -> str:
+    """hosts.toml for a registry serving TLS on loopback with a certificate of a CA of its own (a
+    test's, RealNode.trust_registry): `ca` is that CA's certificate, trusted for this host alone."""
+    return f"""server = "https://{host}"
+
+[host."https://{host}"]
+  capabilities = ["pull", "resolve"]
+  ca = "{ca}"
+"""
+
+
 def plain_http_registry(host: str) -> str:
     """hosts.toml for a registry served over plain HTTP on loopback (a test's own, RealNode.trust_registry)."""
     return f"""server = "http://{host}"

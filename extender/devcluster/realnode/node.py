@@ -43,6 +43,7 @@ from .config import (
     kubelet_config,
     plain_http_registry,
     range_clashes,
+    tls_registry,
 )
 from .host import (
     HostState,
@@ -354,12 +355,18 @@ class RealNode:
             raise RealNodeError(f"hack/image/build.py {' '.join(args)} failed (exit {result.returncode})")
         return Path(result.stdout.strip().splitlines()[-1])
 
-    def trust_registry(self, host: str) -> None:
-        """Let the node's containerd pull from `host` (HOST:PORT on loopback) over plain HTTP, as a
-        cluster is configured for its own registry; the pods then pull what names it."""
+    def trust_registry(self, host: str, ca: Path | None = None) -> None:
+        """Let the node's containerd pull from `host` (HOST:PORT on loopback), as a cluster is
+        configured for its own registry; the pods then pull what names it. With `ca` (a CA
+        certificate), over TLS trusting that CA for this host alone (copied into the node's own
+        config folder, which goes with the node); without, over plain HTTP."""
         folder = self.paths.registry_hosts / host
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "hosts.toml").write_text(plain_http_registry(host))
+        if ca is None:
+            (folder / "hosts.toml").write_text(plain_http_registry(host))
+            return
+        shutil.copyfile(ca, folder / "ca.crt")
+        (folder / "hosts.toml").write_text(tls_registry(host, folder / "ca.crt"))
 
     def load_image(self, archive: Path) -> None:
         """Import an OCI archive into our containerd, where the kubelet finds it (as build.py --load
