@@ -4,10 +4,15 @@ dev build is never named as a release."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
+import json
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -250,3 +255,49 @@ def test_the_charts_kube_version_admits_what_the_kustomize_page_suggests_for_an_
     assert suggested, "the page's suggestion moved: update this test"
     floor = yaml.safe_load((ROOT / "deploy/helm/placement-scheduler/Chart.yaml").read_text())["kubeVersion"]
     assert int(re.match(r">=1\.(\d+)", floor).group(1)) <= int(suggested.group(1)), floor  # type: ignore[union-attr]
+
+
+def _layer(files: dict[str, bytes | None]) -> bytes:
+    """A gzipped layer tar: name -> content (None: a folder)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            if content is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return gzip.compress(raw.getvalue())
+
+
+def test_the_images_filesystem_is_its_layers_in_order_with_whiteouts(tmp_path: Path) -> None:
+    """What the notices and the SBOM are read from: the archive's one image, unpacked."""
+    layers = [
+        _layer({"etc": None, "etc/a": b"base", "etc/gone": b"x", "opt": None, "opt/old": b"1"}),
+        _layer({"etc/a": b"top", "etc/.wh.gone": b"", "opt/.wh..wh..opq": b"", "opt/new": b"2"}),
+    ]
+    blobs: dict[str, bytes] = {}
+
+    def blob(data: bytes) -> dict:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return {"digest": digest, "size": len(data)}
+
+    manifest = json.dumps({"layers": [blob(layer) for layer in layers]}).encode()
+    index = {"manifests": [blob(manifest)]}
+    archive = tmp_path / "image.oci.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, data in [("index.json", json.dumps(index).encode())] + [
+            ("blobs/" + d.replace(":", "/"), b) for d, b in blobs.items()
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    root = tmp_path / "root"
+    root.mkdir()
+    release.image_layers(archive, root)
+    assert (root / "etc/a").read_bytes() == b"top"
+    assert not (root / "etc/gone").exists() and not (root / "etc/.wh.gone").exists()
+    assert sorted(p.name for p in (root / "opt").iterdir()) == ["new"]
