@@ -157,6 +157,14 @@ class Metrics:
             "How long one holder kept the cache's lock (every other decision waits meanwhile), by holder.",
             ("holder",),
         )
+        self.metrics_port = Counter(
+            registry,
+            "extender_metrics_port_answers_total",
+            "Answers of the metrics port (serve --metrics-listen) by status code: 200, 401 (no token, or one the"
+            " API server does not know), 403 (its user may not get /metrics), 429 (token reviews past their rate),"
+            " 503 (the API server could not review it), 400/404/405 (not a GET /metrics).",
+            ("code",),
+        )
         self.events_dropped = Counter(
             registry, "extender_events_dropped_total", "Pod events not recorded because the queue was full."
         )

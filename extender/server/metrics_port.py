@@ -431,6 +431,7 @@ class MetricsServer:
         deadline: float = CONNECTION_DEADLINE,
         accept_rate: float = ACCEPT_RATE,
         head_deadline: float = HEAD_DEADLINE,
+        count: Callable[[int], None] | None = None,
     ) -> None:
         self.address = address
         self.render = render
@@ -438,6 +439,7 @@ class MetricsServer:
         self.tls = tls  # None: plain HTTP, for tests of the HTTP layer alone
         self.deadline = deadline
         self.head_deadline = min(head_deadline, deadline)
+        self.count = count  # each answer's status (extender_metrics_port_answers_total)
         self.accept_gap = 1.0 / accept_rate
         self.burst = float(max_connections)
         self._slots = threading.BoundedSemaphore(max_connections)
@@ -513,6 +515,8 @@ class MetricsServer:
                 sock = self.tls().wrap_socket(client, server_side=True)  # handshake within the timeout
             status, body = self._answer(sock, started + self.head_deadline)
             if status:
+                if self.count is not None:
+                    self.count(status)
                 self._send(sock, status, body, ends)
         except (OSError, ValueError, ssl.SSLError):  # a client gone, too slow, or speaking no TLS
             pass
@@ -581,8 +585,9 @@ def start_metrics_port(
     *,
     cert_file: str | None = None,
     key_file: str | None = None,
+    count: Callable[[int], None] | None = None,
 ) -> MetricsServer:
     """Serve the metrics port on `listen` (serve --metrics-listen) with the install's certificate
-    files, or a self-signed certificate when it has none."""
+    files, or a self-signed certificate when it has none; `count` is told each answer's status."""
     tls = file_context(cert_file, key_file) if cert_file and key_file else self_signed_context()
-    return MetricsServer(parse_address(listen), render, ReviewCache(reviewer), tls).start()
+    return MetricsServer(parse_address(listen), render, ReviewCache(reviewer), tls, count=count).start()

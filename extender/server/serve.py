@@ -138,6 +138,7 @@ def build(options: ServeOptions):
             KubeReviewer(api),
             cert_file=options.tls_cert_file,
             key_file=options.tls_key_file,
+            count=lambda status: verbs.metrics.metrics_port.inc(code=str(status)),
         )
     return app
 

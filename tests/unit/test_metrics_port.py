@@ -360,3 +360,16 @@ def test_new_connections_are_accepted_at_a_bounded_rate() -> None:
         assert 0.8 < took < 3.0, took
     finally:
         running.stop()
+
+
+def test_every_answer_is_counted_by_its_status() -> None:
+    counted: list[int] = []
+    running = MetricsServer(
+        ("127.0.0.1", 0), lambda: b"", ReviewCache(reviewer()), self_signed_context(), count=counted.append
+    ).start()
+    try:
+        assert [get(running.port, t)[0] for t in ("good", "other", None)] == [200, 403, 401]
+        assert get(running.port, "good", path="/x")[0] == 404
+        assert counted == [200, 403, 401, 404]
+    finally:
+        running.stop()
