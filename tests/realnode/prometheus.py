@@ -49,10 +49,17 @@ SCHEDULER_METRICS = {"scheduler_pending_pods"}
 
 
 def scrape_install(
-    cluster: LocalCluster, workdir: Path, *, extender: str, scheduler: str | None = None, tls: bool = False
+    cluster: LocalCluster,
+    workdir: Path,
+    install: str,
+    *,
+    extender: str,
+    scheduler: str | None = None,
+    tls: bool = False,
 ) -> dict[str, Any]:
-    """Scrape the install whose extender pods `extender` selects (and kube-scheduler's pods
-    `scheduler` selects, when given); assert the module docstring's points. Returns what was seen."""
+    """Scrape `install` (its name in the figures), whose extender pods `extender` selects (and
+    kube-scheduler's pods `scheduler` selects, when given); assert the module docstring's points.
+    `tls`: the install's serving certificate, verified against its CA. Returns what was seen."""
     api = cluster.admin
     assert api is not None
     reader, stranger = _tokens(cluster)
@@ -95,7 +102,6 @@ def scrape_install(
         if schedulers:
             expected["placement-scheduler"] = len(schedulers)
         wait_for("every target up", lambda: _up(base) == expected, 90, 1)
-        install = "TLS" if tls else "sidecar"
         figure(f"metrics ({install} install): Prometheus started -> every target up (s)", time.monotonic() - started)
         # the token without the binding: Prometheus' own scrape of it fails with the 403
         stranger_errors = {t["lastError"] for t in _targets(base) if t["labels"]["job"] == "stranger"}

@@ -98,7 +98,7 @@ def test_statefulset_placed_by_placement_scheduler(deployed: LocalCluster) -> No
 def test_prometheus_scrapes_the_install(deployed: LocalCluster, tmp_path: Path) -> None:
     """A real Prometheus scrapes both pods' extender metrics port and kube-scheduler's secure port
     with a reader's token; the shipped rules' metrics are all there (tests/realnode/prometheus.py)."""
-    scrape_install(deployed, tmp_path, extender=APP, scheduler=APP)
+    scrape_install(deployed, tmp_path, "sidecar", extender=APP, scheduler=APP)
 
 
 def test_extender_restarted_after_kill(deployed: LocalCluster) -> None:

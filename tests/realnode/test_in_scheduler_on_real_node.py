@@ -112,7 +112,8 @@ def test_statefulset_placed_by_a_host_network_kube_scheduler_through_the_extende
 def test_prometheus_scrapes_the_in_scheduler_install(in_scheduler, tmp_path) -> None:  # noqa: ANN001
     """A real Prometheus scrapes the extender's metrics port (the install's CA checked); the
     cluster's own kube-scheduler is the platform's to scrape (tests/realnode/prometheus.py)."""
-    scrape_install(in_scheduler, tmp_path, extender="app.kubernetes.io/name=placement-extender", tls=True)
+    extender = "app.kubernetes.io/name=placement-extender"
+    scrape_install(in_scheduler, tmp_path, "in-scheduler", extender=extender, tls=True)
 
 
 def _embedded_kubeconfig(cluster: LocalCluster, path: Path) -> None:

@@ -105,7 +105,7 @@ def test_prometheus_scrapes_the_tls_install(tls_installed, tmp_path) -> None:  #
     """A real Prometheus scrapes the extender's metrics port with the install's serving certificate
     checked against its CA, and the scheduler pods' kube-scheduler (tests/realnode/prometheus.py)."""
     cluster, _ = tls_installed
-    scrape_install(cluster, tmp_path, extender=EXTENDER, scheduler=SCHEDULERS, tls=True)
+    scrape_install(cluster, tmp_path, "TLS", extender=EXTENDER, scheduler=SCHEDULERS, tls=True)
 
 
 def test_a_frozen_tls_extender_is_seen_by_its_probes_and_restarted(tls_installed) -> None:
