@@ -2,24 +2,64 @@
 
     python hack/helm/generate.py [--kubectl PATH] [--check]
 
-Renders `deploy/`, `deploy/overlays/tls/` and the optional `deploy/optional/audit/` and
-`deploy/optional/scale-down/` with `kubectl kustomize`, and writes
-`deploy/helm/placement-scheduler/templates/` (the in-scheduler overlay's objects under
-`.Values.inScheduler.enabled`, its MutatingAdmissionPolicy only where the cluster serves it, as
-deploy/overlays/in-scheduler-before-1.36 leaves it out): one file per object, objects of the
-sidecar install only under `not .Values.tls.enabled`, those of the TLS install only under
-`.Values.tls.enabled`, the audit objects under `.Values.audit.enabled`, the scale-down
-controller's under `.Values.scaleDown.enabled`. The values a user sets (images, replicas,
-resources, the audit's schedule, whether to create the namespace) replace the matching fields;
-with the default values `helm template` renders exactly what kustomize does (tests/e2e/test_helm.py
-holds them equal).
+Renders `deploy/`, `deploy/overlays/tls/`, `deploy/overlays/in-scheduler/` and the optional
+`deploy/optional/audit/` and `deploy/optional/scale-down/` with `kubectl kustomize`, and writes
+`deploy/helm/placement-scheduler/templates/`: one file per object, each under the condition naming
+the installs it belongs to (the sidecar install under `not .Values.tls.enabled`, the TLS install's
+under `.Values.tls.enabled`, the in-scheduler overlay's under `.Values.inScheduler.enabled`, the
+audit's under `.Values.audit.enabled`, the scale-down controller's under `.Values.scaleDown.enabled`).
+With the default values and `--namespace placement-system`, `helm template` renders exactly what
+kustomize does (tests/e2e/test_helm.py holds them equal, the chart's own additions below aside).
 `--check` exits 1 if the committed templates differ from what would be generated.
+
+What the chart changes, and why:
+
+* The namespace is the release's. Every `placement-system` becomes `{{ .Release.Namespace }}`:
+  the objects' namespaces, the RoleBindings' and the FlowSchema's subjects, the identities the
+  admission policies' CEL names (`system:serviceaccount:<ns>:placement-extender`), the lease
+  namespace and the Service's DNS name in the scheduler configurations. `helm install -n other`
+  then puts nothing in placement-system, and the policies hold the extender's identities there.
+* Values a platform team sets replace fields: images (a digest, when set, replaces the tag; the
+  extender's tag defaults to the chart's appVersion, Helm's convention), replicas, resources, the
+  audit's schedule; and on every pod template the chart renders (the scheduler and extender
+  Deployments, the audit CronJob, the scale-down controller, the namespace-label hook below):
+  imagePullSecrets, nodeSelector, tolerations, affinity (merged over the anti-affinity deploy/
+  gives the scheduler's pods, the user's fields winning), priorityClassName (null keeps deploy/'s:
+  system-cluster-critical on the scheduler's pods; a name goes to every pod; "" to none),
+  podAnnotations and podLabels (deploy/'s labels win: the selectors match them).
+* The CRDs stay templates, with `helm.sh/resource-policy: keep`. Helm never upgrades what is in
+  a chart's crds/ folder, and moving a CRD from the templates to crds/ makes the next `helm
+  upgrade` of an existing release delete it, with every PlacementPolicy and ZoneRotation
+  (helm/helm#8163). As templates, `helm upgrade` upgrades them with the chart, and `keep` makes
+  `helm uninstall` leave them (and so every policy and rotation record) in place. They keep the
+  release's meta.helm.sh annotations, so a later `helm install` of the same release name into the
+  same namespace adopts them (tests/e2e/test_helm.py reinstalls; another name or namespace needs
+  `--take-ownership`).
+* The Namespace object (createNamespace=true only) is kept on uninstall: Helm keeps its release
+  record in that namespace, so deleting it with the release left uninstall failing ("Failed to
+  purge the release", found by tests/realnode/test_chart_on_real_node.py).
+* The namespace's Pod Security labels (deploy/base/namespace.yaml's pod-security.kubernetes.io/*)
+  reach a namespace `helm install --create-namespace` made (which carries none) through a
+  pre-install/pre-upgrade hook: a Job running the extender image's `label-namespace` under a
+  ServiceAccount whose ClusterRole may only patch that one namespace (`labelNamespace: false`
+  leaves the namespace alone). A Namespace object as a hook cannot do it: Helm deletes a hook's
+  object before creating it again (before-hook-creation), which for a Namespace deletes
+  everything in it.
+* In-scheduler mode's MutatingAdmissionPolicy (the placeable gate, deploy/components/placeable-gate)
+  renders whenever `inScheduler.placeableGate.admissionPolicy` is true (the default), so an offline
+  `helm template` has it. false leaves it out, as deploy/overlays/in-scheduler-before-1.36 does,
+  for 1.34 and 1.35, which do not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy.
+  When the capabilities list admissionregistration.k8s.io/v1's kinds (Helm read them from a
+  cluster: install, upgrade, template --validate; or a renderer passed them as --api-versions)
+  without that one, rendering fails and names the value to set. Helm's offline capabilities list
+  no kinds at all, only group/versions, so they never trigger it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,12 +71,38 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "placement-scheduler"
 HEADER = "# Generated by hack/helm/generate.py from deploy/ (kustomize); edit deploy/, then regenerate.\n"
 
+# deploy/'s namespace; the chart's is the release's.
+NAMESPACE = "placement-system"
+RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
+
 # The placeable gate's admission (deploy/components/placeable-gate): served from Kubernetes 1.36.
 SERVED_FROM_1_36 = {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
-API_1_36 = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+GATE_VALUE = ".Values.inScheduler.placeableGate.admissionPolicy"
+# Capabilities from a cluster (or a renderer's --api-versions) list group/version/Kind; Helm's
+# offline defaults only group/versions. A cluster that lists this group/version's kinds without
+# MutatingAdmissionPolicy does not serve it.
+GATE_UNSERVED = (
+    '{{- if and (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")'
+    ' (not (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")) }}\n'
+    '{{- fail "this cluster does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (Kubernetes'
+    " 1.34 and 1.35 do not): set inScheduler.placeableGate.admissionPolicy=false (deploy/overlays/"
+    "in-scheduler-before-1.36), and put the gate placement.extender.dev/placeable in your workloads' pod"
+    ' templates (adopt --mode in-scheduler does)" }}\n'
+    "{{- end }}\n"
+)
 
-SCHEDULER_IMAGE = '"{{ .Values.scheduler.image.repository }}:{{ .Values.scheduler.image.tag }}"'
-EXTENDER_IMAGE = '"{{ .Values.image.repository }}:{{ .Values.image.tag }}"'
+SCHEDULER_IMAGE = (
+    '"{{ .Values.scheduler.image.repository }}{{ with .Values.scheduler.image.digest }}@{{ . }}'
+    '{{ else }}:{{ .Values.scheduler.image.tag }}{{ end }}"'
+)
+EXTENDER_IMAGE = (
+    '"{{ .Values.image.repository }}{{ with .Values.image.digest }}@{{ . }}'
+    '{{ else }}:{{ .Values.image.tag | default $.Chart.AppVersion }}{{ end }}"'
+)
+
+# The labels of deploy/'s Namespace the hook puts on the release's namespace.
+POD_SECURITY = "pod-security.kubernetes.io/"
+HOOK = "placement-namespace-labels"
 
 
 def kustomize(kubectl: str, path: str) -> list[dict[str, Any]]:
@@ -49,7 +115,94 @@ def identity(obj: dict[str, Any]) -> tuple[str, str, str]:
     return obj["kind"], meta.get("namespace", ""), meta["name"]
 
 
-def parameterise(obj: dict[str, Any]) -> dict[str, Any]:
+def _raw(value: Any) -> str:
+    """`value` as a Go template expression: JSON in a raw string (JSON holds no backquote)."""
+    text = json.dumps(value, separators=(",", ":"))
+    assert "`" not in text
+    return f"`{text}`"
+
+
+def _pod_fields(original: dict[str, Any], metadata: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The template lines of a pod template's metadata and spec fields the values set, each beside
+    deploy/'s own value of that field (kept when the value is empty)."""
+    meta_lines: list[str] = []
+    for field, value in (("labels", "podLabels"), ("annotations", "podAnnotations")):
+        if field in metadata:  # deploy/'s win: the Deployments' selectors match their labels
+            meta_lines.append(
+                f"{field}: {{{{ toJson (merge (fromJson {_raw(metadata[field])}) (deepCopy .Values.{value})) }}}}"
+            )
+        else:
+            meta_lines += [f"{{{{- with .Values.{value} }}}}", f"{field}: {{{{ toJson . }}}}", "{{- end }}"]
+    spec_lines: list[str] = []
+    for field, value in (("imagePullSecrets", "imagePullSecrets"), ("tolerations", "tolerations")):
+        if field in original:
+            spec_lines.append(
+                f"{field}: {{{{ toJson (concat (fromJsonArray {_raw(original[field])}) .Values.{value}) }}}}"
+            )
+        else:
+            spec_lines += [f"{{{{- with .Values.{value} }}}}", f"{field}: {{{{ toJson . }}}}", "{{- end }}"]
+    for field in ("nodeSelector", "affinity"):
+        if field in original:  # the user's fields win over deploy/'s (the scheduler's spread over nodes)
+            spec_lines.append(
+                f"{field}: {{{{ toJson (merge (deepCopy .Values.{field}) (fromJson {_raw(original[field])})) }}}}"
+            )
+        else:
+            spec_lines += [f"{{{{- with .Values.{field} }}}}", f"{field}: {{{{ toJson . }}}}", "{{- end }}"]
+    if "priorityClassName" in original:
+        spec_lines += [
+            '{{- if kindIs "invalid" .Values.priorityClassName }}',
+            f"priorityClassName: {json.dumps(original['priorityClassName'])}",
+            "{{- else if .Values.priorityClassName }}",
+            "priorityClassName: {{ .Values.priorityClassName | quote }}",
+            "{{- end }}",
+        ]
+    else:
+        spec_lines += [
+            "{{- with .Values.priorityClassName }}",
+            "priorityClassName: {{ . | quote }}",
+            "{{- end }}",
+        ]
+    return meta_lines, spec_lines
+
+
+POD_FIELDS = (
+    "labels",
+    "annotations",
+    "imagePullSecrets",
+    "tolerations",
+    "nodeSelector",
+    "affinity",
+    "priorityClassName",
+)
+
+
+def _pod_template(template: dict[str, Any], blocks: dict[str, list[str]]) -> None:
+    """Replace the pod template's value-set fields with sentinels whose lines `blocks` keeps."""
+    metadata = template.get("metadata") or {}
+    had_metadata = bool(metadata)
+    spec = template["spec"]
+    meta_lines, spec_lines = _pod_fields(spec, metadata)
+    for field in POD_FIELDS:
+        metadata.pop(field, None)
+        spec.pop(field, None)
+    number = len(blocks)
+    blocks[f"@@POD_METADATA_{number}@@"] = meta_lines
+    blocks[f"@@POD_SPEC_{number}@@"] = spec_lines
+    spec[f"@@POD_SPEC_{number}@@"] = None
+    if had_metadata:
+        metadata[f"@@POD_METADATA_{number}@@"] = None
+    else:  # a pod template without metadata (the CronJob's) gets it only when a value fills it
+        template.pop("metadata", None)
+        blocks[f"@@POD_METADATA_{number}@@"] = [
+            "{{- if or .Values.podLabels .Values.podAnnotations }}",
+            "metadata:",
+            *(line if line.startswith("{{-") else "  " + line for line in meta_lines),
+            "{{- end }}",
+        ]
+        template[f"@@POD_METADATA_{number}@@"] = None
+
+
+def parameterise(obj: dict[str, Any], blocks: dict[str, list[str]]) -> dict[str, Any]:
     """Mark the fields values set with sentinels (replaced by template expressions when written)."""
     obj = json.loads(json.dumps(obj))
     kind, _, name = identity(obj)
@@ -68,20 +221,32 @@ def parameterise(obj: dict[str, Any]) -> dict[str, Any]:
         obj["spec"]["schedule"] = "@@AUDIT_SCHEDULE@@"
         for container in obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]:
             container["image"] = "@@EXTENDER_IMAGE@@"
+    if kind == "Job":
+        for container in obj["spec"]["template"]["spec"]["containers"]:
+            container["image"] = "@@EXTENDER_IMAGE@@"
+    if kind in ("Deployment", "Job"):
+        _pod_template(obj["spec"]["template"], blocks)
+    elif kind == "CronJob":
+        _pod_template(obj["spec"]["jobTemplate"]["spec"]["template"], blocks)
     return obj
 
 
-# The one field the chart adds to deploy/'s objects: `helm uninstall` keeps the namespace. Helm keeps
-# its release record in that namespace, so deleting it with the release left uninstall failing
-# ("Failed to purge the release", found by tests/realnode/test_chart_on_real_node.py).
+# What the chart adds to deploy/'s objects: uninstall keeps the namespace (Helm keeps its release
+# record there: deleting it with the release left uninstall failing, "Failed to purge the
+# release", found by tests/realnode/test_chart_on_real_node.py) and the CRDs (and so every
+# PlacementPolicy and ZoneRotation: the module docstring says why they stay templates).
 KEEP = {"helm.sh/resource-policy": "keep"}
+KEPT_KINDS = ("Namespace", "CustomResourceDefinition")
 
 
-def as_template(obj: dict[str, Any], condition: str | None) -> str:
-    if obj["kind"] == "Namespace":
+def as_template(obj: dict[str, Any], condition: str | None, prologue: str = "") -> str:
+    if obj["kind"] in KEPT_KINDS:
         annotations = {**obj["metadata"].get("annotations", {}), **KEEP}
         obj = {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
-    text = yaml.safe_dump(parameterise(obj), sort_keys=False, width=1000)
+    blocks: dict[str, list[str]] = {}
+    text = yaml.safe_dump(parameterise(obj, blocks), sort_keys=False, width=1000)
+    if "{{" in text:
+        raise ValueError(f"{identity(obj)} holds template braces of its own")
     for sentinel, expression in {
         "'@@REPLICAS@@'": "{{ .Values.replicas }}",
         "'@@SCHEDULER_IMAGE@@'": SCHEDULER_IMAGE,
@@ -91,11 +256,94 @@ def as_template(obj: dict[str, Any], condition: str | None) -> str:
         "'@@AUDIT_SCHEDULE@@'": "{{ .Values.audit.schedule | quote }}",
     }.items():
         text = text.replace(sentinel, expression)
+    for sentinel, lines in blocks.items():
+        match = re.search(rf"^( *)'?{re.escape(sentinel)}'?: null\n", text, flags=re.MULTILINE)
+        assert match, sentinel
+        indent = match.group(1)
+        block = "".join((line if line.startswith("{{-") else indent + line) + "\n" for line in lines)
+        text = text[: match.start()] + block + text[match.end() :]
+    # The release's namespace, wherever deploy/ names its own (a DNS label: safe in any YAML scalar).
+    text = text.replace(NAMESPACE, RELEASE_NAMESPACE)
     if obj["kind"] == "Namespace":
         condition = ".Values.createNamespace" if condition is None else f"and .Values.createNamespace ({condition})"
-    if "{{" in text.replace("{{ .Values", "").replace("{{ toJson", ""):
-        raise ValueError(f"{identity(obj)} holds template braces of its own")
-    return HEADER + (f"{{{{- if {condition} }}}}\n{text}{{{{- end }}}}\n" if condition else text)
+    return HEADER + (f"{{{{- if {condition} }}}}\n{prologue}{text}{{{{- end }}}}\n" if condition else prologue + text)
+
+
+def namespace_label_hook(namespace: dict[str, Any]) -> list[dict[str, Any]]:
+    """The hook that gives the release's namespace deploy/'s Pod Security labels: a ServiceAccount
+    that may patch only that namespace, and a Job running the extender image's `label-namespace`
+    as it (restricted-compliant, as the namespace will then require). Its objects go once it
+    succeeded; a failed run's stay for `kubectl describe` until the next install or upgrade."""
+    labels = {k: v for k, v in (namespace["metadata"].get("labels") or {}).items() if k.startswith(POD_SECURITY)}
+    assert labels, "deploy/'s Namespace carries no Pod Security label"
+
+    def hook(weight: int) -> dict[str, str]:
+        return {
+            "helm.sh/hook": "pre-install,pre-upgrade",
+            "helm.sh/hook-weight": str(weight),
+            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+        }
+
+    part_of = {"app.kubernetes.io/part-of": "placement-extender"}
+    args = ["label-namespace", NAMESPACE, *(f"{k}={v}" for k, v in sorted(labels.items()))]
+    resources = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": HOOK, "namespace": NAMESPACE, "labels": part_of, "annotations": hook(-10)},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": f"{HOOK}:{NAMESPACE}", "labels": part_of, "annotations": hook(-10)},
+            "rules": [
+                {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": [NAMESPACE], "verbs": ["patch"]}
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{HOOK}:{NAMESPACE}", "labels": part_of, "annotations": hook(-10)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{HOOK}:{NAMESPACE}"},
+            "subjects": [{"kind": "ServiceAccount", "name": HOOK, "namespace": NAMESPACE}],
+        },
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": HOOK, "namespace": NAMESPACE, "labels": part_of, "annotations": hook(0)},
+            "spec": {
+                "backoffLimit": 2,
+                "activeDeadlineSeconds": 300,  # the image pulled first here, within helm's 5 minutes
+                "template": {
+                    "metadata": {"labels": {"app.kubernetes.io/name": HOOK}},
+                    "spec": {
+                        "serviceAccountName": HOOK,
+                        "restartPolicy": "Never",
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 65532,
+                            "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [
+                            {
+                                "name": "label-namespace",
+                                "image": "placement-extender",
+                                "args": args,
+                                "resources": resources,
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    ]
 
 
 def templates(kubectl: str) -> dict[str, str]:
@@ -106,10 +354,10 @@ def templates(kubectl: str) -> dict[str, str]:
     scale_down = kustomize(kubectl, "deploy/optional/scale-down")
     files: dict[str, str] = {}
 
-    def add(obj: dict[str, Any], condition: str | None, variant: str = "") -> None:
+    def add(obj: dict[str, Any], condition: str | None, variant: str = "", prologue: str = "") -> None:
         kind, _, name = identity(obj)
-        safe = "".join(c if c.isalnum() or c in "-." else "-" for c in name)
-        files[f"{variant}{kind.lower()}-{safe}.yaml"] = as_template(obj, condition)
+        safe = "".join(c if c.isalnum() or c in "-." else "-" for c in name.replace(NAMESPACE, "release-namespace"))
+        files[f"{variant}{kind.lower()}-{safe}.yaml"] = as_template(obj, condition, prologue)
 
     # Three installs: the sidecar (deploy/), TLS (deploy/overlays/tls) and in-scheduler
     # (deploy/overlays/in-scheduler: TLS's extender without the second scheduler or its identity).
@@ -131,15 +379,18 @@ def templates(kubectl: str) -> dict[str, str]:
             add(obj, "and .Values.tls.enabled (not .Values.inScheduler.enabled)", "tls-")
     for key, obj in inscheduler.items():
         if base.get(key) != obj and tls.get(key) != obj:
-            if key[0] in SERVED_FROM_1_36:  # rendered where the cluster serves it, as the -before-1.36 overlay
-                served = f'.Capabilities.APIVersions.Has "{API_1_36}"'
-                add(obj, f"and .Values.inScheduler.enabled ({served})", "in-scheduler-")
+            if key[0] in SERVED_FROM_1_36:  # left out by the value, as the -before-1.36 overlay does
+                prologue = GATE_UNSERVED if key[0] == "MutatingAdmissionPolicy" else ""
+                add(obj, f"and .Values.inScheduler.enabled {GATE_VALUE}", "in-scheduler-", prologue)
             else:
                 add(obj, ".Values.inScheduler.enabled", "in-scheduler-")
     for obj in audit:
         add(obj, ".Values.audit.enabled", "audit-")
     for obj in scale_down:
         add(obj, ".Values.scaleDown.enabled", "scale-down-")
+    namespace = next(o for k, o in base.items() if k[0] == "Namespace")
+    for obj in namespace_label_hook(namespace):
+        add(obj, "and .Values.labelNamespace (not .Values.createNamespace)", "hook-")
     return files
 
 
