@@ -114,6 +114,13 @@ def test_only_a_token_allowed_to_get_metrics_reads_them(cluster, tokens, scenari
     names = {family.name for family in text_string_to_metric_families(answer.text)}
     assert {"extender_requests", "extender_cache_synced", "extender_cache_objects", "process_cpu_seconds"} <= names
     assert _scrape(tokens["stranger"]).status_code == 403
+    answers = {
+        sample.labels["code"]: sample.value
+        for family in text_string_to_metric_families(_scrape(tokens["reader"]).text)
+        if family.name == "extender_metrics_port_answers"
+        for sample in family.samples
+    }
+    assert answers.get("401", 0) >= 2 and answers.get("403", 0) >= 2 and answers.get("200", 0) >= 1, answers
     # the port serves /metrics only
     with requests.Session() as session:
         session.trust_env = False
