@@ -20,7 +20,8 @@ one for DENIED_TTL. Both caches are bounded in
 entries, and the refused tokens have a cache of their own, so a flood of random tokens can neither
 grow memory nor push a working scraper's token out. Reviews are bounded too: at most
 MAX_REVIEWS_IN_FLIGHT at once and REVIEW_RATE a second (a burst of REVIEW_BURST); past that the
-answer is 429 without asking the API server, so a flood costs it at most REVIEW_RATE reviews a second.
+answer is 429 without asking the API server, so a flood costs it at most REVIEW_RATE reviews a second
+(and a token allowed before is renewed outside that rate, so the flood cannot lock its scraper out).
 
 The certificate: the install's serving certificate where it has one (serve --tls-cert-file, the
 TLS installs; reread when the files change, as the verb port does), else a self-signed one made
@@ -236,11 +237,20 @@ class ReviewCache:
         key = hashlib.sha256(token.encode()).digest()
         with self._lock:
             now = self.clock()
-            known = self._allowed.get(key, now) or self._denied.get(key, now)
-            if known is not None:
-                return known
-            if not self._take_rate(now):
-                return 429
+            allowed = self._allowed.entries.get(key)
+            if allowed is not None and allowed[0] > now:
+                self._allowed.entries.move_to_end(key)
+                return 200
+            # A token allowed before (its answer expired, still among the allowed) is reviewed
+            # again outside the review rate: a flood of new tokens, which takes all of that rate,
+            # cannot lock a working scraper out once its answer expires. At most MAX_ALLOWED_CACHED
+            # such renewals every ALLOWED_TTL.
+            if allowed is None:
+                refused = self._denied.get(key, now)
+                if refused is not None:
+                    return refused
+                if not self._take_rate(now):
+                    return 429
         if not self._slots.acquire(timeout=self.wait):
             return 429
         try:
@@ -254,6 +264,7 @@ class ReviewCache:
             if answer == 200:
                 self._allowed.put(key, now + self.allowed_ttl, answer)
             else:
+                self._allowed.entries.pop(key, None)  # no longer allowed: renewed at the rate like any
                 self._denied.put(key, now + self.denied_ttl, answer)
         return answer
 

@@ -373,3 +373,23 @@ def test_every_answer_is_counted_by_its_status() -> None:
         assert counted == [200, 403, 401, 404]
     finally:
         running.stop()
+
+
+def test_a_flood_cannot_lock_out_a_scraper_whose_answer_expired() -> None:
+    """New tokens take all of the review rate; a token allowed before is reviewed again anyway
+    once its answer expires, and one that lost its permission is then refused like any other."""
+    fake, clock = reviewer(), Clock()
+    gate = ReviewCache(fake, clock=clock, rate=1, burst=1, allowed_ttl=120)
+    assert gate.status("good") == 200
+    clock.now += 121
+    assert gate.status("random0") == 401
+    assert gate.status("random1") == 429, "the rate is spent"
+    assert gate.status("good") == 200, "renewed outside the rate"
+    assert fake.calls == 2 + 1
+    clock.now += 121
+    fake.allowed.clear()  # its binding removed
+    assert gate.status("good") == 403
+    assert gate.sizes() == (0, 2)
+    clock.now += 11  # the refusal expired: it is a token like any other now, reviewed at the rate
+    assert gate.status("good") == 403
+    assert gate.status("random2") == 429
