@@ -3,11 +3,13 @@
     python hack/helm/generate.py [--kubectl PATH] [--check]
 
 Renders `deploy/`, `deploy/overlays/tls/`, `deploy/overlays/in-scheduler/` and the optional
-`deploy/optional/audit/` and `deploy/optional/scale-down/` with `kubectl kustomize`, and writes
+`deploy/optional/audit/`, `deploy/optional/scale-down/` and `deploy/optional/monitoring/` with
+`kubectl kustomize`, and writes
 `deploy/helm/placement-scheduler/templates/`: one file per object, each under the condition naming
 the installs it belongs to (the sidecar install under `not .Values.tls.enabled`, the TLS install's
 under `.Values.tls.enabled`, the in-scheduler overlay's under `.Values.inScheduler.enabled`, the
-audit's under `.Values.audit.enabled`, the scale-down controller's under `.Values.scaleDown.enabled`).
+audit's under `.Values.audit.enabled`, the scale-down controller's under `.Values.scaleDown.enabled`,
+the prometheus-operator ServiceMonitors under `.Values.monitoring.serviceMonitors`).
 With the default values and `--namespace placement-system`, `helm template` renders exactly what
 kustomize does (tests/e2e/test_helm.py holds them equal, the chart's own additions below aside).
 `--check` exits 1 if the committed templates differ from what would be generated.
@@ -352,6 +354,7 @@ def templates(kubectl: str) -> dict[str, str]:
     inscheduler = {identity(o): o for o in kustomize(kubectl, "deploy/overlays/in-scheduler")}
     audit = kustomize(kubectl, "deploy/optional/audit")
     scale_down = kustomize(kubectl, "deploy/optional/scale-down")
+    monitoring = kustomize(kubectl, "deploy/optional/monitoring")
     files: dict[str, str] = {}
 
     def add(obj: dict[str, Any], condition: str | None, variant: str = "", prologue: str = "") -> None:
@@ -388,6 +391,8 @@ def templates(kubectl: str) -> dict[str, str]:
         add(obj, ".Values.audit.enabled", "audit-")
     for obj in scale_down:
         add(obj, ".Values.scaleDown.enabled", "scale-down-")
+    for obj in monitoring:
+        add(obj, ".Values.monitoring.serviceMonitors", "monitoring-")
     namespace = next(o for k, o in base.items() if k[0] == "Namespace")
     for obj in namespace_label_hook(namespace):
         add(obj, "and .Values.labelNamespace (not .Values.createNamespace)", "hook-")

@@ -113,8 +113,9 @@ def test_helm_lint_passes(helm) -> None:  # noqa: ANN001
         (("audit.enabled=true",), "deploy", "deploy/optional/audit"),
         (("scaleDown.enabled=true",), "deploy", "deploy/optional/scale-down"),
         (("inScheduler.enabled=true",), "deploy/overlays/in-scheduler", None),
+        (("monitoring.serviceMonitors=true",), "deploy", "deploy/optional/monitoring"),
     ],
-    ids=["defaults", "tls", "audit", "scale-down", "in-scheduler"],
+    ids=["defaults", "tls", "audit", "scale-down", "in-scheduler", "monitoring"],
 )
 def test_the_chart_renders_the_same_objects_as_kustomize(cluster, helm, values, kustomization, extra) -> None:  # noqa: ANN001
     """In-scheduler: the overlay for the minor (without its MutatingAdmissionPolicy before 1.36,
