@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from extender.devcluster.cluster import REPO
+from extender.devcluster.cluster import REPO, LocalCluster
 
 from .registry import Registry, manifest_digest, tags
 from .releases import NAMESPACE, Released
@@ -78,9 +78,7 @@ def test_dist_holds_the_five_files_and_the_checksums_verify(released: Released) 
     assert all(f"{name}: OK" in released.log for name in names), released.log[-3000:]
 
 
-def test_the_registry_serves_the_archives_one_image_under_the_version_alone(
-    released: Released, registry: Registry
-) -> None:
+def test_the_registry_serves_the_archives_one_image_at_its_digest(released: Released, registry: Registry) -> None:
     index = _index(released.dist / f"placement-extender-{released.version}.oci.tar")
     [manifest] = index["manifests"]  # one image in the archive: skopeo copy takes it as it is
     assert manifest["annotations"][REF_NAME] == f"placement-extender:{released.version}"
@@ -152,3 +150,36 @@ def test_the_sbom_names_the_pinned_dependencies_and_the_debian_python(released: 
         assert f"pkg:pypi/{name}@{version}" in purls, (name, version)
     debian_python = [p for p in purls if p.startswith("pkg:deb/debian/python3@")]
     assert debian_python and "distro=debian-bookworm" in debian_python[0], debian_python
+
+
+def test_the_node_pulls_the_release_trusting_the_registrys_ca_for_that_host(
+    released: Released, node_cluster: LocalCluster, registry: Registry, tmp_path: Path
+) -> None:
+    """The node's containerd pulls the released image through the hosts.toml the kubelet's pulls
+    read (RealNode.trust_registry: the test CA for that host alone), into a namespace of its own,
+    so the later modules' pods still pull it themselves; the same file without its `ca` line
+    fails on the certificate."""
+    node = node_cluster.real_node
+    assert node is not None
+
+    def ctr(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = ["ctr", f"--address={node.paths.containerd_socket}", "--namespace=release-check", *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+    trusted = (node.paths.registry_hosts / registry.host / "hosts.toml").read_text()
+    assert "ca = " in trusted, trusted
+    (tmp_path / registry.host).mkdir()
+    (tmp_path / registry.host / "hosts.toml").write_text(
+        "".join(line for line in trusted.splitlines(True) if "ca = " not in line)
+    )
+    untrusted = ctr("images", "pull", "--hosts-dir", str(tmp_path), released.extender_image)
+    assert untrusted.returncode != 0 and "certificate" in untrusted.stderr, untrusted.stderr
+    try:
+        pulled = ctr("images", "pull", "--hosts-dir", str(node.paths.registry_hosts), released.extender_image)
+        assert pulled.returncode == 0, pulled.stderr
+        listed = ctr("images", "ls")
+        index = _index(released.dist / f"placement-extender-{released.version}.oci.tar")
+        assert index["manifests"][0]["digest"] in listed.stdout, listed.stdout
+    finally:
+        ctr("images", "rm", released.extender_image)
+        ctr("namespaces", "rm", "release-check")
