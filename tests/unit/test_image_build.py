@@ -235,6 +235,14 @@ def test_dockerfile_build_drives_buildah(tmp_path: Path, fake_buildah: Path, cap
     assert build.main(argv) == 0 and not calls(fake_buildah)  # unchanged: the cache's
     (context / "pkg/a.py").write_text("b")
     assert build.main(argv) == 0 and [c[0] for c in calls(fake_buildah)].count("bud") == 1
+    capsys.readouterr()
+    # a release names the image by its tag's version (hack/release.py --tag), a build of its own
+    assert build.main([*argv, "--tag", "1.0.0-rc.1"]) == 0
+    tagged = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert tagged.name == "placement-extender-1.0.0-rc.1.oci.tar" and tagged.parent != archive.parent
+    with tarfile.open(tagged) as tar:
+        index = json.loads(tar.extractfile("index.json").read())  # type: ignore[union-attr]
+    assert [m["annotations"][build.REF_NAME] for m in index["manifests"]] == ["placement-extender:1.0.0-rc.1"]
 
 
 def test_building_needs_root_and_buildah(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
