@@ -6,7 +6,8 @@ API server accepts the rendering in a server-side dry-run, the schema refuses a 
 reach every pod template, in-scheduler mode's admission policy renders offline and fails loudly on a
 cluster without it; then the chart is installed into another namespace (every object there, the
 admission policies holding that namespace's identities), uninstalled and installed again with every
-PlacementPolicy and ZoneRotation kept. The chart's own README.md says what each of these promises."""
+PlacementPolicy and ZoneRotation kept; last, an install made with `kubectl apply -k` is taken over
+(docs/install/index.md). The chart's own README.md says what each of these promises."""
 
 from __future__ import annotations
 
@@ -506,7 +507,11 @@ def test_the_admission_policies_hold_the_release_namespaces_identities(cluster, 
     answers: list[str] = []
 
     def denied() -> str | None:
-        out = subprocess.run([*kubectl, "label", "pod", "probe", "stolen=yes"], capture_output=True, text=True)
+        # a new value each time: a try the policy was not yet in force for changed the pod
+        attempt = f"stolen=try-{len(answers)}"
+        out = subprocess.run(
+            [*kubectl, "label", "--overwrite", "pod", "probe", attempt], capture_output=True, text=True
+        )
         answers.append(out.stdout + out.stderr)
         return out.stderr if out.returncode != 0 and "may not change a pod's labels" in out.stderr else None
 
@@ -577,3 +582,22 @@ def test_uninstall_then_install_keeps_every_policy_and_rotation(cluster, helm, i
         raise AssertionError("the chart wrote into placement-system")
     except ApiError as err:
         assert err.status == 404
+
+
+def test_an_install_made_with_kubectl_apply_is_taken_over(cluster, helm, installed) -> None:  # noqa: ANN001
+    """`kubectl apply -k deploy/`, then the documented move to the chart: `helm install ...
+    --take-ownership --force-conflicts` takes over every object and the fields kubectl set."""
+    out = run_helm(helm, cluster, "uninstall", "placement", "-n", installed, "--wait")
+    assert out.returncode == 0, out.stdout + out.stderr
+    cluster.kubectl("apply", "-k", str(REPO / "deploy"))
+    out = run_helm(helm, cluster, *INSTALL, "-n", SYSTEM_NAMESPACE, "--take-ownership", "--force-conflicts")
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = run_helm(helm, cluster, "get", "manifest", "placement", "-n", SYSTEM_NAMESPACE)
+    assert out.returncode == 0, out.stderr
+    for doc in (d for d in yaml.safe_load_all(out.stdout) if d):
+        namespace = doc["metadata"].get("namespace")
+        found = cluster.kubectl(
+            "get", *(("-n", namespace) if namespace else ()), f"{doc['kind']}/{doc['metadata']['name']}", "-o", "json"
+        )
+        annotations = json.loads(found.stdout)["metadata"].get("annotations") or {}
+        assert annotations.get("meta.helm.sh/release-namespace") == SYSTEM_NAMESPACE, doc["metadata"]["name"]
