@@ -246,7 +246,7 @@ def dev_tree(version: str, python_version: str) -> Iterator[Path]:
     """What the build reads (the image's context and the chart) copied, with the dev version set."""
     with tempfile.TemporaryDirectory(prefix="placement-dev-") as tmp:
         root = Path(tmp)
-        files = ("pyproject.toml", "README.md", "constraints.txt", "LICENSE", "NOTICE", "Dockerfile", ".dockerignore")
+        files = ("pyproject.toml", "constraints.txt", "LICENSE", "NOTICE", "Dockerfile", ".dockerignore", "README.md")
         for name in files:
             shutil.copy2(REPO / name, root / name)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
