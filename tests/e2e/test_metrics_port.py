@@ -24,7 +24,6 @@ import time
 
 import pytest
 import requests
-import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.devcluster.api import wait_for
@@ -35,8 +34,11 @@ from parallel import machine_alone
 
 from .workloads import create_statefulset, pods, statefulset
 
-pytestmark = pytest.mark.e2e
-urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # the self-signed certificate, on purpose
+# the self-signed certificate is not verified, on purpose (as insecureSkipVerify in deploy/optional/monitoring/)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
+]
 
 METRICS_PORT = free_port()
 CLUSTER_OPTIONS = {"extender_args": [f"--metrics-listen=127.0.0.1:{METRICS_PORT}"]}
