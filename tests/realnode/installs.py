@@ -39,11 +39,25 @@ def figure(name: str, value: Any) -> None:
     FIGURES_FILE.write_text(json.dumps(FIGURES, indent=1))
 
 
-# The install commands docs/install/index.md gives, run here as written (the chart's, with only
-# the binary, the kubeconfig and the image values added; the overlays rendered and applied with
-# kube-scheduler's image pinned, the one thing this machine cannot pull).
-# tests/unit/test_install_docs.py fails when the page and these part.
-HELM_INSTALL = "helm install placement deploy/helm/placement-scheduler -n placement-system --create-namespace"
+# The install commands docs/install/index.md gives, run here as written but for the two things
+# every reader puts in: their registry (the page's DOCS_REGISTRY) and the release's version (the
+# page's DOCS_VERSION): documented() puts in the test's. tests/unit/test_install_docs.py fails when
+# the page and these part.
+DOCS_REGISTRY = "registry.example.com/platform"
+DOCS_VERSION = "<version>"
+HELM_INSTALL = (
+    f"helm install placement oci://{DOCS_REGISTRY}/charts/placement-scheduler --version {DOCS_VERSION}"
+    " -n placement-system --create-namespace"
+    f" --set image.repository={DOCS_REGISTRY}/placement-extender"
+    f" --set scheduler.image.repository={DOCS_REGISTRY}/kube-scheduler"
+)
+
+
+def documented(text: str, registry: str, version: str) -> str:
+    """A command or manifest of the install page with the reader's registry and version in it."""
+    return text.replace(DOCS_REGISTRY, registry).replace(DOCS_VERSION, version)
+
+
 DOCUMENTED_OVERLAYS = {
     "kube-<minor>": "overlays/kube-1.37",
     "tls": "overlays/tls",

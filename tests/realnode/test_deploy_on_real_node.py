@@ -1,23 +1,23 @@
-"""deploy/ as users install it (the second scheduler, the extender as its sidecar on loopback), on
-a real node: the image we build, run by a real kubelet.
+"""deploy/ as a platform team installs it from its own repository (the second scheduler, the
+extender as its sidecar on loopback), on a real node: the released image, run by a real kubelet.
 
-`kubectl kustomize deploy/overlays/kube-1.37/` after the documented image edit (deploy/components/
-image names the local registry, where the image we build was pushed under a name that is not the
-default: the kubelet pulls it; kube-scheduler's image is imported, conftest.pin_images). Then:
-placement-scheduler Ready (both containers, both replicas, one holding the lease); a StatefulSet
-under ordinal zones and a cap placed by it; the extender container killed, and frozen, each time
-timed until the kubelet has restarted it and the pod is Ready again. Then the documented upgrade
-(docs/install/release.md: the new tag set in deploy/components/image, `kubectl apply -k` of the same
-overlay; the image pushed again under that tag): both pods roll to it and place again; and the
-documented uninstall (`kubectl delete -k` of the overlay) leaves no object of the install, the
-namespace and the CRDs included. Figures go to test-logs/realnode/figures.json.
+docs/install/index.md's kustomize install, run as written: the release tag's deploy/ and config/
+vendored into the team's repository, the extender image's digest read from the team's registry,
+and the page's kustomization (our overlay as its base, an `images:` entry for each image: the
+extender by digest, kube-scheduler's mirror) applied with `kubectl apply -k`. Both images are
+pulled from the team's registry, where the documented release block pushed them (conftest's
+`released`). Then: placement-scheduler Ready (both containers, both replicas, one holding the
+lease); a StatefulSet under ordinal zones and a cap placed by it; a real Prometheus scrapes it; the
+extender container killed, and frozen, each time timed until the kubelet has restarted it and the
+pod is Ready again. Then an upgrade (a new tag of the image in the team's kustomization, `kubectl
+apply -k` again): both pods roll to it and place again; and the documented uninstall (`kubectl
+delete -k` of the team's folder) leaves no object of the install, the namespace and the CRDs
+included. Figures go to test-logs/realnode/figures.json.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -30,49 +30,55 @@ import yaml
 from extender.devcluster.api import Api, wait_for
 from extender.devcluster.cluster import SCHEDULER_NAME, SYSTEM_NAMESPACE, LocalCluster
 
+from .gitops import team_repository
 from .installs import (
-    DOCUMENTED_OVERLAYS,
-    Images,
-    apply,
     assert_liveness_failed,
     await_ready,
     await_restart,
     extender_container,
     figure,
     freeze,
-    pin_images,
     place_statefulset,
     render,
     uninstall,
 )
 from .prometheus import scrape_install
-from .registry import crane
+from .releases import Released
 
 pytestmark = pytest.mark.e2e
 
-OVERLAY = DOCUMENTED_OVERLAYS["kube-<minor>"]  # of the user's deploy/ (Images.deploy)
 APP = "app.kubernetes.io/name=placement-scheduler"
 
 
 @pytest.fixture(scope="module")
-def deployed(node_cluster: LocalCluster, images: Images, kwok_beside: list[str]) -> Iterator[LocalCluster]:
-    """deploy/ applied, placement-scheduler Ready; taken away after the module."""
-    docs = render(node_cluster, images.deploy / OVERLAY)
-    pin_images(docs, images)
+def team_folder(released: Released, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The team's repository, made by the install page's commands (gitops.py): its kustomization's folder."""
+    env = dict(os.environ, **released.client_env)
+    return team_repository(tmp_path_factory.mktemp("team"), released.clone, released.version, released.registry, env)
+
+
+@pytest.fixture(scope="module")
+def deployed(
+    node_cluster: LocalCluster, released: Released, team_folder: Path, kwok_beside: list[str]
+) -> Iterator[LocalCluster]:
+    """`kubectl apply -k` of the team's folder, placement-scheduler Ready; taken away after the module."""
+    docs = render(node_cluster, team_folder)
     started = time.monotonic()
-    apply(node_cluster, docs)
+    node_cluster.kubectl("apply", "-k", str(team_folder))
     api = node_cluster.admin
     assert api is not None
     pods = await_ready(api, APP, 2)
-    figure("deploy/ applied -> both pods Ready (s)", time.monotonic() - started)
+    figure("team's kustomization applied -> both pods Ready (s)", time.monotonic() - started)
     node = node_cluster.real_node
     assert node is not None
     assert {p["spec"]["nodeName"] for p in pods} == {node.name}
-    for pod in pods:
+    digest = yaml.safe_load((team_folder / "kustomization.yaml").read_text())["images"][0]["digest"]
+    for pod in pods:  # both pulled from the team's registry: nothing here was imported or pinned
         assert {c["name"]: c["image"] for c in pod["spec"]["containers"]} == {
-            "kube-scheduler": images.scheduler,
-            "extender": images.extender,
+            "kube-scheduler": released.scheduler_image,
+            "extender": f"{released.registry}/placement-extender@{digest}",
         }
+        assert all(c.get("imagePullPolicy") != "Never" for c in pod["spec"]["containers"])
     wait_for("a placement-scheduler replica to hold the lease", lambda: _lease_holder(api), 120)
     yield node_cluster
     uninstall(node_cluster, docs)
@@ -127,30 +133,31 @@ def test_extender_restarted_after_freeze(deployed: LocalCluster) -> None:
     assert_liveness_failed(api, name)
 
 
-def test_upgrade_to_a_new_image_tag(deployed: LocalCluster, images: Images, tmp_path: Path) -> None:
-    """docs/install/release.md's step 3 for kustomize: the new tag in deploy/components/image (of a
-    copy: the later modules install the first tag), then `kubectl apply -k` of the same overlay."""
+def test_upgrade_to_a_new_image_tag(deployed: LocalCluster, released: Released, team_folder: Path) -> None:
+    """An upgrade as the team makes it: the new image in its registry, its kustomization's
+    extender entry changed to it (a reviewed commit), `kubectl apply -k` of the same folder."""
     api = deployed.admin
     assert api is not None
-    repository, _, tag = images.extender.rpartition(":")
-    upgraded = f"{repository}:{tag}-kustomize-upgrade"
+    upgraded = f"{released.extender_image}-kustomize-upgrade"
     out = subprocess.run(
-        [str(crane()), "tag", images.extender, upgraded.rpartition(":")[2], "--insecure"],
+        ["skopeo", "copy", f"docker://{released.extender_image}", f"docker://{upgraded}"],
+        env=dict(os.environ, **released.client_env),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
-    assert out.returncode == 0, out.stderr
-    user = tmp_path / "user"
-    shutil.copytree(images.deploy.parent, user)
-    component = user / "deploy" / "components" / "image" / "kustomization.yaml"
-    doc = yaml.safe_load(component.read_text())
-    doc["images"] = [{"name": "placement-extender", "newName": repository, "newTag": upgraded.rpartition(":")[2]}]
-    component.write_text(yaml.safe_dump(doc))
-    docs = render(deployed, user / "deploy" / OVERLAY)
-    pin_images(docs, dataclasses.replace(images, extender=upgraded))
+    assert out.returncode == 0, out.stdout + out.stderr
+    kustomization = team_folder / "kustomization.yaml"
+    before = kustomization.read_text()
+    doc = yaml.safe_load(before)
+    repository, _, tag = upgraded.rpartition(":")
+    doc["images"][0] = {"name": "placement-extender", "newName": repository, "newTag": tag}
+    kustomization.write_text(yaml.safe_dump(doc))
     started = time.monotonic()
-    apply(deployed, docs)
+    try:
+        deployed.kubectl("apply", "-k", str(team_folder))
+    finally:
+        kustomization.write_text(before)  # the uninstall below deletes what the page's file names
 
     def rolled() -> list | None:
         pods = api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=APP)
@@ -166,18 +173,17 @@ def test_upgrade_to_a_new_image_tag(deployed: LocalCluster, images: Images, tmp_
     figure("deploy/ after upgrade: StatefulSet created -> 2 pods Ready (s)", seconds)
 
 
-def test_uninstall_leaves_nothing_of_the_install(deployed: LocalCluster, images: Images) -> None:
+def test_uninstall_leaves_nothing_of_the_install(deployed: LocalCluster, team_folder: Path) -> None:
     """docs/install/index.md's uninstall: the workloads retired (here: the test's own StatefulSets
-    deleted), then `kubectl delete -k` of the overlay. Every object the overlay renders is gone,
+    deleted), then `kubectl delete -k` of the team's folder. Every object it renders is gone,
     the namespace and the CRDs with it; the next modules install into a cluster without them."""
     api = deployed.admin
     assert api is not None
     for sts in api.list("/apis/apps/v1/statefulsets"):
         if sts["spec"]["template"]["spec"].get("schedulerName") == SCHEDULER_NAME:
             deployed.kubectl("delete", "namespace", sts["metadata"]["namespace"], "--wait=false", check=False)
-    overlay = images.deploy / OVERLAY
-    rendered = yaml.safe_dump_all(render(deployed, overlay))
-    deployed.kubectl("delete", "-k", str(overlay))  # the documented command, on the user's copy
+    rendered = yaml.safe_dump_all(render(deployed, team_folder))
+    deployed.kubectl("delete", "-k", str(team_folder))  # the documented command, on the team's folder
 
     def left() -> list[str]:
         out = deployed.kubectl("get", "--ignore-not-found", "-o", "name", "-f", "-", input=rendered, check=False)

@@ -25,7 +25,8 @@ def test_every_overlay_the_pages_apply_is_one_the_real_node_installs() -> None:
     applied = {
         _overlay(m)
         for page in PAGES
-        for m in re.findall(r"kubectl apply -k deploy/overlays/([\w.<>-]+)/", page.read_text())
+        # `kubectl apply -k deploy/overlays/<name>/`, or a kustomization's `- .../deploy/overlays/<name>`
+        for m in re.findall(r"(?:kubectl apply -k |- \S*/)deploy/overlays/([\w.<>-]+)", page.read_text())
     }
     assert applied, "the pages name no overlay: update this test"
     assert applied <= set(DOCUMENTED_OVERLAYS), applied - set(DOCUMENTED_OVERLAYS)
