@@ -32,7 +32,7 @@ from extender.devcluster.processes import free_port
 from extender.server.metrics_port import REVIEW_BURST, REVIEW_RATE
 from parallel import machine_alone
 
-from .workloads import create_statefulset, pods, statefulset
+from .workloads import create_statefulset, pods, service_account_token, statefulset
 
 # the self-signed certificate is not verified, on purpose (as insecureSkipVerify in deploy/optional/monitoring/)
 pytestmark = [
@@ -67,18 +67,6 @@ def _scrape_status(token: str) -> int | str:
         return type(err).__name__
 
 
-def _token(api, namespace: str, name: str) -> str:  # noqa: ANN001
-    api.ensure(
-        f"/api/v1/namespaces/{namespace}/serviceaccounts",
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-    )
-    review = api.create(
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-    )
-    return review["status"]["token"]
-
-
 def _bind_reader(api, namespace: str, name: str) -> None:  # noqa: ANN001
     api.ensure(
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
@@ -100,7 +88,8 @@ def _bind_reader(api, namespace: str, name: str) -> None:  # noqa: ANN001
 def tokens(cluster) -> dict[str, str]:  # noqa: ANN001
     api = cluster.admin
     namespace = cluster.namespace("metrics-scrapers")
-    reader, stranger = _token(api, namespace, "prometheus"), _token(api, namespace, "stranger")
+    reader = service_account_token(api, namespace, "prometheus")
+    stranger = service_account_token(api, namespace, "stranger")
     _bind_reader(api, namespace, "prometheus")
     return {"reader": reader, "stranger": stranger}
 

@@ -272,6 +272,20 @@ class Sampler:
         return self.samples[-1][1] if self.samples else None
 
 
+def service_account_token(api: Api, namespace: str, name: str) -> str:
+    """A token of the ServiceAccount `name` (made if missing), from the API server's TokenRequest:
+    what a scraper such as Prometheus presents, an hour long."""
+    api.ensure(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+    )
+    review = api.create(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+    )
+    return review["status"]["token"]
+
+
 def readyz_status(port: int) -> int | str:
     import requests
 

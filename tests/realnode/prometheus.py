@@ -30,6 +30,7 @@ import requests
 import urllib3
 import yaml
 
+from e2e.workloads import service_account_token
 from extender.devcluster.api import Api, wait_for
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE, LocalCluster
 from extender.devcluster.processes import free_port
@@ -142,17 +143,7 @@ def _tokens(cluster: LocalCluster) -> tuple[str, str]:
     api = cluster.admin
     assert api is not None
     namespace = cluster.namespace(SCRAPERS)
-    tokens = []
-    for name in ("prometheus", "stranger"):
-        api.ensure(
-            f"/api/v1/namespaces/{namespace}/serviceaccounts",
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-        )
-        review = api.create(
-            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-        )
-        tokens.append(review["status"]["token"])
+    tokens = [service_account_token(api, namespace, name) for name in ("prometheus", "stranger")]
     api.ensure(
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         {

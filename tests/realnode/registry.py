@@ -3,7 +3,7 @@ registry (Debian's docker-registry, hack/realnode/install.sh; never its package 
 127.0.0.1, serving TLS with a certificate of a CA of the test's own, as a team's registry serves
 with its company CA. Clients trust that CA the way a team's machines do, by a CA bundle (the
 system's CAs and the test's) named by SSL_CERT_FILE in their environment, which Go programs
-(skopeo, helm, crane) and Python's requests read; the node's containerd trusts it for that host
+(skopeo, helm) and Python's requests read; the node's containerd trusts it for that host
 alone (RealNode.trust_registry with the CA). The installs then pull the extender's image from it,
 as on a cluster."""
 
@@ -20,7 +20,6 @@ from pathlib import Path
 import requests
 import yaml
 
-from extender.devcluster.cluster import REPO
 from extender.devcluster.pki import PKI
 from extender.devcluster.processes import free_port
 
@@ -38,14 +37,8 @@ class Registry:
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment of a client of this registry (skopeo, helm, crane, requests)."""
+        """The environment of a client of this registry (skopeo, helm, requests)."""
         return dict(os.environ, SSL_CERT_FILE=str(self.bundle), REQUESTS_CA_BUNDLE=str(self.bundle))
-
-
-def crane() -> Path:
-    out = subprocess.run(["bash", str(REPO / "hack/registry/build.sh")], capture_output=True, text=True, timeout=1800)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def ca_bundle(ca: Path, out: Path) -> Path:

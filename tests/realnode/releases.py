@@ -32,7 +32,7 @@ class Released:
     extender_image: str  # $REGISTRY/placement-extender:<version>
     scheduler_image: str  # $REGISTRY/kube-scheduler:<tag deploy/ names>
     chart: str  # oci://$REGISTRY/charts/placement-scheduler
-    client_env: dict[str, str]  # what helm, skopeo and crane need to trust the registry (SSL_CERT_FILE)
+    client_env: dict[str, str]  # what helm and skopeo need to trust the registry (SSL_CERT_FILE)
     dist: Path  # the clone's dist/, as make release wrote it
     clone: Path
     log: str  # what the two blocks printed

@@ -24,11 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.devcluster.api import ApiError, wait_for
+from extender.devcluster.api import Api, ApiError, wait_for
 from extender.devcluster.cluster import REPO, SCHEDULER_NAME, SYSTEM_NAMESPACE, LocalCluster
 
 from .installs import HELM_INSTALL, ZONE, await_ready, documented, figure, is_ready, place_statefulset
-from .registry import crane
 from .releases import Released
 
 pytestmark = pytest.mark.e2e
@@ -151,10 +150,10 @@ def test_upgrade_to_a_new_image_tag(chart, released: Released) -> None:  # noqa:
     repository, _, tag = released.extender_image.rpartition(":")
     upgraded = f"{tag}-upgrade"
     out = subprocess.run(
-        [str(crane()), "tag", released.extender_image, upgraded, "--insecure"],
+        ["skopeo", "copy", f"docker://{released.extender_image}", f"docker://{repository}:{upgraded}"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         env=helm.env,
     )
     assert out.returncode == 0, out.stderr
@@ -213,14 +212,7 @@ def test_uninstall_then_install_keeps_policies_rotations_and_placements(chart) -
 
     before, placed = records(), {ns: _zones(cluster, ns) for ns in ("db-chart", "db-upgraded")}
     assert before["zonerotations"], "the placed StatefulSets (ordinal zones) have their rotation records"
-    out = helm("uninstall", "placement", "-n", SYSTEM_NAMESPACE, "--wait")
-    assert out.returncode == 0, out.stdout + out.stderr
-    wait_for(
-        "no placement-scheduler pods left",
-        lambda: not api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=SELECTOR),
-        180,
-        1,
-    )
+    _uninstall(helm, api)
     assert records() == before
     started = time.monotonic()
     helm.install()
@@ -255,14 +247,7 @@ def test_uninstall_leaves_nothing_of_the_chart_but_what_it_keeps(chart, released
     ]
     for name in ("db-chart", "db-upgraded"):  # the test's own workloads, not the chart's
         cluster.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false", check=False)
-    out = helm("uninstall", "placement", "-n", SYSTEM_NAMESPACE, "--wait")
-    assert out.returncode == 0, out.stdout + out.stderr
-    wait_for(
-        "no placement-scheduler pods left",
-        lambda: not api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=SELECTOR),
-        180,
-        1,
-    )
+    _uninstall(helm, api)
     kept = [d for d in rendered if d["kind"] in ("Namespace", "CustomResourceDefinition")]
     assert sorted(d["metadata"]["name"] for d in kept) == sorted(KEPT_CRDS), "no Namespace by default"
 
@@ -275,3 +260,15 @@ def test_uninstall_leaves_nothing_of_the_chart_but_what_it_keeps(chart, released
         j["metadata"]["name"] == "placement-namespace-labels"
         for j in api.list(f"/apis/batch/v1/namespaces/{SYSTEM_NAMESPACE}/jobs")
     ), "the hook's Job went once it succeeded"
+
+
+def _uninstall(helm, api: Api) -> None:  # noqa: ANN001
+    """The page's `helm uninstall`, and its scheduler pods gone."""
+    out = helm("uninstall", "placement", "-n", SYSTEM_NAMESPACE, "--wait")
+    assert out.returncode == 0, out.stdout + out.stderr
+    wait_for(
+        "no placement-scheduler pods left",
+        lambda: not api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=SELECTOR),
+        180,
+        1,
+    )
