@@ -125,8 +125,14 @@ def registry(node_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
 def images(node_cluster: LocalCluster, registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Images:
     """The extender image built from the Dockerfile and pushed to the local registry under a name
     that is not the default (the node pulls it, as a cluster does); a copy of deploy/ with the
-    documented image edit; and a kube-scheduler image of the pinned binary, imported into the
-    node's containerd (never pulled: no public registry is reachable here)."""
+    documented image edit; and a kube-scheduler image of the pinned binary in the same registry,
+    where a team mirrors the upstream one (no public registry is reachable here), pulled by the
+    node like every image of the installs.
+
+    Pulled, not imported under the upstream name: once the kubelet has pulled an image (the
+    mirror, in the kustomize and Helm installs), it checks that a pod may use it by the name the
+    pod gives, so the same image imported under another name with pull policy Never is refused
+    (ErrImageNeverPull), as it was when the TLS install ran after the kustomize one."""
     node = node_cluster.real_node
     assert node is not None and node_cluster.bin_dir is not None
     started = time.monotonic()
@@ -139,17 +145,23 @@ def images(node_cluster: LocalCluster, registry: Registry, tmp_path_factory: pyt
     push(archive, extender, registry)
     figure("extender image push to the local registry (s)", time.monotonic() - started)
     deploy = _user_deploy(tmp_path_factory.mktemp("user"), extender)
-    scheduler = next(
+    scheduler = _upstream_scheduler(node_cluster)
+    started = time.monotonic()
+    mirror = f"{registry.host}/platform/kube-scheduler:{scheduler.rpartition(':')[2]}"
+    push(_scheduler_archive(node_cluster, scheduler), mirror, registry)
+    figure("kube-scheduler image build + push to the mirror (s)", time.monotonic() - started)
+    return Images(extender=extender, scheduler=mirror, deploy=deploy)
+
+
+def _upstream_scheduler(cluster: LocalCluster) -> str:
+    """The upstream kube-scheduler image deploy/ names (its newest minor's)."""
+    return next(
         c["image"]
-        for d in render(node_cluster, REPO / "deploy" / "overlays" / "kube-1.37")
+        for d in render(cluster, REPO / "deploy" / "overlays" / "kube-1.37")
         if d["kind"] == "Deployment" and d["metadata"]["name"] == "placement-scheduler"
         for c in d["spec"]["template"]["spec"]["containers"]
         if c["name"] == "kube-scheduler"
     )
-    started = time.monotonic()
-    node.load_image(_scheduler_archive(node_cluster, scheduler))
-    figure("kube-scheduler image build + load (s)", time.monotonic() - started)
-    return Images(extender=extender, scheduler=scheduler, deploy=deploy)
 
 
 def _scheduler_archive(cluster: LocalCluster, name: str) -> Path:
@@ -160,7 +172,7 @@ def _scheduler_archive(cluster: LocalCluster, name: str) -> Path:
         "--static-binary",
         str(cluster.bin_dir / "kube-scheduler"),
         "--name",
-        name,  # the tag deploy/ names, so the kubelet finds it and never pulls
+        name,  # the name deploy/ gives the upstream image, which the mirror copies
         "--entrypoint",
         "/usr/local/bin/kube-scheduler",  # deploy/'s `command: [kube-scheduler, ...]` finds it on PATH
     )
@@ -178,7 +190,7 @@ def released(
     assert helm.returncode == 0, helm.stderr[-2000:]
     return release(
         registry,
-        _scheduler_archive(node_cluster, images.scheduler),
+        _scheduler_archive(node_cluster, _upstream_scheduler(node_cluster)),
         Path(helm.stdout.strip().splitlines()[-1]),
         tmp_path_factory.mktemp("release"),
     )

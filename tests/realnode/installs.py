@@ -68,7 +68,7 @@ DOCUMENTED_OVERLAYS = {
 @dataclass(frozen=True)
 class Images:
     extender: str  # <local registry>/platform/placement-extender:<version>, built from the Dockerfile, pulled
-    scheduler: str  # the tag deploy/ names for kube-scheduler, the pinned binary in a one-file image
+    scheduler: str  # <local registry>/platform/kube-scheduler:<deploy/'s tag>, the pinned binary, pulled
     deploy: Path  # a copy of deploy/ after the documented image edit (deploy/components/image)
 
 
@@ -78,9 +78,10 @@ def render(cluster: LocalCluster, overlay: Path) -> list[dict[str, Any]]:
 
 
 def pin_images(docs: list[dict[str, Any]], images: Images) -> None:
-    """The one change every install gets here: kube-scheduler's image (the pinned binary, imported:
-    this machine reaches no public registry) is never pulled. The extender's image is left as the
-    documented edit made it, and must name the local registry: the kubelet pulls it from there."""
+    """The one change every install gets here: kube-scheduler's image is the team's mirror of it
+    (the pinned binary: this machine reaches no public registry), as a kustomization's `images:`
+    entry sets it. The extender's image is left as the documented edit made it, and must name the
+    local registry: the kubelet pulls both from there."""
     extenders = 0
     for doc in docs:
         if doc["kind"] not in ("Deployment", "StatefulSet", "DaemonSet"):
@@ -88,7 +89,6 @@ def pin_images(docs: list[dict[str, Any]], images: Images) -> None:
         for c in doc["spec"]["template"]["spec"]["containers"]:
             if c["name"] == "kube-scheduler":
                 c["image"] = images.scheduler
-                c["imagePullPolicy"] = "Never"
             elif "placement-extender" in c["image"]:
                 assert c["image"] == images.extender, f"{doc['metadata']['name']} runs {c['image']}"
                 extenders += 1

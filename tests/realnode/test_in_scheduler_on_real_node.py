@@ -164,8 +164,7 @@ def _static_pod(image: str, etc: Path, port: int) -> dict:
             "containers": [
                 {
                     "name": "kube-scheduler",
-                    "image": image,
-                    "imagePullPolicy": "Never",
+                    "image": image,  # the team's mirror, pulled by the kubelet
                     "command": [
                         "kube-scheduler",
                         "--config=/etc/kubernetes/scheduler-config.yaml",
