@@ -11,9 +11,16 @@ record is the order, for filter, bind, explain and audit alike.
 One object per StatefulSet, in its namespace, with the StatefulSet's name. The extender only
 creates it (RBAC: create on zonerotations, nothing else it writes); an operator inspects it with
 `kubectl get zonerotations`, edits `spec.order` to let a new zone join, or deletes it to have it
-decided again from the current state at the next decision. It carries an ownerReference to its
-StatefulSet, so deleting the set deletes it (an orphaning delete keeps it, for the StatefulSet
-recreated under the same name to adopt).
+decided again from the current state at the next decision.
+
+It carries no ownerReference: a record lives like the set's PersistentVolumeClaims, which also
+outlive a deleted StatefulSet. The set recreated under its name (from git, from a backup, on
+another cluster where the committed record was applied) comes back in the same zones, where its
+volumes are; a record owned by the set was deleted by the garbage collector within a second of
+the set, and the set recreated from git came back with a fresh rotation (5 of 9 ordinals in
+another zone). `kubectl delete zonerotation NAME` when the set is gone for good; audit notes a
+record whose StatefulSet does not exist. Records written by earlier versions keep their
+ownerReference until it is removed (`rotation export` prints the patch).
 
 This model is the single source of truth for the record: the store parses it, and the CRD's
 schema is generated from it (extender/api/schema.py).
@@ -87,21 +94,14 @@ def parse_rotation_spec(spec: object, where: str) -> ZoneRotationSpec:
         raise ValueError(f"{where}: spec.{field}: {first.get('msg')}") from None
 
 
-def rotation_object(
-    namespace: str, statefulset: str, statefulset_uid: str | None, order: tuple[str, ...], adopted: dict[int, str]
-) -> dict:
-    """The object the extender creates for a StatefulSet's first decision."""
+def rotation_object(namespace: str, statefulset: str, order: tuple[str, ...], adopted: dict[int, str]) -> dict:
+    """The object the extender creates for a StatefulSet's first decision, adopt writes, and a
+    team commits: the same, with no ownerReference (the module says why) and no server field."""
     meta: dict = {
         "name": statefulset,
         "namespace": namespace,
         "labels": {"app.kubernetes.io/managed-by": "placement-extender"},
     }
-    if statefulset_uid:
-        # No blockOwnerDeletion: it would need update on statefulsets/finalizers, a write on the
-        # user's workload, and garbage collection works without it.
-        meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": statefulset, "uid": statefulset_uid}
-        ]
     spec = ZoneRotationSpec(
         statefulSet=statefulset, order=list(order), adopted={str(k): v for k, v in sorted(adopted.items())}
     )

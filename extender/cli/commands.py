@@ -440,23 +440,23 @@ def _adopt(args: argparse.Namespace) -> int:
     api = connect(args.kubeconfig, args.context)
     # Read, decide and write again on a 409: the StatefulSet controller's status writes alone
     # can move the resourceVersion between our read and our update.
-    change, rollout, uid = retry_on_conflict(lambda: _adopt_once(args, api, kind, path, from_file))
+    change, rollout = retry_on_conflict(lambda: _adopt_once(args, api, kind, path, from_file))
     if rollout is not None and not rollout.completes:
         print("adopt: refused, nothing written: the rollout adopting starts would stall", file=sys.stderr)
         _show_rollout(rollout)
         return ExitCode.FINDING
-    _show_change(args, "adopt", kind, change, rollout, _record_document(rollout, uid))
+    _show_change(args, "adopt", kind, change, rollout, _record_document(rollout))
     return ExitCode.OK
 
 
-def _record_document(rollout, uid: str | None) -> dict | None:  # noqa: ANN001
+def _record_document(rollout) -> dict | None:  # noqa: ANN001
     """The ZoneRotation adopt writes for this rollout, as an object (None: none to write)."""
     from ..api.rotation import rotation_object
 
     if rollout is None or rollout.record is None:
         return None
     record = rollout.record
-    return rotation_object(record.namespace, record.statefulset, uid, record.order, record.adopted)
+    return rotation_object(record.namespace, record.statefulset, record.order, record.adopted)
 
 
 def _manifest_input(args: argparse.Namespace):  # noqa: ANN202
@@ -504,7 +504,7 @@ def _adopt_manifest(args: argparse.Namespace) -> int:
         spec = _policy_file(args.policy_file)
         named = {"inline_policy": spec.model_dump_json(exclude_defaults=True)}
     change = _adopted(args, workload, spec, named)
-    rollout, uid = None, None
+    rollout = None
     if kind == "StatefulSet" and api is not None:
         name = workload["metadata"]["name"]
         try:
@@ -514,7 +514,6 @@ def _adopt_manifest(args: argparse.Namespace) -> int:
                 raise
             live = None  # not running yet: its first pods decide the rotation, nothing to record
         if live is not None:
-            uid = live["metadata"].get("uid")
             rollout = check_adoption(list_once(api), namespace, name, spec)
             if not rollout.completes:
                 print("adopt: refused: the rollout applying this would start would stall", file=sys.stderr)
@@ -525,7 +524,7 @@ def _adopt_manifest(args: argparse.Namespace) -> int:
             "--offline: the running pods were not read, so no ZoneRotation is printed; if the set is running, "
             "pods outside the rotation would move: run it once with the cluster reachable"
         )
-    _show_change(args, "adopt", kind, change, rollout, _record_document(rollout, uid))
+    _show_change(args, "adopt", kind, change, rollout, _record_document(rollout))
     return ExitCode.OK
 
 
@@ -537,7 +536,6 @@ def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: 
     from ..state.watcher import list_once
 
     workload = {"kind": kind, **api.call("GET", path)}
-    uid = workload["metadata"].get("uid")
     if from_file is None:
         spec = _named_policy(api, args.namespace, args.policy_name)
         named = {"policy_name": args.policy_name}
@@ -549,12 +547,12 @@ def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: 
     if kind == "StatefulSet":
         rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
         if not rollout.completes:
-            return change, rollout, uid
+            return change, rollout
     if not args.dry_run:
         if rollout is not None and rollout.record is not None:
-            write_adopted_rotation(api, rollout.record, uid, rollout.record_exists)
+            write_adopted_rotation(api, rollout.record, rollout.record_exists)
         update_workload(api, path, change.workload)
-    return change, rollout, uid
+    return change, rollout
 
 
 def _adopted(args: argparse.Namespace, workload: dict, spec: PlacementPolicySpec, named: dict):  # noqa: ANN202

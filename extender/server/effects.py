@@ -168,22 +168,22 @@ class KubeRecordWriter:
 
     def __init__(self, api: KubeHttp, capacity: int = 1000) -> None:
         self.api = api
-        self._queue: queue.Queue[tuple[RotationRecord, str | None]] = queue.Queue(capacity)
+        self._queue: queue.Queue[RotationRecord] = queue.Queue(capacity)
         self.written = 0
         self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="record-writer", daemon=True)
         self._thread.start()
 
-    def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
+    def zone_rotation(self, record: RotationRecord) -> None:
         try:
-            self._queue.put_nowait((record, statefulset_uid))
+            self._queue.put_nowait(record)
         except queue.Full:
             self.dropped += 1
 
     def _run(self) -> None:
         while True:
-            record, uid = self._queue.get()
-            body = rotation_object(record.namespace, record.statefulset, uid, record.order, record.adopted)
+            record = self._queue.get()
+            body = rotation_object(record.namespace, record.statefulset, record.order, record.adopted)
             path = f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{record.namespace}/{ROTATION_PLURAL}"
             for attempt in range(self.ATTEMPTS):
                 try:
@@ -283,12 +283,12 @@ def update_workload(api: KubeHttp, path: str, workload: dict) -> None:
     api.call("PUT", path, body=body, timeout=30)
 
 
-def write_adopted_rotation(api: KubeHttp, record: RotationRecord, statefulset_uid: str | None, exists: bool) -> None:
+def write_adopted_rotation(api: KubeHttp, record: RotationRecord, exists: bool) -> None:
     """adopt's record of where a StatefulSet's running pods are kept (ops/rollout.py), written
     before the template so the rollout it starts reads it: created, or, when the set has one, its
     `adopted` map merged (the order, decided once, is never rewritten)."""
     base = f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{record.namespace}/{ROTATION_PLURAL}"
-    body = rotation_object(record.namespace, record.statefulset, statefulset_uid, record.order, record.adopted)
+    body = rotation_object(record.namespace, record.statefulset, record.order, record.adopted)
     if not exists:
         api.create(base, body, timeout=30)
         return

@@ -24,5 +24,5 @@ class EventSink(Protocol):
 
 
 class RecordWriter(Protocol):
-    def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
+    def zone_rotation(self, record: RotationRecord) -> None:
         """Create the StatefulSet's ZoneRotation object (asynchronously; an existing one wins)."""

@@ -31,4 +31,4 @@ class RotationRecorder:
         if self.store.remember_rotation(record):
             log.info("decided the zone rotation of StatefulSet %s/%s: %s", pod.namespace, sts.name, order.how)
             if self.records is not None:
-                self.records.zone_rotation(record, sts.uid)
+                self.records.zone_rotation(record)

@@ -442,7 +442,7 @@ def policy(namespace: str, name: str) -> dict[str, Any]:
 def rotation(namespace: str, name: str) -> dict[str, Any]:
     from extender.api.rotation import rotation_object
 
-    return rotation_object(namespace, name, None, ("zone-a", "zone-b", "zone-c"), {})
+    return rotation_object(namespace, name, ("zone-a", "zone-b", "zone-c"), {})
 
 
 @pytest.fixture(scope="module")

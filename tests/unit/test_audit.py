@@ -293,11 +293,11 @@ def test_audit_reads_the_zone_rotation_record() -> None:
     store = cluster(policy={"ordinalZones": {}})
     (report,) = audit(store)
     assert report.violations == []
-    store.apply("rotations", "ADDED", rotation_object("db", "crdb", None, ("a", "b", "c"), {}))
+    store.apply("rotations", "ADDED", rotation_object("db", "crdb", ("a", "b", "c"), {}))
     (report,) = audit(store)
     assert sorted(v.split(" ")[1] for v in report.violations) == ["db/crdb-1", "db/crdb-2"], report.violations
     assert all("recorded in ZoneRotation db/crdb" in v for v in report.violations)
-    store.apply("rotations", "MODIFIED", rotation_object("db", "crdb", None, ("a", "b", "c"), {1: "a", 2: "b"}))
+    store.apply("rotations", "MODIFIED", rotation_object("db", "crdb", ("a", "b", "c"), {1: "a", 2: "b"}))
     (report,) = audit(store)
     assert report.violations == []
 

@@ -125,7 +125,7 @@ def make_store(zones=("a", "b", "c"), recorded: bool = True) -> tuple[ClusterSto
     sts["spec"]["selector"] = {"matchLabels": {"app": "db"}}
     store.apply("statefulsets", "ADDED", sts)
     if recorded and zones:  # the set's ZoneRotation, as the watch shows it
-        store.apply("rotations", "ADDED", rotation_object("db", "db", None, tuple(zones), {}))
+        store.apply("rotations", "ADDED", rotation_object("db", "db", tuple(zones), {}))
     return store, Verbs(store, None, RecordedEvents())  # type: ignore[arg-type]
 
 
@@ -138,7 +138,7 @@ def test_a_gated_pod_is_narrowed_only_once_its_sets_order_is_recorded() -> None:
     assert verbs.gate_answer(uid) is None
     decided = store.rotation("db", "db")
     assert decided is not None, "decided and queued for recording"
-    store.apply("rotations", "ADDED", rotation_object("db", "db", None, decided.order, {}))
+    store.apply("rotations", "ADDED", rotation_object("db", "db", decided.order, {}))
     answer = verbs.gate_answer(uid)
     assert answer is not None and answer.requirement == {"key": ZONE, "operator": "In", "values": [decided.order[1]]}
 

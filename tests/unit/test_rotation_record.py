@@ -24,10 +24,10 @@ ORDINAL = {"ordinalZones": {}}
 
 class RecordingWriter:
     def __init__(self) -> None:
-        self.records: list[tuple[RotationRecord, str | None]] = []
+        self.records: list[RotationRecord] = []
 
-    def zone_rotation(self, record: RotationRecord, statefulset_uid: str | None) -> None:
-        self.records.append((record, statefulset_uid))
+    def zone_rotation(self, record: RotationRecord) -> None:
+        self.records.append(record)
 
 
 class Binder:
@@ -81,7 +81,7 @@ def place(store: ClusterStore, ordinal: int, node_name: str) -> None:
 
 def recorded(store: ClusterStore, order: str, adopted: dict[int, str] | None = None) -> None:
     """The record as the watch brings it back (the object the writer created)."""
-    obj = rotation_object("db", "r", "uid-sts-r", tuple(order), adopted or {})
+    obj = rotation_object("db", "r", tuple(order), adopted or {})
     store.apply("rotations", "ADDED", obj)
 
 
@@ -90,8 +90,8 @@ def test_the_first_decision_records_the_rotation_once() -> None:
     assert passed(verbs, store, 0) == ["a1"]
     assert passed(verbs, store, 1) == ["b1"]
     assert passed(verbs, store, 2) == ["c1"]
-    ((record, uid),) = writer.records
-    assert record.order == ("a", "b", "c") and record.statefulset == "r" and uid == "uid-sts-r"
+    (record,) = writer.records
+    assert record.order == ("a", "b", "c") and record.statefulset == "r"
     assert store.rotation("db", "r") is not None
 
 
@@ -132,7 +132,7 @@ def test_an_adopted_set_with_two_ordinals_in_one_zone_spreads_its_new_ordinals()
     kept a 1-zone rotation and pinned every new ordinal to a; crl's order spreads them."""
     store, writer, _, verbs = make(zones(a=2, b=2, c=2), 6, {0: "a1", 1: "a2"})
     got = {o: {n[0] for n in passed(verbs, store, o)} for o in (2, 3, 4, 5)}
-    ((record, _),) = writer.records
+    (record,) = writer.records
     assert record.order == ("a", "b", "c") and record.adopted == {1: "a"}
     assert got == {2: {"c"}, 3: {"a"}, 4: {"b"}, 5: {"c"}}
 
@@ -145,23 +145,23 @@ def test_volumes_pin_the_first_rotation_as_crl_pins_them() -> None:
     store.apply("claims", "ADDED", claim("data-r-1", "pv-1"))
     store.apply("volumes", "ADDED", volume("pv-1", "c"))
     assert passed(verbs, store, 0) == ["a1"]
-    assert writer.records[0][0].order == ("a", "c", "b")
+    assert writer.records[0].order == ("a", "c", "b")
 
 
 def test_a_zone_added_later_joins_only_when_the_record_says_so() -> None:
     store, _, _, verbs = make(zones(a=1, b=1, c=1, d=4), 6, {0: "a1", 1: "b1", 2: "c1"})
     recorded(store, "abc")
     assert passed(verbs, store, 3) == ["a1"]  # d is bigger, but not in the record
-    store.apply("rotations", "MODIFIED", rotation_object("db", "r", None, ("a", "b", "c", "d"), {}))
+    store.apply("rotations", "MODIFIED", rotation_object("db", "r", ("a", "b", "c", "d"), {}))
     assert {n[0] for n in passed(verbs, store, 3)} == {"d"}
 
 
 def test_deleting_the_record_has_it_decided_again() -> None:
     store, writer, _, verbs = make(zones(a=1, b=1), 4, {0: "a1"})
     recorded(store, "ab")
-    store.apply("rotations", "DELETED", rotation_object("db", "r", None, ("a", "b"), {}))
+    store.apply("rotations", "DELETED", rotation_object("db", "r", ("a", "b"), {}))
     passed(verbs, store, 1)
-    assert [r.order for r, _ in writer.records] == [("a", "b")]
+    assert [r.order for r in writer.records] == [("a", "b")]
 
 
 def test_a_decision_never_recorded_goes_with_its_statefulset() -> None:
@@ -210,14 +210,12 @@ def test_an_unreadable_record_is_refused_with_the_field_named(spec, error) -> No
         parse_rotation({"metadata": {"name": "r", "namespace": "db"}, "spec": spec})
 
 
-def test_the_object_written_round_trips_through_the_parser() -> None:
-    obj = rotation_object("db", "r", "uid-1", ("b", "a"), {3: "c"})
-    assert obj["metadata"]["ownerReferences"][0] == {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "name": "r",
-        "uid": "uid-1",
-    }
+def test_the_object_written_round_trips_through_the_parser_and_has_no_owner() -> None:
+    """No ownerReference: the record outlives its StatefulSet, as its claims do, so the set
+    recreated from git comes back in the same zones (api/rotation.py)."""
+    obj = rotation_object("db", "r", ("b", "a"), {3: "c"})
+    assert "ownerReferences" not in obj["metadata"]
+    assert set(obj["metadata"]) == {"name", "namespace", "labels"}
     record = parse_rotation(obj)
     assert (record.statefulset, record.order, record.adopted) == ("r", ("b", "a"), {3: "c"})
     assert ZoneRotationSpec.model_validate(obj["spec"]).adopted == {"3": "c"}
