@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -102,6 +103,11 @@ def _serve(args: argparse.Namespace) -> int:
         except ValueError as err:
             print(f"--metrics-listen {err}", file=sys.stderr)
             return 2
+    try:
+        election = _election(args)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
     host = args.listen.rsplit(":", 1)[0].strip("[]")
     if host not in LOOPBACK and not args.tls_client_ca_file:
         logging.getLogger("extender").warning(
@@ -138,6 +144,39 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _deletion_costs(args: argparse.Namespace) -> int:
+def _election(args: argparse.Namespace):  # noqa: ANN202 - server.serve.Election | None
+    """serve's leader-election options, checked (ValueError saying what to give)."""
+    from ..server.leader import Timing
+    from ..server.serve import Election
+
+    if not args.leader_elect:
+        if args.active_service:
+            raise ValueError("--active-service needs --leader-elect: only the elected replica becomes the endpoint")
+        return None
+    namespace, slash, name = args.leader_elect_lease.partition("/")
+    if not slash or not namespace or not name:
+        raise ValueError(f"--leader-elect-lease {args.leader_elect_lease!r}: give it as NAMESPACE/NAME")
+    try:
+        duration, deadline, retry = (float(x) for x in args.leader_elect_timing.split(","))
+        timing = Timing(duration, deadline, retry)
+    except ValueError as err:
+        raise ValueError(f"--leader-elect-timing {args.leader_elect_timing!r}: {err}") from None
+    pod, pod_ip = os.environ.get("POD_NAME", ""), os.environ.get("POD_IP", "")
+    if args.active_service and not (pod and pod_ip):
+        raise ValueError(
+            "--active-service needs the pod's name and address: set POD_NAME (fieldRef metadata.name) and POD_IP "
+            "(fieldRef status.podIP) in the container's env, as deploy/overlays/tls/extender.yaml does"
+        )
+    return Election(
+        namespace=namespace,
+        lease=name,
+        timing=timing,
+        identity=pod or socket.gethostname(),
+        service=args.active_service,
+        pod_ip=pod_ip,
+    )
+
+
     """The opt-in scale-down controller: watch like the extender, keep pod-deletion-cost current."""
     import time
 
@@ -977,6 +1016,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.CLOSED_PIPE
     except KeyboardInterrupt:
         print(f"{args.command}: interrupted", file=sys.stderr)
+    serve.add_argument(
+        "--leader-elect",
+        action="store_true",
+        default=_env("EXTENDER_LEADER_ELECT", "") == "true",
+        help="run as one of several replicas: the holder of a Lease decides, the others keep a warm cache and "
+        "answer every verb with an Error until they take the Lease (docs/operations/high-availability.md)",
+    )
+    serve.add_argument(
+        "--leader-elect-lease",
+        metavar="NAMESPACE/NAME",
+        default=_env("EXTENDER_LEADER_ELECT_LEASE", f"{_env('POD_NAMESPACE', 'placement-system')}/placement-extender"),
+        help="the Lease the replicas share (default: POD_NAMESPACE/placement-extender)",
+    )
+    serve.add_argument(
+        "--leader-elect-timing",
+        metavar="DURATION,DEADLINE,RETRY",
+        default=_env("EXTENDER_LEADER_ELECT_TIMING", "10,7,2"),
+        help="seconds: the Lease's duration, the holder's renew deadline, the retry period (default 10,7,2: a "
+        "killed holder is replaced within 12 s, one ended gracefully within 2 s)",
+    )
+    serve.add_argument(
+        "--active-service",
+        metavar="NAME",
+        default=_env("EXTENDER_ACTIVE_SERVICE"),
+        help="with --leader-elect: the Service (no selector, in the Lease's namespace) whose one endpoint the "
+        "active replica makes itself, so kube-scheduler's calls reach it and not a standby; needs the pod's "
+        "POD_NAME and POD_IP in the environment (the downward API)",
+    )
         return ExitCode.INTERRUPTED
     except Exception as err:  # noqa: BLE001 - the expected ones are answered, the rest re-raised
         known = explained(err)

@@ -92,7 +92,10 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
         if is_ready():
             stale = verbs.store.stale()
             if not stale:
-                return _json(200, {"status": "ready", "cache": stats})
+                # Ready either way (a PodDisruptionBudget counts a warm standby); the role says
+                # which replica decides (server/leader.py).
+                role = "standby" if verbs.store.standby() is not None else "active"
+                return _json(200, {"status": "ready", "role": role, "cache": stats})
             return _json(
                 503,
                 {

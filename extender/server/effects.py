@@ -20,6 +20,10 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
   verb writes one annotation on pods waiting for a PlacementPolicy that was just created or
   edited, so kube-scheduler tries them again at once instead of after its 5-minute flush
   (server/nudge.py).
+- leases create, and get/update of one Lease by name; endpointslices create, and get/update of
+  one slice by name (both in the extender's namespace, a Role of the TLS and in-scheduler
+  installs, which run two replicas): the replicas elect the one that decides, and it makes itself
+  the Service's endpoint (server/leader.py; KubeLeases, KubeActiveEndpoint below).
 - namespaces patch, by the Helm chart's pre-install/pre-upgrade hook only (`label-namespace`,
   its own ServiceAccount, allowed that one namespace by name): the Pod Security labels
   deploy/base/namespace.yaml gives the namespace, on the one `helm install --create-namespace`
@@ -46,6 +50,7 @@ from ..kube.client import KubeApiError, KubeHttp
 from ..state.objects import DELETION_COST_ANNOTATION, PodRecord, RotationRecord
 from .gate_answers import GateAnswer
 from .gate_patch import carries_gate, lift_patch
+from .leader import LeaseConflict
 from .ports import BindError
 
 log = logging.getLogger(__name__)
@@ -335,3 +340,115 @@ class KubeDeletionCostWriter:
             timeout=self.timeout,
             content_type="application/merge-patch+json",
         )
+
+
+class KubeLeases:
+    """The extender replicas' Lease (server/leader.py), in the extender's namespace.
+
+    RBAC (deploy/overlays/tls/extender.yaml, a Role in that namespace): create on leases, and get
+    and update on this one Lease by name. Why: with two replicas, one cache of decisions and one
+    set of reservations must decide, or two pods could each take the last place under a cap."""
+
+    def __init__(self, api: KubeHttp, namespace: str, name: str, timeout: float = 5.0) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.timeout = timeout
+        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+    def get(self) -> tuple[dict, str] | None:
+        try:
+            lease = self.api.call("GET", f"{self.path}/{self.name}", timeout=self.timeout)
+        except KubeApiError as err:
+            if err.status == 404:
+                return None
+            raise
+        return lease.get("spec") or {}, lease["metadata"].get("resourceVersion", "")
+
+    def create(self, spec: dict) -> None:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/name": COMPONENT},
+            },
+            "spec": spec,
+        }
+        try:
+            self.api.call("POST", self.path, body=body, timeout=self.timeout)
+        except KubeApiError as err:
+            if err.status == 409:
+                raise LeaseConflict(str(err)) from None
+            raise
+
+    def update(self, spec: dict, resource_version: str) -> None:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace, "resourceVersion": resource_version},
+            "spec": spec,
+        }
+        try:
+            self.api.call("PUT", f"{self.path}/{self.name}", body=body, timeout=self.timeout)
+        except KubeApiError as err:
+            if err.status == 409:
+                raise LeaseConflict(str(err)) from None
+            raise
+
+
+def active_endpoint_slice(service: str, namespace: str, pod: str, pod_ip: str, port: int, port_name: str) -> dict:
+    """The EndpointSlice that makes one pod the only endpoint of a Service without a selector."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service}-active",
+            "namespace": namespace,
+            "labels": {
+                "kubernetes.io/service-name": service,  # what kube-proxy reads the Service's endpoints from
+                "endpointslice.kubernetes.io/managed-by": f"{COMPONENT}.placement.extender.dev",
+                "app.kubernetes.io/name": COMPONENT,
+            },
+        },
+        "addressType": "IPv6" if ":" in pod_ip else "IPv4",
+        "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
+        "endpoints": [
+            {
+                "addresses": [pod_ip],
+                "conditions": {"ready": True},
+                "targetRef": {"kind": "Pod", "name": pod, "namespace": namespace},
+            }
+        ],
+    }
+
+
+class KubeActiveEndpoint:
+    """The active replica points the extender's Service at itself.
+
+    RBAC (deploy/overlays/tls/extender.yaml, a Role in the extender's namespace): create on
+    endpointslices, and get and update on the one slice `<service>-active` by name. Why: the
+    Service has no selector (a selector would send half of kube-scheduler's calls to the standby,
+    which refuses them); the replica that holds the Lease writes the Service's one endpoint, its
+    own address, so a failover moves the Service within a kube-proxy sync."""
+
+    def __init__(self, api: KubeHttp, slice_object: dict, timeout: float = 5.0) -> None:
+        self.api = api
+        self.slice = slice_object
+        namespace, name = slice_object["metadata"]["namespace"], slice_object["metadata"]["name"]
+        self.collection = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+        self.path = f"{self.collection}/{name}"
+        self.timeout = timeout
+
+    def claim(self) -> None:
+        try:
+            current = self.api.call("GET", self.path, timeout=self.timeout)
+        except KubeApiError as err:
+            if err.status != 404:
+                raise
+            self.api.call("POST", self.collection, body=self.slice, timeout=self.timeout)
+            return
+        body = dict(self.slice)
+        body["metadata"] = {**self.slice["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+        self.api.call("PUT", self.path, body=body, timeout=self.timeout)

@@ -70,6 +70,8 @@ class PolicyNudger(PeriodicPass):
         self.dropped = 0
 
     def pass_once(self) -> int:
+        if self.store.standby() is not None:
+            return 0  # the active replica nudges; the edits wait here for a takeover
         now = self.clock()
         with self.store.lock.held("nudge"):
             edits, self.store.policy_edits = self.store.policy_edits, {}

@@ -37,10 +37,23 @@ from ..metrics import store_gauges
 from ..state.reservations import Reservations
 from ..state.store import ClusterStore
 from .app import create_app
+from .leader import LeaderElector, Timing
 from .verbs import Verbs
 from .worker import HEALTH_LISTEN_ENV, TLS_CLIENT_NAMES_ENV
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Election:
+    """Several replicas, one deciding (server/leader.py)."""
+
+    namespace: str
+    lease: str
+    timing: Timing
+    identity: str  # the pod's name: the Lease's holderIdentity starts with it
+    service: str | None = None  # the selector-less Service whose one endpoint the active replica becomes
+    pod_ip: str = ""
 
 
 @dataclass
@@ -67,6 +80,7 @@ class ServeOptions:
     place_window: int = DEFAULT_PLACE_WINDOW  # placeable-gate lifts in flight at once (place_gate.py)
     place_visible: int = DEFAULT_PLACE_VISIBLE  # pods with no place lifted for autoscalers (place_gate.py)
     place_lifted_ttl: float = DEFAULT_PLACE_LIFTED_TTL  # a lift's slot, once kube-scheduler tried it (place_gate.py)
+    election: Election | None = None  # None: this replica alone decides
 
 
 # The cyclic collector's first threshold: tracked allocations (net) between young collections.
@@ -114,6 +128,15 @@ def build(options: ServeOptions):
     store_gauges(verbs.metrics, store, time.time)
     watcher = Watcher(api, store, watch_timeout=options.watch_timeout)
     watcher.start()
+    elector = _elector(api, store, options.election, _port(options.listen)) if options.election else None
+    if elector is not None:
+        store.standby = elector.refusal
+        verbs.metrics.add_gauge(
+            "extender_leader",
+            "1 on the replica that holds the Lease and decides, 0 on a standby (serve --leader-elect).",
+            lambda: {(): 1.0 if elector.active() else 0.0},
+        )
+        elector.start()
     place = PlaceGate(
         store,
         events,
@@ -127,6 +150,7 @@ def build(options: ServeOptions):
     RemedyWorker(verbs.remedies).start()
     app = create_app(verbs, max_body=options.max_body)
     app.extensions["watcher"] = watcher
+    app.extensions["leader"] = elector  # the worker steps it down and releases it on a graceful stop
     if options.metrics_listen:
         # Started here, in the worker process that holds the metrics, on its own socket and
         # threads: the verb listener's connection slots are never its (metrics_port.py).
@@ -141,6 +165,32 @@ def build(options: ServeOptions):
             count=lambda status: verbs.metrics.metrics_port.inc(code=str(status)),
         )
     return app
+
+
+def _port(listen: str) -> int:
+    return int(listen.rsplit(":", 1)[1])
+
+
+def _elector(api, store: ClusterStore, election: Election, port: int) -> LeaderElector:  # noqa: ANN001 - KubeHttp
+    """The replica's candidate for the Lease; once elected, the Service's one endpoint."""
+    from .effects import KubeActiveEndpoint, KubeLeases, active_endpoint_slice
+
+    on_elected = lambda: None  # noqa: E731
+    if election.service:
+        endpoint = KubeActiveEndpoint(
+            api,
+            active_endpoint_slice(
+                election.service, election.namespace, election.identity, election.pod_ip, port, "https"
+            ),
+        )
+        on_elected = endpoint.claim
+    return LeaderElector(
+        KubeLeases(api, election.namespace, election.lease),
+        election.identity,
+        timing=election.timing,
+        ready=lambda: store.ready and not store.stale(),
+        on_elected=on_elected,
+    )
 
 
 class ExtenderApplication(BaseApplication):

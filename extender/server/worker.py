@@ -414,7 +414,15 @@ class ConnectionWorker(Worker):
                         accepting = False  # _make_room set self.backlogged, under the lock
         finally:
             selector.close()
+            # One of several replicas (serve --leader-elect): stop deciding at once, finish the
+            # calls in flight, then give the Lease up so the standby takes it within its retry
+            # period rather than after the Lease expires (server/leader.py).
+            leader = getattr(self.wsgi, "extensions", {}).get("leader")
+            if leader is not None:
+                leader.step_down()
             self._stop()
+            if leader is not None:
+                leader.release()
 
     def _accept(self, listener: socket.socket, *, health: bool = False) -> bool:
         """Accept the connection waiting on `listener` if there is room; False if there is none.

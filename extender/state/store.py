@@ -121,6 +121,9 @@ class ClusterStore:
         self.decided_rotations: dict[tuple[str, str], RotationRecord] = {}
         self.rotations_enabled = True  # False when the ZoneRotation CRD is not installed
         self.data_version = 0  # bumps on every event and list: part of the key of cached decisions
+        # Why this replica may not decide although its cache is complete (None: it may): a standby
+        # of several replicas, while another holds the Lease (extender/server/leader.py).
+        self.standby: Callable[[], str | None] = lambda: None
 
     def owns(self, pod: PodRecord) -> bool:
         """The extender's own pod, judged from the watch's copy (PodRecord.placed_by)."""
@@ -174,7 +177,10 @@ class ClusterStore:
         merely stale but partial: a restarted extender would count an empty group and place a pod
         against its cap (issue 22: 6-20 broken pairs per restart with 2,000 unrelated pods making
         the pod list slow). After a lost watch the kind relists, and until then it may miss any
-        number of events."""
+        number of events. And only one replica decides: a standby's complete cache is not enough."""
+        standby = self.standby()
+        if standby is not None:
+            return standby
         waiting = [k for k in KINDS if not self.synced[k]]
         if not waiting:
             return None

@@ -77,6 +77,11 @@ def relisted_after_loss(store: ClusterStore) -> None:
     store.replace("pods", [RUNNING, NEXT])
 
 
+def standby_replica(store: ClusterStore) -> None:
+    """Synced, but another replica holds the Lease (extender/server/leader.py)."""
+    store.standby = lambda: "this placement extender replica (r1_x) is on standby: the active replica decides"
+
+
 # (state, how to reach it from a synced store, the words the refusal must carry; None: decides)
 STATES: list[tuple[str, Callable[[ClusterStore], None], tuple[str, ...] | None]] = [
     ("synced", lambda s: None, None),
@@ -84,6 +89,7 @@ STATES: list[tuple[str, Callable[[ClusterStore], None], tuple[str, ...] | None]]
     ("pod watch lost, relist pending", pod_watch_lost, ("watch of pods was lost", "connection reset by peer")),
     ("claim watch 410, relist pending", claim_watch_gone, ("watch of claims was lost", "410 Gone")),
     ("relisted after a lost watch", relisted_after_loss, None),
+    ("a synced standby of two replicas", standby_replica, ("on standby", "the active replica decides")),
 ]
 
 
