@@ -64,6 +64,12 @@ NARROWED_ZONES_ANNOTATION = f"{API_GROUP}/narrowed-zones"
 # On a pod waiting for a PlacementPolicy: the policy generation it was last nudged for (an update
 # kube-scheduler reacts to by trying the pod again; server/nudge.py).
 POLICY_GENERATION_ANNOTATION = f"{API_GROUP}/policy-generation"
+# On a template: its StatefulSet's ZoneRotation is declared beside it (committed in git with it,
+# written by `adopt -f`), value ZONE_ROTATION_DECLARED. The extender then never decides the set's
+# rotation itself: until the record is applied, its pods wait (gated, refused by the filter), so
+# the order a GitOps controller applies the objects in changes nothing.
+ZONE_ROTATION_ANNOTATION = f"{API_GROUP}/zone-rotation"
+ZONE_ROTATION_DECLARED = "declared"
 # On a template: the constraints `adopt` added (JSON), so `retire` removes those and nothing else.
 IMPLIED_ANNOTATION = f"{API_GROUP}/implied"
 # On a template: the native constraints `retire` merged in from translate (JSON), so `adopt` takes

@@ -138,12 +138,12 @@ def _serve(args: argparse.Namespace) -> int:
             place_window=args.place_window,
             place_visible=args.place_visible,
             place_lifted_ttl=args.place_lifted_ttl,
+            election=election,
         )
     )
     return 0
 
 
-def _deletion_costs(args: argparse.Namespace) -> int:
 def _election(args: argparse.Namespace):  # noqa: ANN202 - server.serve.Election | None
     """serve's leader-election options, checked (ValueError saying what to give)."""
     from ..server.leader import Timing
@@ -177,6 +177,7 @@ def _election(args: argparse.Namespace):  # noqa: ANN202 - server.serve.Election
     )
 
 
+def _deletion_costs(args: argparse.Namespace) -> int:
     """The opt-in scale-down controller: watch like the extender, keep pod-deletion-cost current."""
     import time
 
@@ -427,12 +428,22 @@ def _policy_file(path: str) -> PlacementPolicySpec:
     return parse_spec(doc.get("spec") or {}, f"{KIND} in {path}") if doc.get("kind") == KIND else parse_spec(doc, path)
 
 
-def _show_change(args: argparse.Namespace, verb: str, kind: str, change, rollout=None, record=None) -> None:  # noqa: ANN001
+def _show_change(  # noqa: PLR0913
+    args: argparse.Namespace,
+    verb: str,
+    kind: str,
+    change,  # noqa: ANN001
+    rollout=None,  # noqa: ANN001
+    record: dict | None = None,
+    policy: dict | None = None,
+    before: dict | None = None,
+    others: list[dict] | None = None,
+) -> None:
     """What adopt or retire wrote (or, with --dry-run or -f, would write): the header first, then
     the native mirrors, notes, the rollout it starts, and for a dry run the template it would
     write. With -o yaml the objects go to stdout as YAML (ops/manifests.py) and the rest to stderr."""
     from ..engine import Exactness
-    from ..ops.manifests import committable, dump, with_api_version
+    from ..ops.manifests import adopt_documents, committable, dump, with_api_version
 
     as_yaml = args.output == "yaml"
     out = sys.stderr if as_yaml else sys.stdout
@@ -451,7 +462,11 @@ def _show_change(args: argparse.Namespace, verb: str, kind: str, change, rollout
         print(f"  note: {note}", file=out)
     if rollout is not None:
         _show_rollout(rollout, out)
-    if as_yaml:
+    if args.filename and getattr(args, "kustomize", None):
+        _write_component(args, policy, record, before or change.workload, change.workload, verb == "retire")
+    elif args.filename:
+        sys.stdout.write(dump(adopt_documents(policy, record, change.workload, others)))
+    elif as_yaml:
         documents = [record] if record is not None else []
         sys.stdout.write(dump([*documents, committable(with_api_version(change.workload))]))
     elif args.dry_run:
@@ -466,6 +481,8 @@ def _check_output(args: argparse.Namespace) -> None:
         raise UsageError("name the workload (statefulset/NAME or deployment/NAME), or give its manifest with -f FILE")
     if args.offline and args.filename is None:
         raise UsageError("--offline reads no cluster, so it needs the workload's manifest: -f FILE")
+    if args.kustomize and args.filename is None:
+        raise UsageError("--kustomize DIR writes a component for the app's manifest: give it with -f FILE")
 
 
 def _adopt(args: argparse.Namespace) -> int:
@@ -518,53 +535,136 @@ def _manifest_input(args: argparse.Namespace):  # noqa: ANN202
 
 
 def _adopt_manifest(args: argparse.Namespace) -> int:
-    """adopt -f: the workload from a manifest, every object adopt would write printed as YAML;
-    the cluster is read (unless --offline) for the named policy and, for a running StatefulSet,
-    the rollout check and its ZoneRotation record. Nothing is written."""
-    from ..kube.client import KubeApiError, connect
-    from ..ops.manifests import policy_in
-    from ..ops.rollout import check_adoption
-    from ..state.watcher import list_once
+    """adopt -f: the workload from a manifest, every object to commit printed as YAML (or written
+    as a kustomize component): the PlacementPolicy, the set's ZoneRotation, the workload. The
+    cluster is read (unless --offline) for a policy not in the files and, for a running
+    StatefulSet, the rollout check and its record. Nothing is written to the cluster."""
+    from ..kube.client import connect
+    from ..ops.manifests import other_documents, policy_document, policy_in, rotation_in
 
     args.output = "yaml"
     docs, workload, kind, namespace = _manifest_input(args)
     api = None if args.offline else connect(args.kubeconfig, args.context)
+    policy_obj = None
     if args.policy_name:
         spec = policy_in(docs, args.policy_name)
+        policy_obj = policy_document(docs, args.policy_name)
         if spec is None:
             if api is None:
                 raise UsageError(
                     f"PlacementPolicy {args.policy_name} is not in {args.filename} and --offline reads no cluster: "
                     "add the policy to the manifests, or drop --offline"
                 )
-            spec = _named_policy(api, namespace, args.policy_name)
+            policy_obj = _named_policy_object(api, namespace, args.policy_name)
+            spec = parse_spec(policy_obj.get("spec") or {}, f"{KIND} {namespace}/{args.policy_name}")
         named = {"policy_name": args.policy_name}
     else:
         spec = _policy_file(args.policy_file)
         named = {"inline_policy": spec.model_dump_json(exclude_defaults=True)}
-    change = _adopted(args, workload, spec, named)
-    rollout = None
-    if kind == "StatefulSet" and api is not None:
-        name = workload["metadata"]["name"]
-        try:
-            live = api.call("GET", f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}")
-        except KubeApiError as err:
-            if err.status != 404:
-                raise
-            live = None  # not running yet: its first pods decide the rotation, nothing to record
-        if live is not None:
-            rollout = check_adoption(list_once(api), namespace, name, spec)
+    name = workload["metadata"]["name"]
+    rollout, record = None, None
+    committed = rotation_in(docs, name) if kind == "StatefulSet" else None
+    notes = []
+    if committed is not None:
+        record = committed  # the team's record: it decides, whatever this cluster runs
+        notes.append(
+            f"ZoneRotation {name} is in the manifests: taken as the committed record (the rollout check, which "
+            "needs the running pods, is skipped)"
+        )
+    elif kind == "StatefulSet" and api is not None:
+        outcome = _live_adoption(api, namespace, name, spec)
+        if outcome is not None:
+            rollout, record = outcome
             if not rollout.completes:
                 print("adopt: refused: the rollout applying this would start would stall", file=sys.stderr)
                 _show_rollout(rollout)
                 return ExitCode.FINDING
     elif kind == "StatefulSet" and spec.ordinalZones is not None:
-        change.notes.append(
+        notes.append(
             "--offline: the running pods were not read, so no ZoneRotation is printed; if the set is running, "
-            "pods outside the rotation would move: run it once with the cluster reachable"
+            "pods outside the rotation would move: print its record with `rotation export statefulset/"
+            f"{name} -n {namespace}` where the cluster is reachable, add it to the manifests, and run this again"
         )
-    _show_change(args, "adopt", kind, change, rollout, _record_document(rollout))
+    change = _adopted(args, workload, spec, named, declared=record is not None)
+    change.notes += notes
+    others = other_documents(docs, workload, policy_obj, committed)
+    _show_change(args, "adopt", kind, change, rollout, record, policy_obj, before=workload, others=others)
     return ExitCode.OK
+
+
+def _live_adoption(api, namespace: str, name: str, spec: PlacementPolicySpec):  # noqa: ANN001, ANN202
+    """For a StatefulSet the cluster runs: (the rollout check, the record to commit: the one adopt
+    would write, else the set's existing one); None when the set is not running."""
+    from ..kube.client import KubeApiError
+    from ..ops.rollout import check_adoption
+    from ..state.watcher import list_once
+
+    try:
+        api.call("GET", f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}")
+    except KubeApiError as err:
+        if err.status != 404:
+            raise
+        return None  # not running yet: its first pods decide the rotation
+    rollout = check_adoption(list_once(api), namespace, name, spec)
+    record = _record_document(rollout)
+    if record is None and spec.ordinalZones is not None:
+        record = _live_rotation(api, namespace, name)
+    return rollout, record
+
+
+def _live_rotation(api, namespace: str, statefulset: str) -> dict | None:  # noqa: ANN001
+    """The set's ZoneRotation in the cluster, as stored (None: none, or no CRD)."""
+    from ..api.policy import API_GROUP, API_VERSION
+    from ..api.rotation import PLURAL as ROTATIONS
+    from ..kube.client import KubeApiError
+
+    try:
+        items = api.list(f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{ROTATIONS}")
+    except KubeApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    for item in items:
+        if (item.get("spec") or {}).get("statefulSet") == statefulset:
+            return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "ZoneRotation", **item}
+    return None
+
+
+def _named_policy_object(api, namespace: str, name: str) -> dict:  # noqa: ANN001
+    from ..api.policy import API_GROUP, API_VERSION, PLURAL
+
+    obj = api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}") or {}
+    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, **obj}
+
+
+def _write_component(  # noqa: PLR0913
+    args: argparse.Namespace,
+    policy: dict | None,
+    record: dict | None,
+    before: dict,
+    workload: dict,
+    patch_only: bool,
+) -> None:
+    """--kustomize DIR: the component's files (ops/component.py); the line the app's kustomization
+    needs on stderr when it does not list the component yet. `patch_only` (retire): the policy and
+    the record stay committed as they are, only the workload's patch changes."""
+    from pathlib import Path
+
+    from ..ops.component import PATCH, component_files, lists_component
+
+    folder = Path(args.kustomize)
+    folder.mkdir(parents=True, exist_ok=True)
+    for file, text in component_files(policy, record, before, workload).items():
+        if not patch_only or file == PATCH:
+            (folder / file).write_text(text, encoding="utf-8")
+    print(f"wrote the kustomize component {folder}/", file=sys.stderr)
+    parent = folder.parent / "kustomization.yaml"
+    relative = folder.name
+    listed = False
+    if parent.exists():
+        listed = lists_component(yaml.safe_load(parent.read_text(encoding="utf-8")) or {}, relative)
+    if not listed:
+        print(f"add to {parent}, once:\ncomponents:\n- {relative}", file=sys.stderr)
 
 
 def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: PlacementPolicySpec | None):  # noqa: ANN001, ANN202
@@ -594,12 +694,21 @@ def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: 
     return change, rollout
 
 
-def _adopted(args: argparse.Namespace, workload: dict, spec: PlacementPolicySpec, named: dict):  # noqa: ANN202
-    """adopt() with the command line's scheduler name, mode and node pool (live and -f alike)."""
+def _adopted(args: argparse.Namespace, workload: dict, spec: PlacementPolicySpec, named: dict, declared: bool = False):  # noqa: ANN202
+    """adopt() with the command line's scheduler name, mode and node pool (live and -f alike);
+    `declared`: the set's ZoneRotation is committed with it (-f)."""
     from ..ops.adopt import adopt
 
     pool = _node_pool(args.node_pool)
-    return adopt(workload, spec, scheduler_name=args.scheduler_name, mode=args.mode, node_pool=pool, **named)
+    return adopt(
+        workload,
+        spec,
+        scheduler_name=args.scheduler_name,
+        mode=args.mode,
+        node_pool=pool,
+        rotation_declared=declared,
+        **named,
+    )
 
 
 def _node_pool(text: str | None) -> tuple[str, str] | None:
@@ -661,10 +770,25 @@ def _retire_manifest(args: argparse.Namespace) -> int:
     inline annotation, the manifests, or (unless --offline) the cluster. Nothing is written."""
     from ..kube.client import connect
     from ..ops.adopt import retire
-    from ..ops.manifests import policy_in
+    from ..ops.manifests import other_documents, policy_in
 
     args.output = "yaml"
     docs, workload, kind, namespace = _manifest_input(args)
+    before = workload
+    if args.kustomize:
+        # The app's manifest is the base: the component's patch gives what adopt made of it.
+        from pathlib import Path
+
+        from ..ops.component import apply_patch, read_component
+
+        folder = Path(args.kustomize)
+        files = {p.name: p.read_text(encoding="utf-8") for p in folder.glob("*.yaml")} if folder.is_dir() else {}
+        try:
+            patch, resources = read_component(files)
+        except ValueError as err:
+            raise UsageError(f"--kustomize {folder}: {err}") from None
+        docs = [*docs, *resources]
+        workload = apply_patch(workload, patch)
     annotations = ((workload.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations") or {}
     spec = None
     if INLINE_POLICY_ANNOTATION in annotations:
@@ -677,8 +801,96 @@ def _retire_manifest(args: argparse.Namespace) -> int:
     change = retire(workload, spec, translated=not args.no_translate)
     if spec is None and not args.no_translate and POLICY_REF_ANNOTATION in annotations:
         change.notes.append("--offline and the policy is not in the manifests: no native constraints translated")
-    _show_change(args, "retire", kind, change)
+    others = [] if args.kustomize else other_documents(docs, before)
+    _show_change(args, "retire", kind, change, before=before, others=others)
     return ExitCode.OK
+
+
+USAGE = {
+    "adopt": "\n  %(prog)s -f FILE (--policy-name NAME | --policy-file FILE) [--kustomize DIR] [--offline]"
+    "\n  %(prog)s statefulset/NAME -n NAMESPACE (--policy-name NAME | --policy-file FILE) [--dry-run [-o yaml]]",
+    "retire": "\n  %(prog)s -f FILE [--kustomize DIR] [--offline]"
+    "\n  %(prog)s statefulset/NAME -n NAMESPACE [--dry-run [-o yaml]]",
+}
+EPILOG = {
+    "adopt": """workloads kept in git (docs/how-to/gitops.md): print every object to commit, or write a component
+  python -m extender adopt -f apps/db/statefulset.yaml --policy-name crdb --kustomize apps/db/placement
+  python -m extender adopt -f apps/db/statefulset.yaml --policy-name crdb > adopted.yaml
+  mv adopted.yaml apps/db/statefulset.yaml          # it holds every object of the input, and adopt's
+  python -m extender rotation export statefulset/crdb -n db >> apps/db/statefulset.yaml  # then --offline
+the live form edits the cluster (docs/how-to/adopt.md)
+  python -m extender adopt statefulset/crdb -n db --policy-name crdb --dry-run""",
+    "retire": """workloads kept in git (docs/how-to/gitops.md)
+  python -m extender retire -f apps/db/statefulset.yaml --kustomize apps/db/placement
+  python -m extender retire -f apps/db/statefulset.yaml > retired.yaml && mv retired.yaml apps/db/statefulset.yaml
+the live form edits the cluster (docs/how-to/adopt.md)
+  python -m extender retire statefulset/crdb -n db --dry-run""",
+}
+
+
+def _rotation_export(args: argparse.Namespace) -> int:
+    """rotation export: the set's ZoneRotation to commit; read-only. The live record (stripped of
+    the server's fields and of the ownerReference earlier versions wrote), else the record
+    adopting its running pods would write (ops/rollout.py)."""
+    from ..kube.client import KubeApiError, connect
+    from ..ops.manifests import dump, to_commit
+    from ..ops.rollout import check_adoption
+    from ..state.watcher import list_once
+
+    kind, path = _workload_path(args.workload, args.namespace)
+    if kind != "StatefulSet":
+        raise UsageError(f"{args.workload!r}: a ZoneRotation places a StatefulSet's ordinals: name statefulset/NAME")
+    name = path.rsplit("/", 1)[1]
+    api = connect(args.kubeconfig, args.context)
+    live = _live_rotation(api, args.namespace, name)
+    if live is not None:
+        if (live.get("metadata") or {}).get("ownerReferences"):
+            print(
+                f"rotation export: ZoneRotation {args.namespace}/{live['metadata']['name']} was written with an "
+                "ownerReference (by an earlier version): the garbage collector deletes it with the StatefulSet. "
+                "Remove it once:\n"
+                f"  kubectl patch zonerotation {live['metadata']['name']} -n {args.namespace} --type=json "
+                """-p '[{"op":"remove","path":"/metadata/ownerReferences"}]'""",
+                file=sys.stderr,
+            )
+        sys.stdout.write(dump([to_commit(live)]))
+        return ExitCode.OK
+    try:
+        workload = {"kind": kind, **api.call("GET", path)}
+    except KubeApiError as err:
+        if err.status == 404:
+            raise UsageError(
+                f"StatefulSet {args.namespace}/{name} is not in the cluster and has no ZoneRotation"
+            ) from None
+        raise
+    spec = _template_policy(api, args, workload)
+    if spec.ordinalZones is None:
+        raise UsageError(f"the policy of StatefulSet {args.namespace}/{name} sets no ordinalZones: it has no rotation")
+    rollout = check_adoption(list_once(api), args.namespace, name, spec)
+    record = _record_document(rollout)
+    if record is None:
+        raise UsageError(
+            f"StatefulSet {args.namespace}/{name} runs no pod and has no ZoneRotation: its first pods decide "
+            "the rotation; export it once they run"
+        )
+    for problem in rollout.problems:
+        print(f"rotation export: note: {problem}", file=sys.stderr)
+    sys.stdout.write(dump([to_commit(record)]))
+    return ExitCode.OK
+
+
+def _template_policy(api, args: argparse.Namespace, workload: dict) -> PlacementPolicySpec:  # noqa: ANN001
+    """The policy given on the command line, else the one the workload's template names."""
+    if getattr(args, "policy_file", None):
+        return _policy_file(args.policy_file)
+    if getattr(args, "policy_name", None):
+        return _named_policy(api, args.namespace, args.policy_name)
+    annotations = ((workload["spec"].get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    if INLINE_POLICY_ANNOTATION in annotations:
+        return parse_annotation(annotations[INLINE_POLICY_ANNOTATION], f"{workload['kind']} {args.namespace}")
+    if POLICY_REF_ANNOTATION in annotations:
+        return _named_policy(api, args.namespace, annotations[POLICY_REF_ANNOTATION])
+    raise UsageError("the workload's template names no policy: give --policy-name or --policy-file")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -809,6 +1021,34 @@ def parser() -> argparse.ArgumentParser:
         "(get on /metrics: the ClusterRole placement-metrics-reader). Its own connections and threads, "
         "apart from the verbs'; the certificate is --tls-cert-file's, else a self-signed one made at start",
     )
+    serve.add_argument(
+        "--leader-elect",
+        action="store_true",
+        default=_env("EXTENDER_LEADER_ELECT", "") == "true",
+        help="run as one of several replicas: the holder of a Lease decides, the others keep a warm cache and "
+        "answer every verb with an Error until they take the Lease (docs/operations/high-availability.md)",
+    )
+    serve.add_argument(
+        "--leader-elect-lease",
+        metavar="NAMESPACE/NAME",
+        default=_env("EXTENDER_LEADER_ELECT_LEASE", f"{_env('POD_NAMESPACE', 'placement-system')}/placement-extender"),
+        help="the Lease the replicas share (default: POD_NAMESPACE/placement-extender)",
+    )
+    serve.add_argument(
+        "--leader-elect-timing",
+        metavar="DURATION,DEADLINE,RETRY",
+        default=_env("EXTENDER_LEADER_ELECT_TIMING", "10,7,2"),
+        help="seconds: the Lease's duration, the holder's renew deadline, the retry period (default 10,7,2: a "
+        "killed holder is replaced within 12 s, one ended gracefully within 2 s)",
+    )
+    serve.add_argument(
+        "--active-service",
+        metavar="NAME",
+        default=_env("EXTENDER_ACTIVE_SERVICE"),
+        help="with --leader-elect: the Service (no selector, in the Lease's namespace) whose one endpoint the "
+        "active replica makes itself, so kube-scheduler's calls reach it and not a standby; needs the pod's "
+        "POD_NAME and POD_IP in the environment (the downward API)",
+    )
     serve.set_defaults(func=_serve)
 
     dc = sub.add_parser(
@@ -909,7 +1149,15 @@ def parser() -> argparse.ArgumentParser:
         ("adopt", _adopt, "move a workload to the extender: schedulerName, policy, implied native constraints, gate"),
         ("retire", _retire, "move a workload back to the native scheduler: adopt's additions out, translate's in"),
     ):
-        cmd = sub.add_parser(verb, parents=[quiet], help=text, description=text)
+        cmd = sub.add_parser(
+            verb,
+            parents=[quiet],
+            help=text,
+            description=text,
+            usage=USAGE[verb],
+            epilog=EPILOG[verb],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         cmd.add_argument(
             "workload", nargs="?", help="statefulset/NAME or deployment/NAME (with -f: which of the file's, if several)"
         )
@@ -933,7 +1181,15 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--offline",
             action="store_true",
-            help="with -f: read no cluster (no rollout check, no ZoneRotation; a named policy must be in the file)",
+            help="with -f: read no cluster (no rollout check; a named policy, and for a running StatefulSet its "
+            "ZoneRotation, must be in the files: `rotation export` prints it)",
+        )
+        cmd.add_argument(
+            "--kustomize",
+            metavar="DIR",
+            help="with -f: write a kustomize Component in DIR (the policy, the ZoneRotation, and a patch of the "
+            f"workload with {verb}'s changes alone) instead of printing; list it once under `components:` in the "
+            "app's kustomization.yaml",
         )
         cmd.set_defaults(func=func)
         if verb == "adopt":
@@ -960,6 +1216,23 @@ def parser() -> argparse.ArgumentParser:
             )
         else:
             cmd.add_argument("--no-translate", action="store_true", help="do not write translate's constraints")
+
+    ro = sub.add_parser("rotation", help="a StatefulSet's ZoneRotation record")
+    ro_sub = ro.add_subparsers(dest="rotation_command", required=True)
+    ex = ro_sub.add_parser(
+        "export",
+        parents=[quiet],
+        help="print a StatefulSet's ZoneRotation as YAML to commit (read-only): the live record without its "
+        "server fields and ownerReference, else the record adopting the running pods would write",
+    )
+    ex.add_argument("workload", help="statefulset/NAME")
+    ex.add_argument("-n", "--namespace", default="default")
+    ex.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    ex.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    policy = ex.add_mutually_exclusive_group()
+    policy.add_argument("--policy-name", help="the set's PlacementPolicy, when its template names none yet")
+    policy.add_argument("--policy-file", help="the set's policy file, when its template has none yet")
+    ex.set_defaults(func=_rotation_export)
 
     pl = sub.add_parser(
         "plan",
@@ -1016,34 +1289,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.CLOSED_PIPE
     except KeyboardInterrupt:
         print(f"{args.command}: interrupted", file=sys.stderr)
-    serve.add_argument(
-        "--leader-elect",
-        action="store_true",
-        default=_env("EXTENDER_LEADER_ELECT", "") == "true",
-        help="run as one of several replicas: the holder of a Lease decides, the others keep a warm cache and "
-        "answer every verb with an Error until they take the Lease (docs/operations/high-availability.md)",
-    )
-    serve.add_argument(
-        "--leader-elect-lease",
-        metavar="NAMESPACE/NAME",
-        default=_env("EXTENDER_LEADER_ELECT_LEASE", f"{_env('POD_NAMESPACE', 'placement-system')}/placement-extender"),
-        help="the Lease the replicas share (default: POD_NAMESPACE/placement-extender)",
-    )
-    serve.add_argument(
-        "--leader-elect-timing",
-        metavar="DURATION,DEADLINE,RETRY",
-        default=_env("EXTENDER_LEADER_ELECT_TIMING", "10,7,2"),
-        help="seconds: the Lease's duration, the holder's renew deadline, the retry period (default 10,7,2: a "
-        "killed holder is replaced within 12 s, one ended gracefully within 2 s)",
-    )
-    serve.add_argument(
-        "--active-service",
-        metavar="NAME",
-        default=_env("EXTENDER_ACTIVE_SERVICE"),
-        help="with --leader-elect: the Service (no selector, in the Lease's namespace) whose one endpoint the "
-        "active replica makes itself, so kube-scheduler's calls reach it and not a standby; needs the pod's "
-        "POD_NAME and POD_IP in the environment (the downward API)",
-    )
         return ExitCode.INTERRUPTED
     except Exception as err:  # noqa: BLE001 - the expected ones are answered, the rest re-raised
         known = explained(err)

@@ -14,6 +14,8 @@ commands (extender/cli/commands.py) with them: one implementation, two spellings
     kubectl placement adopt sts/crdb -n db \      python -m extender adopt statefulset/crdb -n db ...
         --policy-name crdb
     kubectl placement retire sts/crdb -n db       python -m extender retire statefulset/crdb -n db
+    kubectl placement rotation export sts/crdb \   python -m extender rotation export statefulset/crdb -n db
+        -n db
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 
 from .commands import main as cli_main
 
-COMMANDS = ("explain", "audit", "plan", "translate", "check", "adopt", "retire")
+COMMANDS = ("explain", "audit", "plan", "translate", "check", "adopt", "retire", "rotation")
 
 
 def _kubectl_flags() -> argparse.ArgumentParser:
@@ -65,6 +67,11 @@ def parser() -> argparse.ArgumentParser:
     ):
         cmd = sub.add_parser(verb, parents=[flags], help=text)
         cmd.add_argument("workload", nargs="?", help="statefulset/NAME or deployment/NAME (or -f FILE)")
+    ro = sub.add_parser(
+        "rotation", parents=[flags], help="export a StatefulSet's ZoneRotation as YAML to commit (read-only)"
+    )
+    ro.add_argument("action", choices=["export"])
+    ro.add_argument("workload", help="statefulset/NAME")
     ch = sub.add_parser("check", help="validate a policy file ('-' for stdin)")
     ch.add_argument("file")
     return top
@@ -107,6 +114,8 @@ def cli_arguments(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
             *(["--json"] if args.output == "json" else []),
             *rest,
         ]
+    if args.command == "rotation":
+        return ["rotation", args.action, args.workload, "-n", namespace, *connection, *rest]
     if args.command in ("adopt", "retire"):
         workload = [args.workload] if args.workload else []
         return [args.command, *workload, "-n", namespace, *connection, *rest]
@@ -114,7 +123,7 @@ def cli_arguments(args: argparse.Namespace, rest: Sequence[str]) -> list[str]:
 
 
 # Commands whose options are the CLI's own: their --help is the CLI's (it lists every option)
-PASSED_THROUGH = ("translate", "adopt", "retire", "plan")
+PASSED_THROUGH = ("translate", "adopt", "retire", "plan", "rotation")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

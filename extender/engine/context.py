@@ -258,7 +258,7 @@ class Context:
         explicit = self.spec.ordinalZones.order if self.spec.ordinalZones else None
         recorded = self.snap.zone_rotations.get(shard)
         placed: dict[int, str] = {}
-        if not explicit and recorded is None:
+        if not explicit and recorded is None and not (self.pod.rotation_declared and shard == self.pod.shard):
             nodes = self.snap.topology.nodes
             for ordinal, where in self.snap.ordinal_nodes(shard).items():
                 if isinstance(where, str):
@@ -268,7 +268,10 @@ class Context:
                     zone = self.placement_domain(where, self.zone_key)
                 if zone is not None:
                     placed[ordinal] = zone
-        order = zone_order_for(self.usable_domains(self.zone_key), volumes, placed, explicit, recorded)
+        declared = None
+        if self.pod.rotation_declared and shard == self.pod.shard:
+            declared = f"{self.pod.key.partition('/')[0]}/{shard}"
+        order = zone_order_for(self.usable_domains(self.zone_key), volumes, placed, explicit, recorded, declared)
         self.zone_orders[shard] = order
         return order
 

@@ -67,6 +67,9 @@ class PodRequest:
     # Its nodeSelector, required node affinity and tolerations (engine.eligibility.NodeConstraints):
     # which nodes it, and the group's pods still to come (one template), could use at all.
     constraints: Any = None
+    # Its set's ZoneRotation is declared beside the set (api/policy.py ZONE_ROTATION_ANNOTATION):
+    # never decided here; until the record exists the pod waits for it.
+    rotation_declared: bool = False
 
 
 _SIGNATURE_MASK = (1 << 64) - 1

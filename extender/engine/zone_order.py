@@ -68,6 +68,9 @@ class ZoneOrder:
     # Ordinals that were running outside the rotation when it was decided (placed before
     # adoption): left where they are, and not reported by audit while they stay there.
     adopted: Mapping[int, str] = field(default_factory=dict)
+    # True when the set's record is declared beside it and not there yet: no order, and the pod
+    # waits for the record rather than for a zone (`how` names the record).
+    waiting: bool = False
 
     def zone_for(self, ordinal: int) -> str | None:
         return self.order[ordinal % len(self.order)] if self.order else None
@@ -107,9 +110,13 @@ def zone_order_for(
     placed: Mapping[int, str],
     explicit: Sequence[str] | None = None,
     recorded: RecordedRotation | None = None,
+    declared: str | None = None,
 ) -> ZoneOrder:
     """The order for one StatefulSet: the policy's explicit order, else its record, else the
-    first rotation (to be recorded). zone_node_counts: schedulable nodes per permitted zone."""
+    first rotation (to be recorded). zone_node_counts: schedulable nodes per permitted zone.
+    `declared` names the set's record (namespace/name) when it is declared beside the set: then
+    no first rotation is decided, the order waits for the record (whichever object a GitOps
+    controller applies first, the set lands where the committed record says)."""
     if explicit:
         # A record beside an explicit order still says which ordinals were adopted where (adopt
         # writes one for a set whose running pods follow no rotation); its own order is unused.
@@ -118,6 +125,12 @@ def zone_order_for(
         if adopted:
             how += f"; {len(adopted)} ordinal(s) adopted outside it (ZoneRotation {recorded.name})"  # type: ignore[union-attr]
         return ZoneOrder(tuple(explicit), how, adopted=adopted)
+    if recorded is None and declared is not None:
+        return ZoneOrder(
+            (),
+            f"waiting for ZoneRotation {declared}, declared beside its StatefulSet and not applied yet",
+            waiting=True,
+        )
     if recorded is None:
         return first_rotation(zone_node_counts, volumes, placed)
     how = f"recorded in ZoneRotation {recorded.name}"

@@ -35,6 +35,8 @@ from ..api.policy import (
     PLACEABLE_GATE,
     POLICY_REF_ANNOTATION,
     TRANSLATED_ANNOTATION,
+    ZONE_ROTATION_ANNOTATION,
+    ZONE_ROTATION_DECLARED,
     PlacementPolicySpec,
 )
 from ..engine import Exactness, Mirror
@@ -87,6 +89,7 @@ def adopt(
     inline_policy: str | None = None,
     mode: str = "second-scheduler",
     node_pool: tuple[str, str] | None = None,
+    rotation_declared: bool = False,
 ) -> Change:
     """The workload with the extender as its scheduler, its policy and the implied constraints.
 
@@ -94,7 +97,11 @@ def adopt(
     "in-scheduler" requests the opt-in resource instead (the cluster's one kube-scheduler sends
     the pods that request it to the extender: docs/concepts/two-ways-to-run.md) and leaves
     `schedulerName`, unless it names the second scheduler (`scheduler_name`): then it becomes
-    default-scheduler, which the stanza's kube-scheduler serves."""
+    default-scheduler, which the stanza's kube-scheduler serves.
+
+    `rotation_declared`: the set's ZoneRotation is committed beside it (adopt -f), so the template
+    says so and the extender waits for that record instead of deciding one, whichever of the two
+    a GitOps controller applies first. Otherwise an existing mark is kept (it is git's)."""
     kind = workload.get("kind", "")
     if kind not in KINDS.values():
         raise ValueError(f"adopt takes a StatefulSet or a Deployment, not {kind or 'an object without a kind'}")
@@ -138,6 +145,8 @@ def adopt(
     else:
         annotations[INLINE_POLICY_ANNOTATION] = inline_policy  # type: ignore[assignment]
     annotations[IMPLIED_ANNOTATION] = json.dumps(added, sort_keys=True, separators=(",", ":"))
+    if rotation_declared:
+        annotations[ZONE_ROTATION_ANNOTATION] = ZONE_ROTATION_DECLARED
     missing = [m for m in imp.mirrors if m.exactness is Exactness.NONE]
     if missing:
         notes.append(
@@ -156,6 +165,10 @@ def retire(workload: dict[str, Any], spec: PlacementPolicySpec | None, *, transl
     pod_spec = remove_from_spec(pod_spec, {})  # the gate, whoever put it there
     pod_spec = with_placeable_gate(with_opt_in(pod_spec, False), False)
     pod_spec["schedulerName"] = DEFAULT_SCHEDULER
+    annotations = meta.get("annotations") or {}
+    annotations.pop(ZONE_ROTATION_ANNOTATION, None)  # the native scheduler reads no record
+    if "annotations" in meta and not annotations:
+        del meta["annotations"]
     notes: list[str] = []
     if translated and spec is not None:
         labels = _selector_labels(out)

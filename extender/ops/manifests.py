@@ -93,3 +93,64 @@ def with_api_version(workload: dict[str, Any]) -> dict[str, Any]:
 def dump(documents: list[dict[str, Any]]) -> str:
     """The documents as one multi-document YAML stream, in the order they must be applied."""
     return yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True)
+
+
+# Argo CD applies the lower waves first and waits for them: the policy and the record before the
+# workload. Without waves it applies custom resources after built-in kinds within a wave; the
+# declared mark (api/policy.py ZONE_ROTATION_ANNOTATION) makes that order harmless too.
+SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+BEFORE_WORKLOADS = "-1"
+
+
+def rotation_in(docs: list[dict[str, Any]], statefulset: str) -> dict[str, Any] | None:
+    """The ZoneRotation of `statefulset` if the manifests hold it (committed beside the set)."""
+    from ..api.rotation import KIND as ROTATION_KIND
+
+    for doc in docs:
+        if doc.get("kind") != ROTATION_KIND:
+            continue
+        spec = doc.get("spec") or {}
+        if spec.get("statefulSet") == statefulset or (doc.get("metadata") or {}).get("name") == statefulset:
+            return copy.deepcopy(doc)
+    return None
+
+
+def policy_document(docs: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The PlacementPolicy object `name` of the manifests, as written there."""
+    for doc in docs:
+        if doc.get("kind") == POLICY_KIND and (doc.get("metadata") or {}).get("name") == name:
+            return copy.deepcopy(doc)
+    return None
+
+
+def to_commit(obj: dict[str, Any]) -> dict[str, Any]:
+    """A policy or record as committed: no server field, no ownerReference (a record outlives its
+    set: api/rotation.py), and applied before the workloads (SYNC_WAVE; a wave already set stays)."""
+    out = committable(obj)
+    meta = out.setdefault("metadata", {})
+    meta.pop("ownerReferences", None)
+    meta.setdefault("annotations", {}).setdefault(SYNC_WAVE, BEFORE_WORKLOADS)
+    return out
+
+
+def adopt_documents(
+    policy: dict[str, Any] | None,
+    record: dict[str, Any] | None,
+    workload: dict[str, Any],
+    others: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Every object to commit, in the order to apply them: the PlacementPolicy, the ZoneRotation,
+    the input's other objects as they were, the workload. So the output can replace the input
+    file and lose nothing (retire's too: the policy and record it read stay)."""
+    first = [to_commit(o) for o in (policy, record) if o is not None]
+    return [*first, *(others or ()), committable(with_api_version(workload))]
+
+
+def other_documents(docs: list[dict[str, Any]], *taken: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The documents of the input that are none of `taken` (compared by kind and name)."""
+
+    def ident(d: dict[str, Any]) -> tuple[str, str]:
+        return str(d.get("kind")), str((d.get("metadata") or {}).get("name"))
+
+    out = {ident(t) for t in taken if t is not None}
+    return [copy.deepcopy(d) for d in docs if ident(d) not in out]

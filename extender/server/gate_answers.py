@@ -68,6 +68,8 @@ def _narrowing(
     except PolicyError as err:
         return GateAnswer(pod, None, f"its policy is invalid, which the filter reports: {err}")
     zones, order = ordinal_pod_zones(spec, request, snap)
+    if order is not None and order.waiting:
+        return None  # its committed ZoneRotation is not applied yet: the gate stays until it is
     if zones is None or order is None:
         return GateAnswer(pod, None, "no zone order yet (no zone has a schedulable node): the filter judges")
     if spec.ordinalZones.order is None and pod.shard is not None:

@@ -22,6 +22,8 @@ from ..api.policy import (
     POLICY_GENERATION_ANNOTATION,
     POLICY_REF_ANNOTATION,
     ZONE_KEY,
+    ZONE_ROTATION_ANNOTATION,
+    ZONE_ROTATION_DECLARED,
 )
 from ..api.rotation import parse_rotation_spec
 from ..engine import (
@@ -118,6 +120,8 @@ class PodRecord:
     held: bool = False  # held by the in-scheduler placeable gate (extender/server/place_gate.py)
     # The PlacementPolicy generation it was last nudged for (server/nudge.py): not written twice
     nudged_generation: str | None = None
+    # Its template declares the set's ZoneRotation (api/policy.py ZONE_ROTATION_ANNOTATION)
+    rotation_declared: bool = False
 
     @property
     def opted_in(self) -> bool:
@@ -224,6 +228,7 @@ def parse_pod(obj: Any) -> PodRecord:
         policy_annotation=annotations.get(INLINE_POLICY_ANNOTATION),
         policy_ref=annotations.get(POLICY_REF_ANNOTATION),
         nudged_generation=annotations.get(POLICY_GENERATION_ANNOTATION),
+        rotation_declared=annotations.get(ZONE_ROTATION_ANNOTATION) == ZONE_ROTATION_DECLARED,
         constraints=parse_node_constraints(spec, _narrowed(annotations.get(NARROWED_ZONES_ANNOTATION))),
         replicaset=replicaset,
         deletion_cost=annotations.get(DELETION_COST_ANNOTATION),

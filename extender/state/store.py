@@ -600,7 +600,7 @@ class ClusterStore:
                 if zones:
                     volume_zones[sts.name] = zones
         own_zones = frozenset(z for z in (self._volume_zone(pod.namespace, c) for c in pod.claims) if z is not None)
-        request = PodRequest(pod.key, pod.shard, pod.ordinal, own_zones, pod.constraints)
+        request = PodRequest(pod.key, pod.shard, pod.ordinal, own_zones, pod.constraints, pod.rotation_declared)
         rotations: dict[str, RecordedRotation] = {}
         if spec.ordinalZones is not None:
             for sts in statefulsets:

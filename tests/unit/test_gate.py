@@ -8,7 +8,12 @@ import json
 
 import pytest
 
-from extender.api.policy import NARROWED_ZONES_ANNOTATION, ORDINAL_ZONE_GATE
+from extender.api.policy import (
+    NARROWED_ZONES_ANNOTATION,
+    ORDINAL_ZONE_GATE,
+    ZONE_ROTATION_ANNOTATION,
+    ZONE_ROTATION_DECLARED,
+)
 from extender.api.rotation import rotation_object
 from extender.server.gate_lifter import GateLifter
 from extender.server.gate_patch import lift_patch
@@ -230,3 +235,33 @@ def test_the_lifter_lifts_each_gated_pod_and_backs_off_a_failed_one() -> None:
     assert GateLifter(verbs, writer).pass_once(now=0) == 1 and writer.lifted == ["db-1"]
     store.apply("pods", "MODIFIED", apply_patch(gated("db-1"), lift_patch(gated("db-1"), REQ)))
     assert not store.gated, "a lifted pod leaves the index"
+
+
+def declared(obj: dict) -> dict:
+    obj["metadata"].setdefault("annotations", {})[ZONE_ROTATION_ANNOTATION] = ZONE_ROTATION_DECLARED
+    return obj
+
+
+def test_a_declared_rotation_keeps_the_gate_until_the_committed_record_arrives() -> None:
+    """A template whose ZoneRotation is committed beside it (adopt -f) never gets a decided one:
+    its gated pod waits, nothing is recorded, and the committed record (applied after the set, as
+    Argo CD applies custom resources) narrows it."""
+    store, verbs = make_store(recorded=False)
+    store.apply("pods", "ADDED", declared(gated("db-4")))
+    (uid,) = store.gated
+    assert store.pods[uid].rotation_declared
+    for _ in range(3):  # the lifter asks again every pass
+        assert verbs.gate_answer(uid) is None
+    assert store.rotation("db", "db") is None, "decided a rotation the committed record is to give"
+    store.apply("rotations", "ADDED", rotation_object("db", "db", ("c", "a", "b"), {4: "b"}))
+    answer = verbs.gate_answer(uid)
+    assert answer is not None and answer.requirement == {"key": ZONE, "operator": "In", "values": ["a", "b"]}
+
+
+def test_without_the_declaration_the_first_decision_still_decides() -> None:
+    """The annotation is what changes the behaviour: the same pod without it gets a rotation."""
+    store, verbs = make_store(recorded=False)
+    store.apply("pods", "ADDED", gated("db-4"))
+    (uid,) = store.gated
+    assert verbs.gate_answer(uid) is None
+    assert store.rotation("db", "db") is not None

@@ -59,6 +59,8 @@ CASES = [
         ["plan", "statefulset/crdb", "-n", "db", "KC", "--json", "--replicas", "12"],
     ),
     (["plan", "drain", "node/a1", "node/b1"], ["plan", "drain", "node/a1", "node/b1", "-n", "db", "KC"]),
+    (["rotation", "export", "sts/crdb"], ["rotation", "export", "sts/crdb", "-n", "db", "KC"]),
+    (["rotation", "export", "sts/crdb", "-n", "x"], ["rotation", "export", "sts/crdb", "-n", "x", "KC"]),
 ]
 
 

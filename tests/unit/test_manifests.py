@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from extender.api.policy import IMPLIED_ANNOTATION, POLICY_REF_ANNOTATION, SCHEDULER_NAME
 from extender.cli.commands import main
-from extender.ops.manifests import SERVER_METADATA, ManifestError, committable, pick_workload, read_documents
+from extender.ops.manifests import (
+    SERVER_METADATA,
+    SYNC_WAVE,
+    ManifestError,
+    committable,
+    pick_workload,
+    read_documents,
+)
 
 HOST = "kubernetes.io/hostname"
 
@@ -54,7 +61,8 @@ def run(capsys, tmp_path, docs: list[dict], *args: str) -> tuple[int, list[dict]
 def test_adopt_from_a_file_prints_the_adopted_workload_as_yaml_and_writes_nothing(capsys, tmp_path) -> None:  # noqa: ANN001
     code, docs, err = run(capsys, tmp_path, [POLICY, statefulset()], "--policy-name", "db-policy")
     assert code == 0, err
-    [workload] = docs
+    [policy, workload] = docs
+    assert policy["spec"] == POLICY["spec"] and policy["metadata"]["annotations"] == {SYNC_WAVE: "-1"}
     template = workload["spec"]["template"]
     assert template["spec"]["schedulerName"] == SCHEDULER_NAME
     assert template["metadata"]["annotations"][POLICY_REF_ANNOTATION] == "db-policy"
@@ -75,17 +83,19 @@ def test_several_workloads_need_a_name_and_the_name_picks_one(capsys, tmp_path) 
     code, docs, err = run(
         capsys, tmp_path, [POLICY, statefulset("a"), statefulset("b")], "statefulset/b", "--policy-name", "db-policy"
     )
-    assert code == 0 and [d["metadata"]["name"] for d in docs] == ["b"], err
+    assert code == 0 and [d["metadata"]["name"] for d in docs] == ["db-policy", "a", "b"], err
+    assert [d["spec"]["template"]["spec"].get("schedulerName") for d in docs[1:]] == [None, SCHEDULER_NAME]
 
 
 def test_retire_from_a_file_undoes_adopt_from_a_file(capsys, tmp_path) -> None:  # noqa: ANN001
-    code, [adopted], err = run(capsys, tmp_path, [POLICY, statefulset()], "--policy-name", "db-policy")
+    code, [policy, adopted], err = run(capsys, tmp_path, [POLICY, statefulset()], "--policy-name", "db-policy")
     assert code == 0, err
     path = tmp_path / "adopted.yaml"
-    path.write_text(yaml.safe_dump_all([POLICY, adopted]))
+    path.write_text(yaml.safe_dump_all([policy, adopted]))
     assert main(["retire", "-f", str(path), "--offline", "--no-translate"]) == 0
     out, _ = capsys.readouterr()
-    [retired] = [d for d in yaml.safe_load_all(out) if d]
+    [kept, retired] = [d for d in yaml.safe_load_all(out) if d]
+    assert kept == policy, "retire's output replaces the file: the policy it holds stays"
     assert retired["spec"]["template"]["spec"] == {
         **statefulset()["spec"]["template"]["spec"],
         "schedulerName": "default-scheduler",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from extender.api.policy import ZONE_ROTATION_ANNOTATION, ZONE_ROTATION_DECLARED
 from extender.api.rotation import ZoneRotationSpec, parse_rotation_spec, rotation_object
 from extender.api.wire import ExtenderArgs, ExtenderBindingArgs
 from extender.server.verbs import Verbs
@@ -243,3 +244,43 @@ def test_without_the_crd_each_decision_derives_the_order_and_nothing_is_written(
     store.apply("nodes", "ADDED", node("c2", "c"))  # c now has the most nodes: crl's order changes
     assert passed(verbs, store, 1) == ["a1"]  # order [c, a, b]: ordinal 1 -> a
     assert writer.records == [] and store.rotation("db", "r") is None
+
+
+def declared_pod(ordinal: int, **kw) -> dict:
+    p = pod(f"r-{ordinal}", sts="r", policy=ORDINAL, **kw)
+    p["metadata"]["annotations"][ZONE_ROTATION_ANNOTATION] = ZONE_ROTATION_DECLARED
+    return p
+
+
+@pytest.mark.parametrize(
+    ("running", "volume_zone", "record", "accepted"),
+    [
+        # nothing running, no volume: the record decides, not crl's order (which starts at a)
+        ({}, None, ("c", "b", "a"), ["c1"]),
+        # a bound volume in b: still refused everywhere until the record, then its zone or b
+        ({}, "b", ("c", "a", "b"), ["b1", "c1"]),
+        # pods running elsewhere: they do not pin an order the record is to give
+        ({1: "a1", 2: "a1"}, None, ("b", "c", "a"), ["b1"]),
+    ],
+)
+def test_a_declared_rotation_is_never_decided_here(running, volume_zone, record, accepted) -> None:
+    """A set whose template declares its ZoneRotation (adopt -f: committed beside it): until the
+    record is applied, filter refuses every node saying what is missing, and nothing is recorded
+    (an extender's own record would win over the committed one, which then fails to create)."""
+    store, writer, _, verbs = make(zones(a=1, b=1, c=1), 3, running)
+    if volume_zone is not None:
+        sts = statefulset("r", 3, claim_templates=("data",)) | {"metadata": {"name": "r", "namespace": "db"}}
+        store.apply("statefulsets", "MODIFIED", sts)
+        store.apply("claims", "ADDED", claim("data-r-0", "pv-0"))
+        store.apply("volumes", "ADDED", volume("pv-0", volume_zone))
+    p = declared_pod(0, claims=("data-r-0",) if volume_zone else ())
+    store.apply("pods", "ADDED", p)
+    result = verbs.filter(ExtenderArgs.model_validate(filter_args(p, sorted(store.topology.nodes))))
+    assert not result.NodeNames
+    why = set((result.FailedAndUnresolvableNodes or {}).values()) | set((result.FailedNodes or {}).values())
+    assert why == {"waiting for ZoneRotation db/r, declared beside its StatefulSet and not applied yet"}, why
+    assert writer.records == [] and store.rotation("db", "r") is None
+    store.apply("rotations", "ADDED", rotation_object("db", "r", record, {}))
+    result = verbs.filter(ExtenderArgs.model_validate(filter_args(p, sorted(store.topology.nodes))))
+    assert sorted(result.NodeNames or []) == accepted
+    assert writer.records == []

@@ -44,6 +44,9 @@ def check(ctx: Context, node: NodeInfo) -> Failure | None:
             "the policy sets ordinalZones, but this pod's name carries no StatefulSet ordinal (pod-name label "
             "missing or no -<ordinal> suffix): it cannot be given a zone",
         )
+    if ctx.zone_order is not None and ctx.zone_order.waiting:
+        # Every node alike, its volume's zone too: the committed record decides, not this cluster.
+        return Failure(Outcome.UNRESOLVABLE, NAME, ctx.zone_order.how)
     zone = ctx.domain(node, ctx.zone_key)
     if zone is None:
         return Failure(Outcome.UNRESOLVABLE, NAME, f"node has no zone label ({ctx.zone_key})")
