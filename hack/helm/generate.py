@@ -213,7 +213,7 @@ def parameterise(obj: dict[str, Any], blocks: dict[str, list[str]]) -> dict[str,
             container["image"] = "@@EXTENDER_IMAGE@@"
     elif kind == "Deployment":
         spec = obj["spec"]["template"]["spec"]
-        if name == "placement-scheduler":
+        if name in ("placement-scheduler", "placement-extender"):
             obj["spec"]["replicas"] = "@@REPLICAS@@"
         for container in spec["containers"]:
             role = "scheduler" if container["name"] == "kube-scheduler" else "extender"

@@ -29,6 +29,7 @@ from extender.devcluster.realnode import (
     unavailable,
 )
 
+from .failover import burst_nodes
 from .installs import KWOK_TAINT, ZONE, Images, figure, render
 from .registry import Registry, local_registry, push
 from .releases import Released, release
@@ -219,3 +220,9 @@ def kwok_beside(node_cluster: LocalCluster) -> list[str]:
     for name in names:  # the installs' own pods (no toleration) must land on the real node
         api.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": [KWOK_TAINT]}})
     return names
+
+
+@pytest.fixture(scope="package")
+def burst_zone(node_cluster: LocalCluster) -> list[str]:
+    """kwok nodes of a zone of their own, for the failover bursts (failover.py)."""
+    return burst_nodes(node_cluster)

@@ -24,6 +24,7 @@ from extender.devcluster.api import ApiError, wait_for
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE, LocalCluster
 from extender.devcluster.processes import free_port
 
+from .failover import PAUSE_BOUND, PODS, both_replicas_back, burst, evict, kill_container
 from .installs import (
     DOCUMENTED_OVERLAYS,
     Images,
@@ -62,7 +63,7 @@ def in_scheduler(
     workdir = tmp_path_factory.mktemp("in-scheduler")
     secrets = service_tls(node_cluster, workdir, [SERVICE_NAME, cluster_ip])
     apply(node_cluster, secrets + docs)
-    await_ready(api, "app.kubernetes.io/name=placement-extender", 1)
+    await_ready(api, "app.kubernetes.io/name=placement-extender", 2)
 
     etc = workdir / "etc-kubernetes"  # the static pod's /etc/kubernetes
     (etc / "placement-extender").mkdir(parents=True)
@@ -114,6 +115,33 @@ def test_prometheus_scrapes_the_in_scheduler_install(in_scheduler, tmp_path) -> 
     cluster's own kube-scheduler is the platform's to scrape (tests/realnode/prometheus.py)."""
     extender = "app.kubernetes.io/name=placement-extender"
     scrape_install(in_scheduler, tmp_path, "in-scheduler", extender=extender, tls=True)
+
+
+def test_the_active_extender_ended_mid_burst_costs_ordinary_pods_nothing(in_scheduler, burst_zone) -> None:  # noqa: ANN001
+    """The cluster's own kube-scheduler calls the extender's Service; its two replicas as the
+    in-scheduler install runs them. A healthy burst first (the baseline), then the active replica
+    SIGKILLed, then evicted, each after 15 of 50 opted-in binds, with 20 ordinary pods (no opt-in)
+    created at that moment: they must bind within twice their time beside the healthy burst."""
+    healthy = burst(
+        in_scheduler, "fo-in-healthy", scheduler="default-scheduler", opt_in=True, disrupt=None, ordinary=20
+    )
+    assert healthy.placed == PODS and healthy.over_cap == 0 and healthy.ordinary is not None
+    figure("in-scheduler: 20 ordinary pods beside a healthy opted-in burst -> bound (s)", healthy.ordinary)
+    for how, disrupt in (("killed", kill_container), ("evicted", evict)):
+        outcome = burst(
+            in_scheduler, f"fo-in-{how}", scheduler="default-scheduler", opt_in=True, disrupt=disrupt, ordinary=20
+        )
+        figure(
+            f"in-scheduler: active extender {how} mid-burst -> the other replica holds the Lease (s)", outcome.takeover
+        )
+        figure(f"in-scheduler: active extender {how} mid-burst -> longest stretch without a bind (s)", outcome.pause)
+        figure(f"in-scheduler: active extender {how}: 20 ordinary pods -> bound (s)", outcome.ordinary)
+        assert outcome.placed == PODS, (how, outcome)
+        assert outcome.over_cap == 0, (how, outcome)
+        assert outcome.takeover is not None and outcome.after != outcome.before, (how, outcome)
+        assert outcome.pause < PAUSE_BOUND, (how, outcome)
+        assert outcome.ordinary is not None and outcome.ordinary <= 2 * healthy.ordinary, (how, outcome, healthy)
+        both_replicas_back(in_scheduler)
 
 
 def _embedded_kubeconfig(cluster: LocalCluster, path: Path) -> None:

@@ -19,6 +19,7 @@ from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import SCHEDULER_NAME, LocalCluster
 from extender.devcluster.pki import PKI
 
+from .failover import PAUSE_BOUND, PODS, both_replicas_back, burst, evict, kill_container
 from .installs import (
     DOCUMENTED_OVERLAYS,
     Images,
@@ -63,9 +64,9 @@ def tls_installed(
     apply(node_cluster, secrets + docs)
     api = node_cluster.admin
     assert api is not None
-    await_ready(api, EXTENDER, 1)
+    await_ready(api, EXTENDER, 2)
     await_ready(api, "app.kubernetes.io/name=placement-scheduler", 2)
-    figure("TLS overlay applied -> extender and both scheduler pods Ready (s)", time.monotonic() - started)
+    figure("TLS overlay applied -> both extender and both scheduler pods Ready (s)", time.monotonic() - started)
     yield node_cluster, {"ca": workdir / "extender-ca" / "ca.crt", "client": workdir / "extender-ca"}
     uninstall(node_cluster, secrets + docs)
 
@@ -140,3 +141,19 @@ def _answers(session: requests.Session, url: str, ca: str, cert: tuple[str, str]
         return session.get(url, verify=ca, cert=cert, timeout=5).status_code == 200
     except requests.exceptions.ConnectionError:
         return False
+
+
+@pytest.mark.parametrize("how", ["killed", "evicted"])
+def test_the_active_extender_ended_mid_burst_hands_over_to_the_standby(tls_installed, burst_zone, how) -> None:  # noqa: ANN001
+    """Two extender replicas as the TLS install runs them; the active one SIGKILLed, or evicted as
+    a drain or a rolling update ends it, after 15 of 50 opted-in binds (failover.py)."""
+    cluster, _ = tls_installed
+    disrupt = kill_container if how == "killed" else evict
+    outcome = burst(cluster, f"fo-tls-{how}", scheduler=SCHEDULER_NAME, opt_in=False, disrupt=disrupt)
+    figure(f"TLS: active extender {how} mid-burst -> the other replica holds the Lease (s)", outcome.takeover)
+    figure(f"TLS: active extender {how} mid-burst -> longest stretch without a bind (s)", outcome.pause)
+    assert outcome.placed == PODS
+    assert outcome.over_cap == 0
+    assert outcome.takeover is not None and outcome.after != outcome.before, outcome
+    assert outcome.pause < PAUSE_BOUND, outcome
+    both_replicas_back(cluster)

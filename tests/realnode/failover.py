@@ -1,0 +1,220 @@
+"""The extender's failover as the TLS and in-scheduler installs run it: two replicas of the image
+we ship on the real node, one holding the Lease and being the Service's one endpoint, kube-scheduler
+calling the Service's ClusterIP through kube-proxy. A 50-pod opted-in burst (a StatefulSet,
+Parallel, at most 2 pods a node) goes to kwok nodes beside the real one; after 15 binds the active
+replica is ended, either killed outright (SIGKILL to its container's processes: a crash, an OOM
+kill) or gracefully as a drain ends it (the Eviction API, which the PodDisruptionBudget must allow;
+the kubelet sends SIGTERM). Read from the API server throughout: every pod placed, no sample with
+more than 2 pods of the set on a node, the pause (the longest stretch without a bind from the
+disruption on) and when the other replica took the Lease."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from e2e.workloads import Sampler, statefulset
+from extender.api.policy import OPT_IN_RESOURCE
+from extender.devcluster.api import Api, wait_for
+from extender.devcluster.cluster import SYSTEM_NAMESPACE, LocalCluster, NodeSpec
+
+from .installs import KWOK_TAINT, await_ready, dump
+
+EXTENDER = "app.kubernetes.io/name=placement-extender"
+LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/placement-extender"
+BURST_ZONE = "zone-burst"
+BURST_NODES = 30
+PODS = 50
+CAP = 2
+DISRUPT_AFTER = 15
+PAUSE_BOUND = 30.0  # seconds: the promise of docs/operations/high-availability.md
+POLICY = {"caps": [{"topologyKey": "kubernetes.io/hostname", "max": CAP}]}
+
+
+def burst_nodes(cluster: LocalCluster) -> list[str]:
+    """kwok nodes of their own zone, tainted like kwok_beside's: only the bursts go there."""
+    specs = [NodeSpec(f"kwok-burst-{i:02d}", BURST_ZONE) for i in range(BURST_NODES)]
+    names = cluster.add_nodes(specs)
+    api = cluster.admin
+    assert api is not None
+    for name in names:
+        api.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": [KWOK_TAINT]}})
+    return names
+
+
+def holder(api: Api) -> str:
+    """The Lease's holder identity (`<pod>_<random>`), or "" when none holds it."""
+    try:
+        return (api.get(LEASE).get("spec") or {}).get("holderIdentity") or ""
+    except Exception:  # noqa: BLE001 - no Lease yet
+        return ""
+
+
+def active_pod(api: Api) -> str:
+    """The pod that holds the Lease and is the Service's one endpoint, once both agree."""
+
+    def agreed() -> str | None:
+        pod = holder(api).rpartition("_")[0]
+        try:
+            endpoints = api.get(
+                f"/apis/discovery.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/endpointslices/placement-extender-active"
+            )["endpoints"]
+        except Exception:  # noqa: BLE001 - not written yet
+            return None
+        named = [e.get("targetRef", {}).get("name") for e in endpoints]
+        return pod if pod and named == [pod] else None
+
+    return wait_for("one extender replica holding the Lease and being the Service's endpoint", agreed, 90, 0.5)
+
+
+def kill_container(cluster: LocalCluster, pod: str) -> None:
+    """SIGKILL every process of the pod's extender container: no SIGTERM, no release."""
+    api, node = cluster.admin, cluster.real_node
+    assert api is not None and node is not None
+    status = next(
+        c
+        for c in api.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/{pod}")["status"]["containerStatuses"]
+        if c["name"] == "extender"
+    )
+    container = status["containerID"].split("://", 1)[1]
+    listed = node.ctr("tasks", "ps", container).stdout.splitlines()[1:]
+    pids = [int(line.split()[0]) for line in listed if line]
+    assert pids
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+
+
+def evict(cluster: LocalCluster, pod: str) -> None:
+    """What `kubectl drain` does to each pod: an Eviction, which the PodDisruptionBudget judges."""
+    api = cluster.admin
+    assert api is not None
+    api.create(
+        f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/{pod}/eviction",
+        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": SYSTEM_NAMESPACE}},
+    )
+
+
+@dataclass
+class Outcome:
+    placed: int
+    over_cap: int  # samples with more than CAP pods of the set on a node
+    pause: float  # the longest stretch without a bind, from the disruption to the last bind
+    takeover: float | None  # the disruption -> another replica holding the Lease
+    ordinary: float | None  # ordinary pods created at the disruption -> all bound (in-scheduler mode)
+    before: str
+    after: str
+
+
+def _bound_per_node(api: Api, namespace: str, name: str) -> tuple[int, int]:
+    pods = api.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"app={name}")
+    nodes = [p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")]
+    most = max((nodes.count(n) for n in set(nodes)), default=0)
+    return len(nodes), most
+
+
+def burst(
+    cluster: LocalCluster,
+    name: str,
+    *,
+    scheduler: str,
+    opt_in: bool,
+    disrupt: Callable[[LocalCluster, str], None] | None,
+    ordinary: int = 0,
+) -> Outcome:
+    """One 50-pod burst, the active replica disrupted after DISRUPT_AFTER binds (None: left alone,
+    the healthy baseline); `ordinary` pods without the opt-in created at that moment."""
+    api = cluster.admin
+    assert api is not None
+    namespace = cluster.namespace(name)
+    before = active_pod(api)
+    manifest = statefulset(name, PODS, policy=POLICY, scheduler=scheduler)
+    pod_spec = manifest["spec"]["template"]["spec"]
+    pod_spec["tolerations"] = [{**KWOK_TAINT, "operator": "Equal"}]
+    pod_spec["nodeSelector"] = {"topology.kubernetes.io/zone": BURST_ZONE}
+    if opt_in:
+        pod_spec["containers"][0]["resources"] = {
+            "requests": {OPT_IN_RESOURCE: "1"},
+            "limits": {OPT_IN_RESOURCE: "1"},
+        }
+    started = time.monotonic()
+    disrupted = ordinary_done = None
+    with Sampler(lambda: _bound_per_node(api, namespace, name)) as bound, Sampler(lambda: holder(api)) as lease:
+        api.create(f"/apis/apps/v1/namespaces/{namespace}/statefulsets", manifest)
+        while True:
+            last = bound.last()
+            count = last[0] if isinstance(last, tuple) else 0
+            if count >= PODS:
+                break
+            if disrupted is None and count >= DISRUPT_AFTER:
+                if disrupt is not None:
+                    disrupt(cluster, before)
+                disrupted = time.monotonic()
+                if ordinary:
+                    _create_ordinary(api, namespace, ordinary)
+            if ordinary and disrupted is not None and ordinary_done is None:
+                if _ordinary_bound(api, namespace) == ordinary:
+                    ordinary_done = time.monotonic()
+            if time.monotonic() - started > 240:
+                dump(api, namespace)
+                dump(api)
+                raise AssertionError(f"{count} of {PODS} pods placed after 240 s")
+            time.sleep(0.05)
+        if ordinary and ordinary_done is None:
+            wait_for("the ordinary pods bound", lambda: _ordinary_bound(api, namespace) == ordinary, 120, 0.05)
+            ordinary_done = time.monotonic()
+    assert disrupted is not None
+    samples = [(t, v) for t, v in bound.samples if isinstance(v, tuple)]
+    over_cap = sum(1 for _, (_, most) in samples if most > CAP)
+    bind_times = [disrupted] + [t for (t, v), (_, w) in zip(samples[1:], samples, strict=False) if v[0] > w[0]]
+    bind_times = sorted(t for t in bind_times if t >= disrupted)
+    pause = max((b - a for a, b in zip(bind_times, bind_times[1:], strict=False)), default=0.0)
+    after = holder(api).rpartition("_")[0]
+    takeover_at = lease.first(disrupted, lambda v: isinstance(v, str) and v and not v.startswith(before + "_"))
+    return Outcome(
+        placed=samples[-1][1][0] if samples else 0,
+        over_cap=over_cap,
+        pause=pause,
+        takeover=None if takeover_at is None else takeover_at - disrupted,
+        ordinary=None if ordinary_done is None or disrupted is None else ordinary_done - disrupted,
+        before=before,
+        after=after,
+    )
+
+
+def _create_ordinary(api: Api, namespace: str, count: int) -> None:
+    """Pods that never opted in (the cluster's own kube-scheduler places them without calling the
+    extender): they must not pay for its failover."""
+    for i in range(count):
+        api.create(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"ordinary-{i}", "labels": {"ordinary": "yes"}},
+                "spec": {
+                    "tolerations": [{**KWOK_TAINT, "operator": "Equal"}],
+                    "nodeSelector": {"topology.kubernetes.io/zone": BURST_ZONE},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "registry.invalid/app:1"}],
+                },
+            },
+        )
+
+
+def _ordinary_bound(api: Api, namespace: str) -> int:
+    pods = api.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector="ordinary=yes")
+    return sum(1 for p in pods if p["spec"].get("nodeName"))
+
+
+def both_replicas_back(cluster: LocalCluster) -> list[dict[str, Any]]:
+    """After a disruption: two Ready replicas again (the killed container restarted by the
+    kubelet, the evicted pod replaced by its Deployment), one of them active."""
+    api = cluster.admin
+    assert api is not None
+    pods = await_ready(api, EXTENDER, 2, 180)
+    active_pod(api)
+    return pods
