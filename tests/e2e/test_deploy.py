@@ -344,6 +344,8 @@ CREATE_PATHS = {
     "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
     "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
     "ValidatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+    "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/roles",
+    "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/rolebindings",
 }
 # How long the RBAC authorizer may take to see a role and binding just written: it answers from
 # an informer cache, so a SubjectAccessReview right after the write can be denied (measured: 2 of
@@ -375,7 +377,7 @@ def tls_overlay_identity(cluster):
     return install_identity(
         cluster,
         "deploy/overlays/tls/extender.yaml",
-        {"ServiceAccount", "ClusterRoleBinding"},
+        {"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding"},
         EXTENDER,
         ("list", "pods", ""),
     )
@@ -413,6 +415,30 @@ def test_extender_may_review_its_metrics_scrapers(cluster, tls_overlay_identity,
     """The metrics port (serve --metrics-listen) asks who a scraper's token is and whether it may get
     /metrics; both identities that run the extender may ask (deploy/base/rbac.yaml)."""
     assert access(cluster, user, "create", resource, group=group)
+
+
+# (verb, resource, group, name, namespace, allowed): the replicas' Lease and the Service's one
+# endpoint (docs/operations/high-availability.md), by name, in the extender's namespace only.
+LEADER_ELECTION = [
+    ("create", "leases", "coordination.k8s.io", "", SYSTEM_NAMESPACE, True),
+    ("get", "leases", "coordination.k8s.io", "placement-extender", SYSTEM_NAMESPACE, True),
+    ("update", "leases", "coordination.k8s.io", "placement-extender", SYSTEM_NAMESPACE, True),
+    ("update", "leases", "coordination.k8s.io", "placement-scheduler", SYSTEM_NAMESPACE, False),
+    ("delete", "leases", "coordination.k8s.io", "placement-extender", SYSTEM_NAMESPACE, False),
+    ("update", "leases", "coordination.k8s.io", "placement-extender", "kube-system", False),
+    ("create", "endpointslices", "discovery.k8s.io", "", SYSTEM_NAMESPACE, True),
+    ("update", "endpointslices", "discovery.k8s.io", "placement-extender-active", SYSTEM_NAMESPACE, True),
+    ("update", "endpointslices", "discovery.k8s.io", "placement-extender-metrics-x", SYSTEM_NAMESPACE, False),
+    ("create", "endpointslices", "discovery.k8s.io", "", "default", False),
+    ("list", "endpointslices", "discovery.k8s.io", "", SYSTEM_NAMESPACE, False),
+]
+
+
+@pytest.mark.parametrize("verb,resource,group,name,namespace,allowed", LEADER_ELECTION, ids=lambda v: str(v))
+def test_tls_overlay_extender_may_write_only_its_lease_and_its_services_endpoint(
+    cluster, tls_overlay_identity, verb, resource, group, name, namespace, allowed
+) -> None:
+    assert access(cluster, EXTENDER, verb, resource, group=group, name=name, namespace=namespace) is allowed
 
 
 @pytest.fixture(scope="module")
