@@ -57,7 +57,10 @@ def merge_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         if isinstance(value, dict) and isinstance(old, dict):
             out[key] = merge_patch(old, value)
         elif isinstance(value, list):
-            out[key] = [*value, {"$patch": "replace"}] if key in MERGED_BY_KEY else list(value)
+            # kustomize keeps only the directive of a replace on a list the base lacks: mark only
+            # a list there is to merge with
+            merged = key in MERGED_BY_KEY and isinstance(old, list)
+            out[key] = [*value, {"$patch": "replace"}] if merged else list(value)
         else:
             out[key] = value
     for key in before:
