@@ -361,19 +361,39 @@ def _explain(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from ..ops.audit import as_json, audit, gate_bound, overcommitted, render, render_gate_bound, render_overcommit
+    from ..ops.audit import (
+        as_json,
+        audit,
+        gate_bound,
+        overcommitted,
+        records_without_statefulset,
+        render,
+        render_gate_bound,
+        render_overcommit,
+    )
     from ..ops.load import live_gate_admission
 
     store = _live_store(args)
     reports = audit(store, args.namespace, args.scheduler_name)
     nodes = overcommitted(store)
     bound = gate_bound(store, args.namespace, live_gate_admission(args.kubeconfig, args.context))
+    kept = records_without_statefulset(store, args.namespace)
     if args.json:
-        extra = {"overcommitted_nodes": [asdict(n) for n in nodes], "in_scheduler_bound": asdict(bound)}
+        extra = {
+            "overcommitted_nodes": [asdict(n) for n in nodes],
+            "in_scheduler_bound": asdict(bound),
+            "records_without_statefulset": kept,
+        }
         print(json.dumps({**as_json(reports), **extra}, indent=2))
     else:
         gap = render_gate_bound(bound)
-        print(render(reports) + (("\n" + render_overcommit(nodes)) if nodes else "") + (("\n" + gap) if gap else ""))
+        notes = "".join(f"\nnote: {k}" for k in kept)
+        print(
+            render(reports)
+            + (("\n" + render_overcommit(nodes)) if nodes else "")
+            + (("\n" + gap) if gap else "")
+            + notes
+        )
     return ExitCode.FINDING if nodes or any(r.violations or r.error for r in reports) else ExitCode.OK
 
 

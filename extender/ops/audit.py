@@ -433,3 +433,16 @@ def render_gate_bound(bound: GateBound) -> str:
     }[bound.admission]
     lines.append(f"   fix: {fix}")
     return "\n".join(lines)
+
+
+def records_without_statefulset(store: ClusterStore, namespace: str | None = None) -> list[str]:
+    """ZoneRotations whose StatefulSet does not exist, as notes: a record outlives its set on
+    purpose (api/rotation.py: the set recreated from git comes back in its zones), so this is no
+    finding; it only says what to delete when the set is gone for good."""
+    return [
+        f"ZoneRotation {ns}/{record.name}: StatefulSet {record.statefulset} does not exist; the record keeps its "
+        f"zones for the set recreated under that name (`kubectl delete zonerotation {record.name} -n {ns}` "
+        "if it is gone for good)"
+        for (ns, _), record in sorted(store.rotations.items())
+        if (namespace is None or ns == namespace) and (ns, record.statefulset) not in store.statefulsets
+    ]

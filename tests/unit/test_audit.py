@@ -351,3 +351,27 @@ def test_a_selector_that_misses_its_own_pods_is_an_error_listed_once(named) -> N
     fixed = {**typo, "group": {"selector": {"matchLabels": LABELS}}}
     (report,) = audit(cluster(fixed, policy_name="crdb" if named else None, replicas=5), "db")
     assert report.error is None and report.violations == []
+
+
+@pytest.mark.parametrize(
+    ("records", "namespace", "noted"),
+    [
+        ([("db", "crdb")], None, []),  # its set exists
+        ([("db", "gone")], None, ["db/gone"]),  # the set was deleted: the record stays, noted
+        ([("db", "gone"), ("other", "x")], "db", ["db/gone"]),  # only the namespace asked for
+        ([("db", "gone"), ("other", "x")], None, ["db/gone", "other/x"]),
+    ],
+)
+def test_a_record_whose_statefulset_is_gone_is_a_note_not_a_finding(records, namespace, noted) -> None:  # noqa: ANN001
+    """A ZoneRotation outlives its StatefulSet on purpose (api/rotation.py): audit says what to
+    delete when the set is gone for good, and judges nothing by it."""
+    from extender.api.rotation import rotation_object
+    from extender.ops.audit import records_without_statefulset
+
+    store = cluster(policy={"ordinalZones": {}})
+    for ns, name in records:
+        store.apply("rotations", "ADDED", rotation_object(ns, name, ("a", "b", "c"), {}))
+    notes = records_without_statefulset(store, namespace)
+    assert [n.split(" ")[1].rstrip(":") for n in notes] == noted
+    assert all("kubectl delete zonerotation" in n for n in notes)
+    assert all(not r.violations for r in audit(store, namespace))
