@@ -27,8 +27,11 @@ class OkBinder:
         pass
 
 
+store = ClusterStore(Reservations(30, 60))
+if os.environ.get("TEST_STANDBY"):  # a standby of several replicas (extender/server/leader.py)
+    store.standby = lambda: "this placement extender replica is on standby: the active replica decides"
 app = create_app(
-    Verbs(ClusterStore(Reservations(30, 60)), OkBinder(), RecordedEvents()),  # type: ignore[arg-type]
+    Verbs(store, OkBinder(), RecordedEvents()),  # type: ignore[arg-type]
     ready=lambda: True,
     max_body=MAX_BODY,
 )

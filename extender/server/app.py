@@ -185,10 +185,17 @@ class VerbRoutes:
         elapsed = time.perf_counter() - started
         metrics.latency.observe(elapsed, verb=verb)
         log.debug("%s %s %.1fms", environ["PATH_INFO"], status, elapsed * 1000)
-        start_response(
-            _STATUS_LINES[status],
-            [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("X-Request-Id", request_id)],
-        )
+        headers = [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("X-Request-Id", request_id),
+        ]
+        if self.verbs.store.standby() is not None:
+            # A standby of several replicas (server/leader.py) closes the connection after its
+            # refusal: kube-scheduler keeps connections alive, and a Service's new endpoint moves
+            # only new connections, so a kept one would bring every retry back here for good.
+            headers.append(("Connection", "close"))
+        start_response(_STATUS_LINES[status], headers)
         return [body]
 
     def _body(self, environ: dict[str, Any]) -> bytes:

@@ -259,6 +259,8 @@ class _Connection:
             return False
         status, headers, body = self.worker.call_app(environ)
         keep_alive = request.keep_alive and request.complete and not request.too_large and self.worker.alive
+        # the app may end the connection after its answer (a standby replica: app.VerbRoutes)
+        keep_alive = keep_alive and not any(n.lower() == "connection" and v.lower() == "close" for n, v in headers)
         head = [f"HTTP/1.1 {status}\r\n".encode("latin-1")]
         for name, value in headers:
             if name.lower() not in _HOP_BY_HOP:

@@ -35,10 +35,16 @@ def _free_port() -> int:
 
 
 def _start(
-    threads: int, idle_timeout: float = 30.0, health_port: int | None = None, spare_wait: float = 30.0
+    threads: int,
+    idle_timeout: float = 30.0,
+    health_port: int | None = None,
+    spare_wait: float = 30.0,
+    standby: bool = False,
 ) -> tuple[subprocess.Popen, int]:
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(TESTS), TEST_IDLE_TIMEOUT=str(idle_timeout), TEST_SPARE_WAIT=str(spare_wait))
+    if standby:
+        env["TEST_STANDBY"] = "1"
     command = [sys.executable, "-m", "gunicorn", "-k", "extender.server.worker.ConnectionWorker"]
     command += ["--threads", str(threads), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "3"]
     if health_port is not None:  # as serve --health-listen sets it up
@@ -429,4 +435,31 @@ def test_the_worker_exits_when_its_master_is_killed() -> None:
     finally:
         for pid in _children(process.pid):
             os.kill(pid, signal.SIGKILL)
+        _stop(process)
+
+
+@pytest.mark.parametrize("verb", ["/filter", "/bind"])
+def test_a_standby_refuses_and_closes_so_the_next_connection_reaches_the_active_one(verb: str) -> None:
+    """kube-scheduler keeps connections alive, and a Service that moves to the new active replica
+    moves only new connections: a standby that kept the connection would see every retry."""
+    process, port = _start(threads=4, standby=True)
+    try:
+        body = (
+            b'{"PodName":"a","PodNamespace":"b","PodUID":"u","Node":"n"}'
+            if verb == "/bind"
+            else b'{"Pod":{"metadata":{"name":"a","namespace":"b","uid":"u"}},"NodeNames":["n"]}'
+        )
+        request = b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (verb.encode(), len(body), body)
+        with _connect(port) as sock:
+            sock.sendall(request)
+            answer = _read(sock)
+            assert _status(answer) == 200, answer
+            assert b"on standby" in answer and b"Connection: close" in answer, answer
+            assert _closed(sock)
+        with _connect(port) as sock:  # the health listener's and other paths keep theirs
+            sock.sendall(HEALTHZ)
+            assert _status(_read(sock)) == 200
+            sock.sendall(HEALTHZ)
+            assert _status(_read(sock)) == 200
+    finally:
         _stop(process)
