@@ -639,7 +639,9 @@ def _live_rotation(api, namespace: str, statefulset: str) -> dict | None:  # noq
     from ..kube.client import KubeApiError
 
     try:
-        items = api.list(f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{ROTATIONS}")
+        items = (api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{ROTATIONS}") or {}).get(
+            "items"
+        ) or []
     except KubeApiError as err:
         if err.status == 404:
             return None

@@ -41,6 +41,9 @@ def gate_answer(store: ClusterStore, rotations: RotationRecorder, uid: str) -> G
         try:
             spec = store.resolve_policy(pod)
         except PolicyError as err:
+            if pod.rotation_declared and pod.policy_ref is not None and store.policies_enabled:
+                if (pod.namespace, pod.policy_ref) not in store.policies:
+                    return None  # committed beside the set with its record, not applied yet: wait
             return GateAnswer(pod, None, f"its policy is invalid, which the filter reports: {err}")
         if spec is None or spec.ordinalZones is None:
             return GateAnswer(pod, None, "its policy does not place pods by ordinal zone")

@@ -265,3 +265,19 @@ def test_without_the_declaration_the_first_decision_still_decides() -> None:
     (uid,) = store.gated
     assert verbs.gate_answer(uid) is None
     assert store.rotation("db", "db") is not None
+
+
+@pytest.mark.parametrize("is_declared", [True, False])
+def test_a_declared_set_keeps_its_gate_while_its_named_policy_is_not_applied_yet(is_declared) -> None:
+    """Argo CD applies custom resources after the StatefulSet: the policy committed with it comes
+    later. A declared pod keeps its gate (lifted unnarrowed, it would reach the scheduler before
+    its zone is known); an undeclared one is lifted so the filter reports the missing policy."""
+    store, verbs = make_store(recorded=False)
+    obj = gated("db-4", policy=None, policy_name="crdb")
+    store.apply("pods", "ADDED", declared(obj) if is_declared else obj)
+    (uid,) = store.gated
+    answer = verbs.gate_answer(uid)
+    if is_declared:
+        assert answer is None
+    else:
+        assert answer is not None and answer.requirement is None and "not found" in answer.why
