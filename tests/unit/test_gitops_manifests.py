@@ -142,3 +142,44 @@ def test_adopt_help_shows_the_file_form_first(capsys) -> None:  # noqa: ANN001
     usage = out.split("\n\n")[0]
     assert usage.index("-f FILE") < usage.index("statefulset/NAME")
     assert out.index("adopt -f") < out.index("adopt statefulset/")
+
+
+class FakeApi:
+    """What `rotation export` reads: the namespace's ZoneRotations (and nothing else here)."""
+
+    def __init__(self, items: list[dict]) -> None:
+        self.items = items
+        self.calls: list[tuple[str, str]] = []
+
+    def call(self, method: str, path: str, **_: object) -> dict:
+        self.calls.append((method, path))
+        if path.endswith("/zonerotations"):
+            return {"items": self.items}
+        raise AssertionError(f"unexpected read {path}")
+
+
+@pytest.mark.parametrize("owned", [True, False])
+def test_rotation_export_prints_the_live_record_to_commit(capsys, monkeypatch, owned) -> None:  # noqa: ANN001
+    """Read-only; no server field and no ownerReference in the output; for a record an earlier
+    version wrote with an ownerReference, the one-time patch that removes it, on stderr."""
+    live = {k: v for k, v in RECORD.items() if k not in ("apiVersion", "kind")}
+    if not owned:
+        live = {**live, "metadata": {k: v for k, v in live["metadata"].items() if k != "ownerReferences"}}
+    api = FakeApi([{**live, "status": {}}])
+    monkeypatch.setattr("extender.kube.client.connect", lambda *a, **k: api)
+    assert main(["rotation", "export", "statefulset/crdb", "-n", "db"]) == 0
+    out, err = capsys.readouterr()
+    (doc,) = [d for d in yaml.safe_load_all(out) if d]
+    assert doc["kind"] == "ZoneRotation" and doc["spec"] == RECORD["spec"]
+    assert not {"uid", "resourceVersion", "ownerReferences"} & set(doc["metadata"]) and "status" not in doc
+    assert doc["metadata"]["annotations"] == {SYNC_WAVE: "-1"}
+    patch = (
+        "kubectl patch zonerotation crdb -n db --type=json "
+        """-p '[{"op":"remove","path":"/metadata/ownerReferences"}]'"""
+    )
+    assert (patch in err) is owned, err
+    assert all(method == "GET" for method, _ in api.calls)
+
+
+def test_rotation_export_names_a_statefulset() -> None:
+    assert main(["rotation", "export", "deployment/crdb"]) == 2
