@@ -564,6 +564,8 @@ def _adopt_manifest(args: argparse.Namespace) -> int:
 
     args.output = "yaml"
     docs, workload, kind, namespace = _manifest_input(args)
+    if args.kustomize:
+        docs = [*docs, *_component_inputs(args.kustomize)]
     api = None if args.offline else connect(args.kubeconfig, args.context)
     policy_obj = None
     if args.policy_name:
@@ -610,6 +612,22 @@ def _adopt_manifest(args: argparse.Namespace) -> int:
     others = other_documents(docs, workload, policy_obj, committed)
     _show_change(args, "adopt", kind, change, rollout, record, policy_obj, before=workload, others=others)
     return ExitCode.OK
+
+
+def _component_inputs(folder: str) -> list[dict]:
+    """The objects already in a component folder (its policy and record: committed before, or put
+    there by hand, e.g. `rotation export`'s output), read as input like -f's; not the
+    kustomization, not adopt's own patch (the next adopt writes them anew)."""
+    from pathlib import Path
+
+    from ..ops.component import KUSTOMIZATION, PATCH
+    from ..ops.manifests import read_documents
+
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    files = sorted(p for p in root.glob("*.yaml") if p.name not in (KUSTOMIZATION, PATCH))
+    return [d for p in files for d in read_documents(p.read_text(encoding="utf-8"), str(p))]
 
 
 def _live_adoption(api, namespace: str, name: str, spec: PlacementPolicySpec):  # noqa: ANN001, ANN202
