@@ -212,3 +212,20 @@ def test_a_first_rotation_keeps_every_running_pod_where_it_is(counts, placed):
 )
 def test_zone_for(order, ordinal, zone):
     assert ZoneOrder(order, "").zone_for(ordinal) == zone
+
+
+@pytest.mark.parametrize(
+    ("explicit", "recorded", "waiting", "order"),
+    [
+        (None, None, True, ()),  # declared, not applied yet: no order, nothing to record
+        (None, RecordedRotation("db/r", ("c", "a", "b")), False, ("c", "a", "b")),  # the committed record
+        (["b", "a", "c"], None, False, ("b", "a", "c")),  # an explicit order needs no record
+    ],
+)
+def test_a_declared_rotation_is_read_never_decided(explicit, recorded, waiting, order) -> None:  # noqa: ANN001
+    """A set whose template declares its ZoneRotation gets no first rotation, whatever runs and
+    whatever volumes are bound: the committed record decides."""
+    got = zone_order_for({"a": 3, "b": 1, "c": 2}, {0: "b"}, {1: "a", 2: "a"}, explicit, recorded, declared="db/r")
+    assert (got.waiting, got.order, got.derived) == (waiting, order, False)
+    if waiting:
+        assert got.how == "waiting for ZoneRotation db/r, declared beside its StatefulSet and not applied yet"
