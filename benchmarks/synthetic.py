@@ -595,7 +595,7 @@ def cluster(
     # rotation (the extender writes one at a set's first decision; the sets with no pod yet have
     # none, and their order is decided from the live state at each decision until then).
     rotations = [
-        rotation_object(GROUP_NS, group.sts_name(s), _uid("sts", s), ZONES, {})
+        rotation_object(GROUP_NS, group.sts_name(s), ZONES, {})
         for s in range(min(group.shards, s_next + (1 if o_next else 0)))
     ]
     return Cluster(
