@@ -503,13 +503,18 @@ def _held_by_class(nodes: Counter[str], where: Mapping[str, NodeClass | None], *
 
 def _ordinal_kinds(ctx: Context, shard: str, start: int, stop: int, present: list[int]) -> Counter[Zones]:
     """Ordinals in [start, stop) not `present` (those in the range, distinct), by the zones each
-    may use (None without ordinal zones)."""
+    may use (None without ordinal zones): its rotation zone, and the zone its volume is in or the
+    zone it ran in when the set was adopted, as the rule accepts them (rules/ordinal_zones.py).
+    Counting an adopted ordinal to come in its rotation zone alone refused every adopted ordinal
+    its own zone on a cluster where the set was recreated from its committed record: the zone
+    looked needed by the rotation's ordinals, and all 9 pods landed by the rotation instead."""
     if stop <= start:
         return Counter()
     absent = present
     if ctx.spec.ordinalZones is None:
         return Counter({None: stop - start - len(absent)})
-    order = ctx.shard_zone_order(shard).order
+    zone_order = ctx.shard_zone_order(shard)
+    order = zone_order.order
     volumes = ctx.snap.volume_zones.get(shard, {})
     out: Counter[Zones] = Counter()
     if not order:
@@ -525,6 +530,11 @@ def _ordinal_kinds(ctx: Context, shard: str, start: int, stop: int, present: lis
     taken = set(present) if volumes else set()
     for o, zone in volumes.items():
         if start <= o < stop and o not in taken:
+            per_residue[o % period] -= 1
+            out[frozenset({order[o % period], zone})] += 1
+    absent_set = set(absent)
+    for o, zone in zone_order.adopted.items():
+        if start <= o < stop and o not in absent_set and o not in volumes:
             per_residue[o % period] -= 1
             out[frozenset({order[o % period], zone})] += 1
     for r, n in enumerate(per_residue):

@@ -17,7 +17,7 @@ from extender.state.objects import ObjectError, RotationRecord, parse_rotation
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
 
-from builders import claim, filter_args, node, pod, statefulset, volume
+from builders import HOST, claim, filter_args, node, pod, statefulset, volume
 from fakes import RecordedEvents
 
 ORDINAL = {"ordinalZones": {}}
@@ -284,3 +284,32 @@ def test_a_declared_rotation_is_never_decided_here(running, volume_zone, record,
     result = verbs.filter(ExtenderArgs.model_validate(filter_args(p, sorted(store.topology.nodes))))
     assert sorted(result.NodeNames or []) == accepted
     assert writer.records == []
+
+
+def test_a_set_recreated_from_its_committed_record_may_take_its_adopted_zones() -> None:
+    """3 zones x 3 nodes, 1 pod a node, 9 replicas and no pod yet (a fresh cluster, or the set
+    deleted and recreated from git), the record swapping ordinals 0 and 1 (adopted in b and a).
+    The adopted layout fills each zone exactly, so the dead-end analysis must count the ordinals
+    still to come in their adopted zones too: counted in their rotation zones alone, zone b looked
+    needed by ordinals 1, 4 and 7 and ordinal 0 was refused the zone the record gives it."""
+    policy = {"ordinalZones": {}, "caps": [{"topologyKey": HOST, "max": 1}]}
+    store = ClusterStore(Reservations(tentative_ttl=30, committed_ttl=60))
+    sts = statefulset("r", 9) | {"metadata": {"name": "r", "namespace": "db", "uid": "uid-sts-r"}}
+    for kind in KINDS:
+        store.replace(kind, {"nodes": zones(a=3, b=3, c=3), "statefulsets": [sts]}.get(kind, []))
+    store.apply("rotations", "ADDED", rotation_object("db", "r", ("a", "b", "c"), {0: "b", 1: "a"}))
+    verbs = Verbs(store, Binder(), RecordedEvents(), records=RecordingWriter())
+    # ordinal 0 may go to either zone (and is held in b, its adopted one); then zone b's last two
+    # nodes are ordinal 4's and 7's, so ordinal 1 may only go to a, where the record puts it
+    for ordinal, allowed in ((0, {"a", "b"}), (1, {"a"}), (2, {"c"})):
+        p = pod(f"r-{ordinal}", sts="r", policy=policy)
+        store.apply("pods", "ADDED", p)
+        result = verbs.filter(ExtenderArgs.model_validate(filter_args(p, sorted(store.topology.nodes))))
+        assert result.Error == "", result.Error
+        assert {n[0] for n in result.NodeNames or []} == allowed, (ordinal, result.NodeNames)
+        scores = verbs.prioritize(ExtenderArgs.model_validate(filter_args(p, sorted(result.NodeNames or [])))).scores
+        if ordinal == 0:  # its adopted zone preferred above every other score
+            adopted = "ba"[ordinal]
+            assert min(s for n, s in scores.items() if n[0] == adopted) > max(
+                s for n, s in scores.items() if n[0] != adopted
+            ), scores
