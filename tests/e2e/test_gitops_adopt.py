@@ -13,10 +13,10 @@ the running pods in their zones, a patch with adopt's changes alone). Then, with
   first pods created, then the policy, then the record, as Argo CD orders kinds within a wave):
   the pods keep their gate and the extender decides no rotation until the committed record is
   there; then every ordinal lands in the zone the record gives it (the zone it ran in on cluster 1
-  when adopted, else its rotation zone): cluster 1's layout exactly. The set deleted: after two garbage-collection passes
-  (sentinel ConfigMaps owned by a UID that does not exist, each waited for in turn) the record is
-  still there, unchanged, without an ownerReference; the set recreated from the same files comes
-  back in the record's zones (exactly its earlier zones, for the one with volumes);
+  when adopted, else its rotation zone): cluster 1's layout exactly. The set deleted: after two
+  garbage-collection passes (sentinel ConfigMaps owned by a UID that does not exist, each waited
+  for in turn) the record is still there, unchanged, without an ownerReference; the set recreated
+  from the same files comes back in the record's zones (exactly its earlier zones, for the one with volumes);
 - retire from git: `retire --kustomize` rewrites the component; kustomize then builds the native
   form adopt's output promised, with nothing of the team's template lost.
 """
