@@ -107,7 +107,7 @@ NEWEST_ONLY = {
     "are held on every minor by test_extender_restart and test_bind_guard",
     "tests/e2e/test_mode_switch.py": "adopt and retire between the modes: the extender's commands",
     "tests/e2e/test_netease_deadlock.py": "the dead-end analysis, the extender's own logic",
-    "tests/e2e/test_netease_table.py": "the per-zone rules of seed 002, the extender's own logic",
+    "tests/e2e/test_netease_table.py": "the per-zone rules of the NetEase Redis design, the extender's own logic",
     "tests/e2e/test_operations.py": "metrics, audit and explain: the extender's own",
     "tests/e2e/test_plan.py": "plan, the extender's own command",
     "tests/e2e/test_policy_edit_writes.py": "the extender's own writes after policy edits (coalescing), through "

@@ -146,7 +146,7 @@ class Runner:
             "serviceName": name,
             "replicas": replicas,
             "podManagementPolicy": "Parallel",
-            # OnDelete: re-translated constraints reach new pods only, as in seed 002's operator.
+            # OnDelete: re-translated constraints reach new pods only, as in the NetEase Redis operator.
             "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": self._pod_labels(name), "annotations": annotations}, "spec": pod_spec},

@@ -3,7 +3,7 @@
 Ordinal zones place StatefulSet pod i in zone order[i mod len(order)]. Deciding that order again
 from whatever the extender can see (the set's running pods and volumes) is wrong at exactly the
 moments that matter: a zone that lost its nodes drops out and its ordinals are mapped elsewhere;
-a set adopted with two ordinals in one zone gets a 1-zone rotation (issue 22). So the order is
+a set adopted with two ordinals in one zone gets a 1-zone rotation. So the order is
 decided once, at the set's first decision (engine/zone_order.first_rotation: crl-scheduler's
 order over the zones present, pinned by the set's volumes), and written here; from then on the
 record is the order, for filter, bind, explain and audit alike.

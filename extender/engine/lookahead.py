@@ -1,6 +1,6 @@
 """Dead-end avoidance: after this pod lands on a candidate, can the rest of the group still fit?
 
-NetEase's 3-shard cluster (seed 002, appendix 2) deadlocks when pods are placed greedily: every
+NetEase's 3-shard cluster (the NetEase Redis design, appendix 2) deadlocks when pods are placed greedily: every
 step is legal, yet the last pod has nowhere to go. With the group's size known, the pods still to
 come are known too (per StatefulSet: how many, and with ordinal zones which zone each needs), so
 each candidate can be checked for a complete placement of the rest.
@@ -381,7 +381,7 @@ def pods_to_come(ctx: Context) -> tuple[dict[str, Counter[Zones]], int]:
     one at a time, or a StatefulSet not created yet) the group size says more pods will come;
     shards of one cluster are alike, so the short StatefulSets are assumed to grow towards the
     largest one's size, lowest ordinal first (a pod with a known shard is what anti-affinity
-    needs to see seed 002's dead end), and the rest are pods of no StatefulSet.
+    needs to see the NetEase design's dead end), and the rest are pods of no StatefulSet.
     """
     snap, pod = ctx.snap, ctx.pod
     walked = snap.ordinals()  # pods in flight (all pods, for a snapshot without counts)

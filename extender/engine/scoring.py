@@ -14,7 +14,7 @@ preferences are weighed"):
 Invariant: a node better on an earlier preference never scores below one better only on later
 ones. A weighted sum cannot promise that (with equal weights, a shard's free split and the
 group's balance cancelled out and the tie-break chose: all three pods of a shard in one zone in
-3 of 6 runs, issue 22), so the nodes' preference tuples are ranked and the ranks spread over
+3 of 6 runs), so the nodes' preference tuples are ranked and the ranks spread over
 0..10. Candidates alike on every preference get equal scores, so kube-scheduler's own scoring
 breaks the tie.
 """

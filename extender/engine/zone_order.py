@@ -3,8 +3,8 @@
 crl-scheduler orders the zones that have nodes by node count (descending, ties by name), then
 pins each zone that holds volumes of the set to index `lowest ordinal there mod Z`. Its weakness:
 Z and the node counts change when a zone is added or removed, and every ordinal's ideal zone
-silently shifts with them. Deriving the order again from the set's running pods instead (the
-release before issue 22) fails at the moments that matter: a zone that lost its nodes drops out
+silently shifts with them. Deriving the order again from the set's running pods instead (as an
+earlier release did) fails at the moments that matter: a zone that lost its nodes drops out
 of the derived period, and a set adopted with two ordinals in one zone derives a 1-zone rotation.
 
 So the order is decided once and recorded (a ZoneRotation object, written by the extender; see
@@ -86,7 +86,7 @@ def first_rotation(
     extender already placed, e.g. before records existed). When they do not (a set placed by
     another scheduler, two ordinals in one zone), they are left where they are, listed as
     adopted, and the order is crl's from the volumes alone: new ordinals spread over every zone
-    instead of following the running pods into one (issue 22)."""
+    instead of following the running pods into one."""
     live = {z: c for z, c in zone_node_counts.items() if c > 0}
     zones = len(live)
     if zones == 0:

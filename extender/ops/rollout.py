@@ -4,7 +4,7 @@
 ordinal first, one at a time: the old pod goes, the new one is placed (by the extender) before
 the next goes. Under ordinal zones a set the default scheduler placed usually follows no
 rotation, and with as many nodes as replicas under a per-node cap each recreated pod has exactly
-one free node, the one it left. Before issue 34 the filter accepted only the ordinal's rotation
+one free node, the one it left. Before this, the filter accepted only the ordinal's rotation
 zone, so such a rollout stopped at its second pod for good (2 of 4 adoptions).
 
 What "nothing running moves" means, then: the zone order is decided at adoption from every

@@ -1,15 +1,15 @@
 """A policy as the closest native pod-spec fragment, and what the native scheduler gives up.
 
 Each rule's own translation lives with the rule (extender/engine/rules/); this module adds what
-belongs to the group as a whole (the selector, seed 002's soft spread per node and zone, the
+belongs to the group as a whole (the selector, the NetEase Redis design's soft spread per node and zone, the
 dead-end gap) and assembles the fragment.
 
 The retire path: teams adopt the extender where topologySpreadConstraints cannot say what they
 need, and want to know, rule by rule, what they lose by going back. The conversions follow the
-seeds: NetEase (seed 002) turned "fewer than 1/3 of the cluster per node" into
+source designs: the NetEase Redis design turned "fewer than 1/3 of the cluster per node" into
 maxSkew = floor(N/3), minus 1 when 3 divides N (which is exactly the cap's limit), required
 zones into node affinity, shard separation into pod anti-affinity, plus a soft maxSkew 1 per
-node and zone; KubeBlocks (seed 000) emits one constraint per topology key and anti-affinity
+node and zone; KubeBlocks' affinity design emits one constraint per topology key and anti-affinity
 required or preferred.
 """
 
@@ -59,7 +59,7 @@ def translate(
         )
     out = NativeFragment(spec, size, _selector(spec, labels), shard_label)
     translate_rules(spec, out)  # each rule's own native constraints and gaps (engine/rules/)
-    # Seed 002: beside the hard rules, prefer an even spread per node (and per zone), where the
+    # The NetEase Redis design: beside the hard rules, prefer an even spread per node (and per zone), where the
     # hard rules do not keep it already.
     for key in (spec.topology.node, *([spec.topology.zone] if spec.uses_zones else [])):
         if not _even_already(out, key):
@@ -68,8 +68,8 @@ def translate(
         out.gap(
             "deadEndAvoidance",
             "the native scheduler places each pod greedily and never looks ahead",
-            "a legal sequence of placements can leave the last pods no node (seed 002, appendix 2: a 3-shard "
-            "cluster on 3 zones x 2 nodes); loosening LessThan to AtMost is NetEase's workaround",
+            "a legal sequence of placements can leave the last pods no node (the NetEase Redis design, appendix 2: "
+            "a 3-shard cluster on 3 zones x 2 nodes); loosening LessThan to AtMost is NetEase's workaround",
         )
     fragment: dict[str, Any] = {"topologySpreadConstraints": [*out.hard.values(), *out.soft.values()]}
     affinity: dict[str, Any] = {}

@@ -5,17 +5,17 @@ Each write, its RBAC (deploy/base/rbac.yaml) and why it is needed:
   last check of the hard rules and the write are one step).
 - events create: why a pod waits, on the pod (kubectl describe), not only in our log.
 - zonerotations create: a StatefulSet's ordinal -> zone rotation, decided once and kept in the
-  cluster, so no restart, zone outage or adoption re-derives it (issue 22; extender/api/rotation.py).
+  cluster, so no restart, zone outage or adoption re-derives it (extender/api/rotation.py).
   Create only: the extender never updates or deletes a record; the operator edits or deletes it.
 - pods patch, by the opt-in scale-down controller only (its own ServiceAccount): the
   pod-deletion-cost annotation on running pods of policy groups that ReplicaSets own
-  (server/deletion_costs.py, issue 25).
+  (server/deletion_costs.py).
 - statefulsets/deployments update, by `adopt` and `retire` only, with the operator's own
   credentials (never the extender's): the workload's pod template, guarded by its
   resourceVersion (extender/ops/adopt.py).
 - pods get, patch: a pod held by the ordinal-zone scheduling gate gets its ordinal's zone ANDed
   into its node affinity and the gate removed, in one JSON patch guarded by its resourceVersion,
-  so autoscalers see the zone it needs (extender/server/gate_patch.py, issue 23). Only pods carrying the gate
+  so autoscalers see the zone it needs (extender/server/gate_patch.py). Only pods carrying the gate
   are read or patched; the patch only narrows, and the filter still judges every node. The same
   verb writes one annotation on pods waiting for a PlacementPolicy that was just created or
   edited, so kube-scheduler tries them again at once instead of after its 5-minute flush

@@ -7,8 +7,9 @@ An update of the waiting pod itself is such an event: the loop here writes the p
 generation into each waiting pod's POLICY_GENERATION_ANNOTATION (a merge patch, the gate's
 `patch` verb).
 
-Invariant (issue 51): a burst of edits costs at most one write per waiting pod of the extender's
-own. Edits are coalesced: the waiting pods are collected once the policy has been quiet for
+Invariant (once 20 edits with 401 pods waiting made 1,203 pod PATCHes): a burst of edits costs at
+most one write per waiting pod of the extender's own. Edits are coalesced: the waiting pods are
+collected once the policy has been quiet for
 `quiet` seconds (or `max_delay` after the burst's first edit, so a policy edited without pause is
 still served), each pod is pending once whatever the number of edits, it is written with the
 generation current when its turn comes, and a pod that already carries that generation, is no

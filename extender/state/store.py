@@ -175,7 +175,7 @@ class ClusterStore:
         Invariant: a filter, bind or preemption is decided only from a cache that holds every
         object of every kind it reads. Before a kind's first list completes, the cache is not
         merely stale but partial: a restarted extender would count an empty group and place a pod
-        against its cap (issue 22: 6-20 broken pairs per restart with 2,000 unrelated pods making
+        against its cap (6-20 pairs placed against their cap per restart with 2,000 unrelated pods making
         the pod list slow). After a lost watch the kind relists, and until then it may miss any
         number of events. And only one replica decides: a standby's complete cache is not enough."""
         standby = self.standby()

@@ -1,4 +1,4 @@
-"""The shared-nodes burst (issue 36), for both modes' scenarios: a Deployment under the default
+"""The shared-nodes burst, for both modes' scenarios: a Deployment under the default
 scheduler and a StatefulSet (Parallel) through the extender, 40 pods of 1 CPU each, created at the
 same moment onto 2 zones x 5 nodes of 4 CPU (40 CPU in all), everything read from the API server."""
 

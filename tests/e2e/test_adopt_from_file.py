@@ -1,5 +1,5 @@
 """GitOps: a workload adopted from its manifest, applied with `kubectl apply -f`, places exactly as
-a live `adopt` does (issue 52).
+a live `adopt` does.
 
 A running StatefulSet of 6 placed by the default scheduler one pod a node, zone by zone (zones
 opened b, c, a, so ordinals run outside the rotation, as in test_adopt_rollout.py). The team's

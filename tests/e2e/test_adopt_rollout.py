@@ -1,11 +1,11 @@
-"""Adopting a running StatefulSet completes its rollout, and retiring it leaves nothing (issue 34).
+"""Adopting a running StatefulSet completes its rollout, and retiring it leaves nothing.
 
 3 zones x 2 nodes, a StatefulSet of 6 without volumes placed by the default scheduler one pod a
 node (required anti-affinity on the hostname), zone by zone: the zones are opened one at a time
 (the others cordoned), so ordinals 0 and 1 land in the first zone opened, 2 and 3 in the second,
 4 and 5 in the third, which no rotation explains. `adopt` with ordinal zones and a per-node cap
 of 1 then starts a rolling update in which every recreated pod has one free node, the one it
-left. Before issue 34 the filter accepted only the ordinal's rotation zone and such a rollout
+left. Before, the filter accepted only the ordinal's rotation zone and such a rollout
 stopped at its second pod for good (2 of 4 runs).
 
 5 runs, each with its zones opened in another order (so other ordinals sit outside the

@@ -1,4 +1,4 @@
-"""Autoscaling (issue 23): Karpenter, which never calls an extender, adds the nodes the extender
+"""Autoscaling: Karpenter, which never calls an extender, adds the nodes the extender
 needs once a workload is adopted with `python -m extender adopt`, and none for a pod no node can
 help. Karpenter's kwok provider runs beside the control plane (tests/e2e/karpenter.py); each
 scenario has a NodePool of its own and pods that select its nodes, so no scenario's nodes serve
@@ -209,7 +209,7 @@ def test_a_set_retired_under_a_cap_of_one_keeps_it_and_gets_new_nodes(autoscaler
     """Retired from the extender, a StatefulSet under a per-node cap of 1 keeps the cap's exact
     native form (required pod anti-affinity, what adopt wrote), so scaled past its node count under
     the default scheduler it gets new nodes from Karpenter and never two pods on one node. Before
-    issue 37, retire wrote a hostname spread of maxSkew 1: two pods on one node in 6 of 6 runs."""
+    retire was fixed, it wrote a hostname spread of maxSkew 1: two pods on one node in 6 of 6 runs."""
     cluster = autoscaler
     api = cluster.admin
     ns, name = scenario_workload(cluster, "retired", 3, scheduler="default-scheduler")

@@ -1,4 +1,4 @@
-"""Bind acts only on the extender's own pods, and only where their own constraints allow (issue 44).
+"""Bind acts only on the extender's own pods, and only where their own constraints allow.
 
 Direct requests to the extender's bind verb, as a caller that reaches its port could send them,
 on a control plane running both modes (our second scheduler and the cluster's own with the

@@ -7,7 +7,7 @@
    feasible with room to spare while every filter call still carries 600 candidate nodes. Before the
    decisions were bounded, a 1,000-replica set with a zone spread never got its first pod placed
    (filter answered 500: the dead-end search recursed once per pod still to come); that size is
-   the one this test keeps (it placed 1,500 until issue 49 cut `make test`'s CPU). The test
+   the one this test keeps (it placed 1,500 until `make test`'s CPU was cut). The test
    waits until all 1,000 are bound, then checks from the API server: every pod on a node, none
    holding more than 3, zones within 1. The wall time from creating the StatefulSet to its last
    pod bound goes into the summary, with the pace in pods/s and when kube-controller-manager
@@ -29,7 +29,7 @@
    logged no failed extender call. Both wall times of "good" are in the summary: they are shown,
    not asserted (timings on a 2-core CI runner are figures, not verdicts).
 
-3. A valid policy at every bound (issue 35). "extreme" (3 replicas) carries an inline policy with
+3. A valid policy at every bound. "extreme" (3 replicas) carries an inline policy with
    every list at its bound at once (tests/extreme_policies.py: 64 allowed zones, none with a node,
    as its ordinal order and weights; 16 caps, spreads and anti-affinity rules; a selector at its
    bounds; group.size at 10^6): valid, so its pods are refused by the rules and their remedy is

@@ -1,4 +1,4 @@
-"""Every operator command fails like kubectl (issue 45): one line on stderr saying what to do, the
+"""Every operator command fails like kubectl: one line on stderr saying what to do, the
 documented exit code (extender/cli/exit_codes.py), never a traceback.
 
 A table over each operator command (through `python -m extender`, and audit also through the

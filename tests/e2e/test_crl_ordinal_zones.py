@@ -1,4 +1,4 @@
-"""Scenario 1 (seed 003, crl-scheduler): ordinal zones under the real kube-scheduler.
+"""Scenario 1 (crl-scheduler): ordinal zones under the real kube-scheduler.
 
 A StatefulSet of 6 with zonal volumes (WaitForFirstConsumer) over 3 zones x 2 nodes. Ordinal i
 must sit in zone order[i mod 3]; scaling 6 -> 3 keeps all three zones; scaling 3 -> 1 -> 4 brings

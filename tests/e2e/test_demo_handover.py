@@ -1,4 +1,4 @@
-"""The demo hands over a working shell (issue 45): `make demo`'s own command runs, and every line it
+"""The demo hands over a working shell: `make demo`'s own command runs, and every line it
 prints to paste and to try works as printed, in a fresh shell that has only those exports.
 
 The demo is started as a user starts it (`python -m extender dev up`, smaller than the default so

@@ -1,4 +1,4 @@
-"""Issue 4: every shipped manifest proven against the real API server.
+"""Every shipped manifest proven against the real API server.
 
 - deploy/ and the TLS overlay pass a server-side dry-run apply;
 - the CRD (installed from deploy/ by the harness) makes the API server reject a bad policy with
@@ -77,7 +77,7 @@ def test_each_identity_is_bound_only_to_the_roles_its_install_runs(cluster, path
     """The extender's role (reads, bindings, pod patches, events, records) goes to the identity
     that runs the extender: the scheduler pod's in the default install (its sidecar), the
     extender's own in the TLS and in-scheduler installs, where the scheduler's identity keeps
-    kube-scheduler's roles alone (issue 44: it kept the extender's role it no longer used)."""
+    kube-scheduler's roles alone (it once kept the extender's role it no longer used)."""
     docs = [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO / path)).stdout) if d]
     holders = {
         s["name"]
@@ -595,7 +595,7 @@ def test_components_run_under_the_pods_service_account_each_with_its_own_token(c
 
 def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None:
     """The TLS overlay's mode: HTTPS, and callers without a certificate from the CA are refused;
-    so is a certificate of the same CA with another name (403: issue 44, a `CN=tenant-x` once bound
+    so is a certificate of the same CA with another name (403: a `CN=tenant-x` once bound
     a pod), one whose usages exclude client auth (at the handshake) and one with no
     extendedKeyUsage at all (403 naming clientAuth). The scheduler's is served."""
     import sys
@@ -655,7 +655,7 @@ def test_extender_outside_the_pod_requires_a_client_certificate(cluster) -> None
         )
         assert bind.status_code == 403, bind.text
         # The scheduler's name, no extendedKeyUsage at all: OpenSSL's handshake takes it, the extender
-        # refuses it (issue 51: it was served 200 on /filter and /bind)
+        # refuses it (it was once served 200 on /filter and /bind)
         no_usage = pki.client("no-usage-client", "placement-scheduler-client", usage=False)
         for path in ("/readyz", "/bind"):
             answer = session.post(
@@ -681,7 +681,7 @@ GATE = "placement.extender.dev/ordinal-zone"
 # A JSON patch: the API server's own validation lets a pod's image change (a merge patch of the
 # containers list would also drop their other fields, which it refuses before admission).
 # Under the extender's identity, a bogus owner got a pod of another namespace deleted by the
-# garbage collector within 1 s (issue 44); a finalizer could hold any pod's deletion.
+# garbage collector within 1 s; a finalizer could hold any pod's deletion.
 BOGUS_OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "00000000-0000-0000-0000-000000000001"}
 IMAGE_PATCH = [{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.invalid/evil:1"}]
 
@@ -792,7 +792,7 @@ def test_status_writes_may_change_only_what_kube_scheduler_writes_there(cluster,
     """Through pods/status (system:kube-scheduler grants its patch): as each identity, a pod of
     another namespace, gated or bound, keeps its labels, annotations, finalizers, generateName and
     every status field but kube-scheduler's own; PodScheduled, DisruptionTarget and
-    nominatedNodeName, what kube-scheduler writes there, still pass (issue 51). The TLS overlay's
+    nominatedNodeName, what kube-scheduler writes there, still pass. The TLS overlay's
     identity has no pods/status at all (RBAC refuses first); the pod identity is refused by the
     policy, naming it."""
     ns = cluster.namespace("admission-status")

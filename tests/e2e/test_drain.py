@@ -1,4 +1,4 @@
-"""Drains keep every hard rule (issue 34), read from the API server.
+"""Drains keep every hard rule, read from the API server.
 
 A Deployment of 6 (`group.selector` on its app label) on 3 zones x 3 nodes, drained 6 times one
 pod at a time as `kubectl drain` does it: cordon the pod's node, evict the pod through the
@@ -8,7 +8,7 @@ the old pod with it, and the node is uncordoned for the next drain.
 
 1. Zone spread maxSkew 1: after each drain, once the old pod is gone, the skew is at most 1 and
    `audit` exits 0 (also while the old pod is still terminating: audit judges a spread by the pods
-   that stay). Before issue 34, 5 of 6 such drains ended with skew 2.
+   that stay). Before the filter let a replacement return to its zone, 5 of 6 such drains ended with skew 2.
 2. Per-node cap of 1: a sampler reads the pods every 0.2 s throughout, and no node ever holds two
    of the group's pods, the terminating one included.
 
@@ -38,7 +38,7 @@ HOST = "kubernetes.io/hostname"
 ZONES = ["dr-a", "dr-b", "dr-c"]
 HOLD = "e2e.placement.example.com/hold"  # the finalizer that keeps an evicted pod Terminating
 HOLD_SECONDS = 4  # well past the replacement's placement (about 1 s), which is what must happen meanwhile
-DRAINS = 6  # two per zone; before issue 34, 5 of 6 drains ended at skew 2
+DRAINS = 6  # two per zone; once 5 of 6 drains ended at skew 2
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +215,7 @@ def _counter(port: int, name: str) -> dict[str, float]:
 def test_drains_with_no_grace_period_keep_the_spread(cluster, scenario, drain_nodes) -> None:  # noqa: ANN001
     """The old pod gone at once, its replacement created at once: the replacement's filter may
     run before the extender's watch shows the deletion (1 drain in 10 broke the spread so before
-    issue 34). The bind waits for the watch to show the replacement, so its re-check counts the
+    the bind waited). The bind waits for the watch to show the replacement, so its re-check counts the
     deletion; the summary gives how many binds waited, and for how many it mattered."""
     api, name = cluster.admin, "drained-fast"
     ns = cluster.namespace(name)

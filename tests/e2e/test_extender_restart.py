@@ -1,4 +1,4 @@
-"""Scenario: the extender alone restarts mid-burst while its kube-scheduler keeps running (issue 22).
+"""Scenario: the extender alone restarts mid-burst while its kube-scheduler keeps running.
 
 Its container is OOM-killed, fails a liveness probe or is upgraded; kube-scheduler goes on and
 calls the new process as soon as it listens, before its cache has listed the cluster. 2,000
@@ -40,7 +40,7 @@ NODES_PER_ZONE = 20
 SETS, REPLICAS = 4, 50
 KILL_AFTER = 50
 DOWN = 5.0
-REPETITIONS = 2  # 3 until issue 49: the race it guards lost 6-20 pairs in a single repetition
+REPETITIONS = 2  # 3 before the suite was cut for time: the race it guards lost 6-20 pairs in a single repetition
 UNRELATED_PODS = 2000
 POLICY = {
     "caps": [{"topologyKey": "kubernetes.io/hostname", "max": 1}],

@@ -1,10 +1,10 @@
-"""One tenant's stuck pods never hold another's at the placeable gate (issue 50).
+"""One tenant's stuck pods never hold another's at the placeable gate.
 
 In-scheduler mode; every pod below is opted in by hand and gated at creation (the install's
 MutatingAdmissionPolicy). Each pass of the gate evaluates at most 32 held pods; before it
 rotated, every pass began at the first held pod in (namespace, workload, ordinal) order, so 40
 pods of one namespace naming a PlacementPolicy that does not exist kept another namespace's 2
-placeable pods gated for as long as the 40 waited (150 s in issue 50's report), and of 1,000
+placeable pods gated for as long as the 40 waited (150 s when measured), and of 1,000
 held pods only the first 32 ever got an Event.
 
 - 40 pods of namespace `aaa-stuck` name a missing PlacementPolicy; then 2 placeable pods of

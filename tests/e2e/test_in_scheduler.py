@@ -1,4 +1,4 @@
-"""In-scheduler mode (issue 36): the extender attached to the cluster's one kube-scheduler, every
+"""In-scheduler mode: the extender attached to the cluster's one kube-scheduler, every
 workload on `schedulerName: default-scheduler`, opting in by requesting the opt-in resource
 (config/in-scheduler/scheduler-config.yaml, the file this control plane's kube-scheduler runs with).
 

@@ -1,12 +1,12 @@
-"""In-scheduler mode with the extender frozen (issue 43): the cluster's one kube-scheduler is never
+"""In-scheduler mode with the extender frozen: the cluster's one kube-scheduler is never
 held hostage by it.
 
 50 opted-in pods wait for room (a per-node cap of 1, 60 pods, 10 nodes), opted in by hand as a team
 that keeps its manifests in git writes them (the request, no gate: the install's
-MutatingAdmissionPolicy adds it at creation; before it, 35x in issue 50's report). The extender's
+MutatingAdmissionPolicy adds it at creation; before it, 35x when measured). The extender's
 processes are then frozen (SIGSTOP: a stuck process, a paused VM; it still accepts connections) for
 75 s, longer than a lift's TTL (60 s), so whatever the gate had lifted runs out inside the freeze
-(it was 3 minutes until issue 49: the last 2 only waited, and measured nothing). An ordinary
+(it was 3 minutes once: the last 2 only waited, and measured nothing). An ordinary
 Deployment of 100 pods created meanwhile must be bound within 2x its time with the extender healthy,
 measured in the same run; the same with 10 more opted-in pods created during the freeze, their
 template carrying the gate as `adopt --mode in-scheduler` writes it. Before the gate, kube-scheduler

@@ -1,4 +1,4 @@
-"""In-scheduler mode's bound at its worst moment (issue 50): what ordinary pods pay while opted-in
+"""In-scheduler mode's bound at its worst moment: what ordinary pods pay while opted-in
 pods are mid-burst and the extender fails, measured against a healthy wave in the same run.
 
 kube-scheduler reaches the extender through a TCP proxy that can go silent (tests/e2e/blackhole.py:
@@ -15,12 +15,12 @@ has not tried its lifts); then
 3. cut off: the path stays silent for 5 lifts' TTLs (shortened to 5 s by --place-lifted-ttl: the
    TTL, not the wait), the extender alive and watching, a wave after each TTL. Before, a lift
    stopped counting 60 s after it was made, asked about or not, and 4 more were lifted: 36 in the
-   queue and over 50x by minute 8 (issue 50's report). Now the lifted and unbound pods stay at
+   queue and over 50x by minute 8. Now the lifted and unbound pods stay at
    most twice the window (a lift kube-scheduler asked about just before the cut runs out its TTL
    and its slot is taken again) and do not grow.
 
 Each 100-pod ordinary wave must bind within 2x the healthy one (the mean of a healthy wave
-before the scenarios and one after them; issue 50's bound). After each scenario every
+before the scenarios and one after them; the bound the docs promise). After each scenario every
 opted-in pod is placed, and no sample (every 0.5 s, throughout) shows a node over its cap.
 """
 
@@ -56,7 +56,7 @@ CLUSTER_OPTIONS = {
 }
 HOST = "kubernetes.io/hostname"
 BURST, CAP, NODES, WINDOW = 100, 10, 12, 2
-WORST_RATIO = 2.0  # issue 50; docs/operations/failure-modes.md
+WORST_RATIO = 2.0  # the promise in docs/operations/failure-modes.md
 
 
 def _burst(name: str) -> dict:
@@ -181,7 +181,7 @@ def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) 
     # runs out (their slots are taken again by lifts it cannot ask about). So at most twice the
     # window, and no growth once the first TTL has passed (before: 36 and rising by minute 8).
     assert max(queued) <= 2 * WINDOW and queued[-1] <= queued[0], queued
-    # Issue 50's 2x. Measured, the burst created by the test: frozen 1.02-1.03x, killed 1.01-1.03x,
+    # The promised 2x. Measured, the burst created by the test: frozen 1.02-1.03x, killed 1.01-1.03x,
     # cut off at most 1.48x (2 runs). With the burst made by a Deployment it was 1.6-2.14x: the
     # wave's ReplicaSet waited behind the burst's for kube-controller-manager's 20 writes a second.
     assert all(r <= WORST_RATIO for r in ratios.values()), scenario.note

@@ -1,4 +1,4 @@
-"""Issue 13 (c): a Deployment rolls under a per-node cap of 1 with group.matchLabelKeys.
+"""A Deployment rolls under a per-node cap of 1 with group.matchLabelKeys.
 
 3 replicas on exactly 3 nodes, at most 1 of the group's pods per node, rolling update with
 maxSurge 1 and maxUnavailable 0. Counted together, the new revision's first pod finds every node

@@ -1,4 +1,4 @@
-"""Issue 13 (b): minDomains 3 on a 2-zone cluster, as native PodTopologySpread.
+"""minDomains 3 on a 2-zone cluster, as native PodTopologySpread.
 
 Zone spread maxSkew 1 DoNotSchedule, minDomains 3, 4 pods on zone-a and zone-b: with fewer
 eligible zones than minDomains the emptiest counts as 0, so one pod per zone places and the other

@@ -1,4 +1,4 @@
-"""Moving a workload between the two modes with the documented commands (issue 43).
+"""Moving a workload between the two modes with the documented commands.
 
 One control plane runs both: our second kube-scheduler (placement-scheduler) and the cluster's
 own kube-scheduler with the in-scheduler stanza, one extender behind both, as while an operator

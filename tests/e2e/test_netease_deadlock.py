@@ -1,4 +1,4 @@
-"""Scenario (seed 002, NetEase, appendix 2): the 3-shard Redis deadlock, in 20 arrival orders.
+"""Scenario (the NetEase Redis design, appendix 2): the 3-shard Redis deadlock, in 20 arrival orders.
 
 3 shards x 2 pods over 3 zones x 2 nodes. Rules: fewer than 1/3 of the cluster's 6 pods per
 node (so 1 per node), fewer than 1/2 per zone (at most 2), a shard's two pods never in one zone.

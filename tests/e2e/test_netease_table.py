@@ -1,4 +1,4 @@
-"""Scenario (seed 002, NetEase, sections 1 and 3): the Redis cluster rules per zone layout.
+"""Scenario (the NetEase Redis design, sections 1 and 3): the Redis cluster rules per zone layout.
 
 A Redis cluster is one StatefulSet per shard (a primary and a replica), all labelled with the
 cluster's name and pointing at one named PlacementPolicy that groups them. NetEase's rules:

@@ -1,4 +1,4 @@
-"""Issue 7 on the real control plane: metrics after a scenario, audit catching a pod placed by
+"""Operations on the real control plane: metrics after a scenario, audit catching a pod placed by
 hand, explain agreeing with filter for the same pod and state."""
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def kubectl(cluster, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_kubectl_placement_is_the_same_commands_with_kubectls_flags(ops) -> None:
-    """Issue 16: `kubectl placement audit|explain` found by kubectl itself, answering as the CLI does."""
+    """`kubectl placement audit|explain` found by kubectl itself, answering as the CLI does."""
     cluster, ns = ops
     listed = kubectl(cluster, "plugin", "list")
     assert "kubectl-placement" in listed.stdout, listed.stdout + listed.stderr
@@ -160,7 +160,7 @@ def test_kubectl_placement_is_the_same_commands_with_kubectls_flags(ops) -> None
         assert explained.stdout == direct_explain
 
 
-# -- issue 13: an audit that never cries wolf, and misses no pod placed by hand ----------------------
+# -- an audit that never cries wolf, and misses no pod placed by hand --------------------------------
 # These come last: they add zone-d, which the tests above do not expect.
 
 

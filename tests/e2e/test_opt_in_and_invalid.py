@@ -147,7 +147,7 @@ def test_missing_named_policy_keeps_the_pod_pending(cluster, ns, scenario) -> No
 
 
 def test_a_selector_that_misses_its_pods_keeps_them_pending_and_audit_lists_it_once(cluster, scenario) -> None:
-    """Issue 44: a typo in group.selector once switched every rule off (10 pods under a cap of 1
+    """A typo in group.selector once switched every rule off (10 pods under a cap of 1
     put 4 on one node; audit said ok). Now each pod is Pending with the message naming
     group.selector, none is placed, and audit lists the policy once and exits 1."""
     api = cluster.admin

@@ -1,4 +1,4 @@
-"""Ordinal zones at the moments things go wrong (issue 22): a zone outage, and an adoption.
+"""Ordinal zones at the moments things go wrong: a zone outage, and an adoption.
 
 Each scenario keeps to zones of its own (`zones.allowed`), so the node deletions of one do not
 touch the others. Everything is read from the API server: where pods are, their PodScheduled

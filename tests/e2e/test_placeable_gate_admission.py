@@ -1,4 +1,4 @@
-"""Every opted-in pod is created held by the placeable gate, whoever wrote it (issue 50).
+"""Every opted-in pod is created held by the placeable gate, whoever wrote it.
 
 In-scheduler mode, as deploy/overlays/in-scheduler installs it: on a minor whose API server
 serves MutatingAdmissionPolicy v1 (1.36+), deploy/components/placeable-gate's policy adds the

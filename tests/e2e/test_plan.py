@@ -1,4 +1,4 @@
-"""`plan` (issue 24) on the local control plane, read back from the API server.
+"""`plan` on the local control plane, read back from the API server.
 
 1. Grow: 3 zones x 1 node, a StatefulSet of 3 under ordinal zones + a per-node cap of 1. `plan
    --replicas 5` says it needs 2 nodes, one in zone a and one in zone b (exit 1). With only the

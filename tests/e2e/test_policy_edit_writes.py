@@ -1,7 +1,7 @@
-"""A policy edit costs at most one write per waiting pod of the extender's own (issue 51).
+"""A policy edit costs at most one write per waiting pod of the extender's own.
 
 After a PlacementPolicy edit the extender writes the policy's generation on each pod waiting for
-it, so kube-scheduler tries them again (extender/server/nudge.py). In issue 51's report, with 401
+it, so kube-scheduler tries them again (extender/server/nudge.py). Once, with 401
 pods waiting, 20 edits made 1,203 pod PATCHes and 117 edits in a minute 7,619, still going 74.5 s
 after the last edit, and pods that were not the extender's were written too.
 

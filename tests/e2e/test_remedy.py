@@ -1,5 +1,5 @@
-"""A Pending pod's PlacementRejected event says what would free it, and applying that fix places it
-(issue 24): one case per kind of fix, each in zones of its own, read from the API server.
+"""A Pending pod's PlacementRejected event says what would free it, and applying that fix places it:
+one case per kind of fix, each in zones of its own, read from the API server.
 
 1. A node: a StatefulSet of 3 under a per-node cap of 1 on 2 nodes; the event names "one more
    schedulable node in zone ..."; a node added there places the third pod.

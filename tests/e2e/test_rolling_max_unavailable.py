@@ -1,4 +1,4 @@
-"""Rolling updates that recreate several ordinals at once keep every pod in its zone (issue 41).
+"""Rolling updates that recreate several ordinals at once keep every pod in its zone.
 
 From Kubernetes 1.37 a StatefulSet's `updateStrategy.rollingUpdate.maxUnavailable` is honoured by
 default (MaxUnavailableStatefulSet): the controller deletes up to that many pods of the old

@@ -1,4 +1,4 @@
-"""Scale-down that keeps the policy (issue 25): a Deployment of 9 under zone spread maxSkew 1 on
+"""Scale-down that keeps the policy: a Deployment of 9 under zone spread maxSkew 1 on
 3 zones x 3 nodes, scaled 9 -> 4 -> 2, with the scale-down controller (`python -m extender
 deletion-costs`) running beside the control plane, 5 runs: the zone skew after every step, read
 from the API server. Then one run with the controller stopped, for what the ReplicaSet controller

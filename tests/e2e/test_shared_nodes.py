@@ -1,4 +1,4 @@
-"""Second-scheduler mode sharing nodes with the default scheduler (issue 36), measured.
+"""Second-scheduler mode sharing nodes with the default scheduler, measured.
 
 The shared-nodes burst (tests/e2e/shared_nodes.py: a Deployment of 40 x 1 CPU under the default
 scheduler and a StatefulSet of 40 x 1 CPU created at the same moment onto 10 nodes of 4 CPU), 3
@@ -26,7 +26,7 @@ from .shared_nodes import burst_nodes, clean, extender_statefulset, native_deplo
 
 pytestmark = pytest.mark.e2e
 
-REPS = 3  # 5 until issue 49: measured, not asserted; the check acting is seen in 3 (18-23 refusals in 5)
+REPS = 3  # 5 before the suite was cut: measured, not asserted; the check acting is seen in 3 (18-23 refusals in 5)
 
 
 def _bare_scheduler(cluster) -> str:  # noqa: ANN001

@@ -16,7 +16,7 @@ from extender.devcluster.cluster import zoned_nodes
 
 pytestmark = pytest.mark.e2e
 
-MINUTES = 1.0  # 2.5 until issue 49: the bounds asserted here hold from the first audits; the hour is the benchmark's
+MINUTES = 1.0  # was 2.5: the bounds asserted here hold from the first audits; the hour is the benchmark's
 
 
 def test_soak_short(cluster, scenario) -> None:

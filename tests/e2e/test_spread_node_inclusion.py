@@ -1,4 +1,4 @@
-"""Issue 13 (a): a zone spread honours the pod's nodeSelector, as native nodeAffinityPolicy Honor.
+"""A zone spread honours the pod's nodeSelector, as native nodeAffinityPolicy Honor.
 
 A StatefulSet of 6 whose pods select 2 of 3 zones by nodeSelector (pool=db), zone spread maxSkew 1
 DoNotSchedule: zone-c, which the pods can never use, is no eligible domain, so all 6 place, 3 per

@@ -1,5 +1,5 @@
 """Isolation, timed: a healthy tenant is placed as fast beside a valid policy at every bound as it is
-alone (issue 35). Scenarios 2 (its alone half) and 3 of test_bounded_decisions.py, whose helpers and
+alone. Scenarios 2 (its alone half) and 3 of test_bounded_decisions.py, whose helpers and
 600-node cluster shape this module shares; a module of its own because its two tests compare wall
 times, so they run alone under `make test`'s workers (tests/parallel.py), while the 1,000-replica
 and over-limit scenarios, which assert no time, run beside others.

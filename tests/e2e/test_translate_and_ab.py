@@ -1,4 +1,4 @@
-"""Issue 5 on the real control plane: translate's output is accepted by the API server as part
+"""`translate` and `ab` on the real control plane: translate's output is accepted by the API server as part
 of a workload (and the default scheduler places it), and `ab` measures both sides."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_translated_fragment_is_accepted_and_scheduled_natively(cluster) -> None
     assert [c["maxSkew"] for c in stored["topologySpreadConstraints"]][:2] == [
         1,
         2,
-    ]  # seed 002's fragment, kept as sent
+    ]  # the NetEase Redis design's fragment, kept as sent
     assert len(placed) == 6
 
 

@@ -1,12 +1,12 @@
-"""Health a flood of verb requests cannot fail, and kube-scheduler's pods still placed (issue 51).
+"""Health a flood of verb requests cannot fail, and kube-scheduler's pods still placed.
 
 200 callers, each on its own kept-alive connection, send filters for made-up pods to the verb
 port for 30 s (as a stranger that reaches the port could: the extender answers each, refusing
 the unknown pod). Every 0.5 s a probe connects anew and asks /readyz, as the kubelet's probes do:
-on the verb port (what the default install's probes asked before issue 51) and on the health
+on the verb port (what the default install's probes once asked) and on the health
 listener the installs now probe (serve --health-listen). Every answer must be 200 within 2 s;
 before, a just-accepted connection was closed to make room before its request was read (12 of 87
-probes RemoteDisconnected in issue 51's report). Meanwhile a 6-pod StatefulSet (1 a node) is
+probes RemoteDisconnected when measured). Meanwhile a 6-pod StatefulSet (1 a node) is
 created and must be placed, one a node.
 """
 

@@ -224,7 +224,7 @@ def adoptable_policies(draw) -> dict:
 @given(policy=adoptable_policies(), mode=st.sampled_from(["second-scheduler", "in-scheduler"]), own=st.booleans())
 def test_retire_then_adopt_again_leaves_exactly_what_adopt_leaves(policy, mode, own) -> None:
     """A workload moved back and forth keeps no leftover: retire records what translate merged
-    in, and adopt takes exactly that out (issue 43: retire's spread stayed and audit flagged it).
+    in, and adopt takes exactly that out (retire's spread once stayed and audit flagged it).
     Its own constraints (`own`: a preferred zone) are kept through every step."""
     spec = parse_spec(policy, "test")
     pod_spec = {"containers": [{"name": "db", "image": "db:1"}]}

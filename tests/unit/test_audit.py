@@ -1,6 +1,6 @@
 """`audit` and `explain` over a hand-built cache: which group a pod counts in, what is reported.
 
-Issue 13: with no group.selector, a pod placed by hand (spec.nodeName) next to its StatefulSet's
+With no group.selector, a pod placed by hand (spec.nodeName) next to its StatefulSet's
 pods was reported as a group of its own, "size unknown: ok", though it breaks the cap; and
 `explain` said nothing of a breach in the pod's group.
 """
@@ -174,7 +174,7 @@ def pinned(spread: dict, selector: dict[str, str] | None, nodes: tuple[str, ...]
 
 DB = {"pool": "db"}
 SPREAD_CASES = [
-    # Issue 13: the pods select zones a and b; zone c, which they can never use, is no empty domain.
+    # The pods select zones a and b; zone c, which they can never use, is no empty domain.
     pytest.param({}, DB, ("n0", "n2", "n1", "n3"), None, id="two-of-three-zones"),
     pytest.param({}, DB, ("n0", "n1", "n2"), None, id="two-of-three-within-skew"),
     pytest.param({}, DB, ("n0", "n1", "n0", "n2"), f"{ZONE} skew 2 > maxSkew 1: {ZONE}=a holds 3 pods", id="real-skew"),
@@ -284,7 +284,7 @@ def test_a_statefulset_split_by_controller_revision_hash_reports_each_revision()
 
 
 def test_audit_reads_the_zone_rotation_record() -> None:
-    """Issue 22: audit judges ordinal zones by the StatefulSet's ZoneRotation, as filter does.
+    """Audit judges ordinal zones by the StatefulSet's ZoneRotation, as filter does.
     crdb-0..2 sit in zones a, a, b (n0, n1, n2). Without a record they read as placed before
     adoption (nothing to report); with the record [a, b, c], crdb-1 (zone a, its zone b) and
     crdb-2 (zone b, its zone c) are out of place, unless the record lists them as adopted."""

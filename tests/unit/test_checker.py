@@ -171,7 +171,7 @@ ABC = {"s": RecordedRotation("db/s", ("a", "b", "c"))}
 # (policy's ordinalZones, nodes per zone, placed members, claims' volume zones, recorded rotations, misplaced)
 ORDINAL_CASES = [
     pytest.param({}, {"a": 2, "b": 2, "c": 2}, rotation("abc", 6), None, None, [], id="rotation-kept"),
-    # Issue 13: no volumes, a zone added under the set. The engine keeps the 3-zone rotation its
+    # No volumes, a zone added under the set. The engine keeps the 3-zone rotation its
     # pods show; the volume-only reading called crdb-3 misplaced ("its zone is zone-d").
     pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 2}, rotation("abc", 6), None, None, [], id="zone-added-no-volumes"),
     pytest.param({}, {"a": 2, "b": 2, "c": 2, "d": 5}, rotation("abc", 6), None, None, [], id="bigger-zone-added"),
@@ -210,7 +210,7 @@ ORDINAL_CASES = [
         [],
         id="moved-before-any-record-reads-as-adopted",
     ),
-    # Issue 22: zone c lost its nodes; the pods that never moved are not violations, and the
+    # Zone c lost its nodes; the pods that never moved are not violations, and the
     # record's adopted ordinals (running elsewhere at adoption) are not either.
     pytest.param({}, {"a": 2, "b": 2}, rotation("ab", 2), None, ABC, [], id="zone-outage-pods-never-moved"),
     pytest.param(
@@ -331,7 +331,7 @@ def spread_of(where: str, constraints: NodeConstraints | None = DB) -> list[Memb
 
 # (spread fields, nodes, members, rules broken, max_skew of the zone key, a fragment of the message)
 SPREAD_CASES = [
-    # Issue 13: the pods select 2 of 3 zones; zone c is no domain of theirs, not an empty one.
+    # The pods select 2 of 3 zones; zone c is no domain of theirs, not an empty one.
     pytest.param({}, TWO_OF_THREE, spread_of("ababab"), [], 0, None, id="selector-two-of-three"),
     pytest.param({}, TWO_OF_THREE, spread_of("ababab", DB_AFFINITY), [], 0, None, id="affinity-two-of-three"),
     pytest.param({}, TWO_OF_THREE, spread_of("aaab"), ["spread"], 2, "zone=a holds 3 pods", id="selector-real-skew"),

@@ -1,6 +1,6 @@
 """A pod whose own hard native constraints its policy does not imply gets a Warning event (once),
 and `audit` lists it: autoscalers and the native scheduler act on those constraints, not on the
-policy (issue 23). A pod carrying exactly what `adopt` wrote raises nothing."""
+policy. A pod carrying exactly what `adopt` wrote raises nothing."""
 
 from __future__ import annotations
 

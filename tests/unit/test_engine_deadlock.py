@@ -1,4 +1,4 @@
-"""Seed 002 (NetEase Redis Cluster): the 3-shard deadlock of appendix 2, and the verification table.
+"""The NetEase Redis Cluster design: the 3-shard deadlock of appendix 2, and the verification table.
 
 A Redis cluster is one StatefulSet per shard (sts0, sts1, ...) of 2 pods (master, replica). The
 simulated scheduler is adversarial: among the nodes evaluate() passes it takes the first or the
@@ -100,7 +100,7 @@ def zone_of(nodes: Sequence[NodeInfo]) -> dict[str, str]:
 
 
 def seed_violations(nodes: Sequence[NodeInfo], placed: dict[Pod, str], total: int) -> list[str]:
-    """Seed 002's rules for the layout's zone count, recomputed from scratch."""
+    """The NetEase Redis design's rules for the layout's zone count, recomputed from scratch."""
     zone = zone_of(nodes)
     zones = len(set(zone.values()))
     per_node = Counter(placed.values())
@@ -152,7 +152,7 @@ def host_cap_third() -> dict:
 
 
 def seed_policy(zones: int, **extra) -> PlacementPolicySpec:
-    """The policy seed 002 asks for in a 1-, 2- or 3-zone environment."""
+    """The policy the NetEase Redis design asks for in a 1-, 2- or 3-zone environment."""
     if zones == 1:
         data = {"shardAntiAffinity": [{"topologyKey": HOSTNAME_KEY}], "caps": [host_cap_third()]}
     elif zones == 2:
@@ -169,7 +169,7 @@ def seed_policy(zones: int, **extra) -> PlacementPolicySpec:
             "shardAntiAffinity": [{"topologyKey": ZONE_KEY}],
             "caps": [host_cap_third(), {"topologyKey": ZONE_KEY, "fraction": "1/2", "comparison": "LessThan"}],
         }
-    return parse_spec({**data, **extra}, "seed 002")
+    return parse_spec({**data, **extra}, "netease-redis")
 
 
 # -- appendix 2: 3 shards, 3 zones x 2 nodes --------------------------------------------------------
@@ -244,7 +244,7 @@ def test_appendix_2_the_trap():
 def test_dead_end_claim_is_true_under_zone_spread():
     """A node is filtered as a dead end only when the rest of the group really cannot follow.
 
-    Seed 002's 2-zone policy, 4 shards (8 pods). sts2-0 is in zoneA, sts1-0 in zoneB, sts3-0 arrives:
+    The NetEase Redis design's 2-zone policy, 4 shards (8 pods). sts2-0 is in zoneA, sts1-0 in zoneB, sts3-0 arrives:
     zoneA is as good as zoneB, as the completion below shows step by step. Zone spread depends on
     the order pods land in, and a search that places the remaining pods in one fixed order
     (sts0, sts0, sts1, sts2, sts3) finds none after zoneA and wrongly filters zoneA's nodes.
@@ -321,7 +321,7 @@ def test_verification_table_strict_order(zones):
 
 
 def test_too_few_nodes_leaves_pods_pending():
-    """Seed 002: the rules need at least 6 nodes for 3 shards. With 5, exactly the impossible pod waits."""
+    """NetEase's rules need at least 6 nodes for 3 shards. With 5, exactly the impossible pod waits."""
     nodes = layout(1, nodes=5)
     spec = seed_policy(1)
     placed = place_with_retries(spec, nodes, PODS_3, FIRST, 3)

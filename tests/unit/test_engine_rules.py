@@ -1020,7 +1020,7 @@ def test_custom_node_key_falls_back_to_node_name(rules, expected):
     assert outcomes(d) == expected
 
 
-# -- how preferences are weighed (issue 22) --------------------------------------------------------
+# -- how preferences are weighed ---------------------------------------------------------------------
 
 AB = [node(f"{z}{i}", z) for z in "ab" for i in (1, 2, 3)]
 AB_NAMES = [n.name for n in AB]
@@ -1092,7 +1092,7 @@ def test_a_free_split_is_never_outscored_by_a_lesser_preference(others, siblings
                 assert s[x] >= s[y], (x, y, s)
 
 
-# -- native parity in spreads (issue 22; tests/unit/test_native_spread_conformance.py has upstream's cases)
+# -- native parity in spreads (tests/unit/test_native_spread_conformance.py has upstream's cases)
 
 
 def test_two_hard_spreads_leave_out_nodes_lacking_either_key():

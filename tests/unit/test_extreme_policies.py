@@ -1,4 +1,4 @@
-"""No tenant's valid policy can hold the cache long (issue 35): filter, with the remedy search a
+"""No tenant's valid policy can hold the cache long: filter, with the remedy search a
 pod no node takes triggers, holds the store's lock at most the decision deadline plus
 LOCK_HOLD_MARGIN, for valid policies at their bounds (tests/extreme_policies.py), on the HTTP
 benchmark's 1,000-node cluster with 10,000 cached pods (benchmarks/synthetic.py).

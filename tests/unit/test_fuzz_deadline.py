@@ -1,5 +1,5 @@
 """Each verb answers a pod whose policy is valid at every bound within the decision deadline plus
-LOCK_HOLD_MARGIN (issue 35), over the HTTP fuzzer's fixture cluster (tests/unit/test_fuzz_http.py).
+LOCK_HOLD_MARGIN, over the HTTP fuzzer's fixture cluster (tests/unit/test_fuzz_http.py).
 
 A module of its own because it measures wall-clock time and so runs alone under `make test`'s
 workers (tests/parallel.py); the fuzzers beside it need not.

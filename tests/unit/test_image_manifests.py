@@ -1,4 +1,4 @@
-"""The image and the manifests that run it agree (issue 42): the Dockerfile is the one source of
+"""The image and the manifests that run it agree: the Dockerfile is the one source of
 the extender's entry point, user and ports, and every container of deploy/ that runs the image
 uses them as they are. A manifest that overrides the entry point, runs a subcommand the CLI does
 not have, probes a port it does not listen on, or listens on a port the image does not declare
@@ -94,7 +94,7 @@ def test_the_manifests_run_the_image_at_all() -> None:
 
 @pytest.mark.parametrize("name,spec,container", CONTAINERS, ids=IDS)
 def test_the_image_is_named_bare_and_set_by_the_component(name, spec, container) -> None:  # noqa: ANN001
-    """Its name and tag are set once, in deploy/components/image (issue 52): each manifest names it
+    """Its name and tag are set once, in deploy/components/image: each manifest names it
     bare, and the kustomization beside it lists it and includes that component (an `images:`
     reaches only its own kustomization's objects). deploy/optional's manifests hard-coded
     placement-extender:0.1.0 and had no kustomization: `kubectl apply -f` ran that default

@@ -1,6 +1,5 @@
 """The install page's commands are the ones the real-node installs run (tests/realnode/installs.py):
-a command changed on the page without the tests, or in the tests without the page, fails here
-(issue 52)."""
+a command changed on the page without the tests, or in the tests without the page, fails here."""
 
 from __future__ import annotations
 

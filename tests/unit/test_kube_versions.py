@@ -1,4 +1,4 @@
-"""Issue 14: SUPPORTED_MINORS (extender/kube/versions.py) is the one list of tested Kubernetes
+"""SUPPORTED_MINORS (extender/kube/versions.py) is the one list of tested Kubernetes
 minors. hack/kube builds exactly those, deploy/ has a kube-scheduler of the pinned patch for
 each, and serve warns at start when the API server's minor is not among them."""
 

@@ -135,7 +135,7 @@ def test_adopt_parses_every_option_its_function_takes() -> None:
 
 
 def test_adopts_help_lists_adopts_own_options(capsys) -> None:  # noqa: ANN001
-    """`kubectl placement adopt --help` showed none of adopt's options (issue 52)."""
+    """`kubectl placement adopt --help` showed none of adopt's options."""
     import pytest
 
     from extender.cli.kubectl_plugin import main

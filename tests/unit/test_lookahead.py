@@ -45,7 +45,7 @@ def test_extra_pods_beyond_even_shards_stay_shardless() -> None:
 
 
 def test_a_fallback_group_of_dead_ends_hands_over_to_the_next_group() -> None:
-    """Seed 001: move to the next group only when no node of the first is feasible; a node that
+    """Karmada's ordered groups: move to the next group only when no node of the first is feasible; a node that
     would strand the rest of the group is not feasible. t-0 sits in zone-b, so t-1 can only use
     zone-a's single node: s-0 taking it would leave t-1 nowhere."""
     spec = PlacementPolicySpec.model_validate(

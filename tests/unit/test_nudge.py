@@ -1,6 +1,6 @@
 """After a PlacementPolicy is created or edited, the pods waiting for it are nudged (server/nudge.py)
 so kube-scheduler tries them again at once: a burst of edits costs at most one write per waiting
-pod of the extender's own, and nothing once it has been served (issue 51)."""
+pod of the extender's own, and nothing once it has been served."""
 
 from __future__ import annotations
 

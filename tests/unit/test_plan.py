@@ -187,7 +187,7 @@ ZONE_SPREAD_CAP1 = {
     extra=st.integers(1, 6),
 )
 def test_a_plan_that_is_not_feasible_always_says_why(layout, policy, extra) -> None:  # noqa: ANN001
-    """Issue 45: `plan statefulset/db --replicas 7` printed "NOT feasible" with no reason. Over
+    """`plan statefulset/db --replicas 7` once printed "NOT feasible" with no reason. Over
     random layouts and targets, every plan and drain not feasible carries a reason, and prints it."""
     placed = [f"{z}1" for z in "abc"]
     store = store_with(layout, policy, placed, len(placed))

@@ -1,4 +1,4 @@
-"""PlacementPolicySpec validation, annotation parsing, and Cap.limit arithmetic (seed 002 numbers)."""
+"""PlacementPolicySpec validation, annotation parsing, and Cap.limit arithmetic (the NetEase Redis design's numbers)."""
 
 from __future__ import annotations
 
@@ -378,12 +378,12 @@ def cap(fraction: str, comparison: str) -> Cap:
 @pytest.mark.parametrize(
     ("fraction", "comparison", "size", "limit"),
     [
-        # seed 002: 3 shards x 2 = 6 pods; "fewer than 1/3 per node", "fewer than 1/2 per zone"
+        # the NetEase Redis design: 3 shards x 2 = 6 pods; "fewer than 1/3 per node", "fewer than 1/2 per zone"
         pytest.param("1/3", "LessThan", 6, 1, id="lt-third-of-6"),
         pytest.param("1/3", "AtMost", 6, 2, id="atmost-third-of-6"),
         pytest.param("1/2", "LessThan", 6, 2, id="lt-half-of-6"),
         pytest.param("1/2", "AtMost", 6, 3, id="atmost-half-of-6"),
-        # seed 002's ConfigMap: cluster-size 18, max-pod-on-node 5, max-pod-in-zone 8
+        # the NetEase Redis design's ConfigMap: cluster-size 18, max-pod-on-node 5, max-pod-in-zone 8
         pytest.param("1/3", "LessThan", 18, 5, id="lt-third-of-18-max-pod-on-node"),
         pytest.param("1/2", "LessThan", 18, 8, id="lt-half-of-18-max-pod-in-zone"),
         # not divisible: both comparisons agree

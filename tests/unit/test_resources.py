@@ -1,4 +1,4 @@
-"""The bind's room check (issue 36): a pod's requests as kube-scheduler counts them, a node's
+"""The bind's room check: a pod's requests as kube-scheduler counts them, a node's
 room, and the cache's per-node sums, each as a table; the sums held by a property over random
 pod events; the bind refusing a node another scheduler filled."""
 

@@ -1,4 +1,4 @@
-"""The ZoneRotation record through the verbs (issue 22): decided once at a StatefulSet's first
+"""The ZoneRotation record through the verbs: decided once at a StatefulSet's first
 decision, written once, and from then on the order whatever happens to zones and pods.
 
 Each case drives filter and bind over a real store; the record writer is a recording fake (the

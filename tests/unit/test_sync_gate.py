@@ -1,4 +1,4 @@
-"""No decision from a partial cache (issue 22): before every kind's first list has completed, and
+"""No decision from a partial cache: before every kind's first list has completed, and
 after a lost watch until its relist has, filter, prioritize, bind and preempt place nothing.
 
 The table drives the verbs over a real store in each cache state; the last test is the window
@@ -216,7 +216,8 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float = 10) -> Non
 
 
 def test_a_filter_and_a_bind_inside_the_first_pod_list_place_nothing() -> None:
-    """The restart window of issue 22, made to happen every time: the pod list is held back while
+    """The restart window (a restarted extender placed 6-20 pairs against their cap), made to happen
+    every time: the pod list is held back while
     nodes, StatefulSets, claims, volumes and policies list at once; kube-scheduler's filter and
     bind for a pod arrive meanwhile (as they do from a kube-scheduler that kept running). n1
     already holds a pod of the group under a per-node cap of 1, so a decision from the partial

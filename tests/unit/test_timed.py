@@ -1,4 +1,4 @@
-"""Every run says how long it took (issue 49): `make test`, `make test-older` and .ci/run end with
+"""Every run says how long it took: `make test`, `make test-older` and .ci/run end with
 their time, the CPU named (hack/timed.py), and keep it in test-logs/timings.jsonl."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
 
 
 def netease(size: int | None) -> PlacementPolicySpec:
-    """Seed 002's policy. With its size given (group.size), its caps have exact native forms; the
+    """The NetEase Redis design's policy. With its size given (group.size), its caps have exact native forms; the
     seed's formulas are for a size known only from the StatefulSets (translate's group_size)."""
     group: dict = {"selector": {"matchLabels": {"cluster": "redis-a"}}}
     if size is not None:
@@ -50,7 +50,7 @@ def test_seed_002_example_fragment() -> None:
     """The seed's 6-pod cluster: maxSkew 1 per node and 2 per zone (hard), 1 per zone (soft),
     required zones as node affinity, shard anti-affinity by zone as required pod anti-affinity.
     The seed also lists a soft maxSkew 1 per node; beside the hard one it adds nothing, so it
-    is left out (issue 45: translate emits only constraints that add something)."""
+    is left out (translate emits only constraints that add something)."""
     result = translate(netease(None), group_size=6)
     assert skews(result.fragment) == {
         (HOST, "DoNotSchedule"): 1,
@@ -322,7 +322,7 @@ def test_translate_keeps_exactly_what_adopt_implies_where_the_mirror_is_exact(po
 def test_no_soft_spread_is_emitted_where_the_hard_rules_keep_it_already(policy, node_skew, zone_skew) -> None:  # noqa: ANN001
     """A ScheduleAnyway maxSkew 1 on a key is emitted only where no DoNotSchedule spread of maxSkew
     1 and no required anti-affinity among all the group's pods holds that key already; and
-    wherever neither holds it, it is emitted (seed 002's preference is kept where it adds)."""
+    wherever neither holds it, it is emitted (the NetEase Redis design's preference is kept where it adds)."""
     shapes = [
         {"caps": [{"topologyKey": HOST, "max": 1}], "ordinalZones": {}},
         {"spread": [{"topologyKey": ZONE, "maxSkew": zone_skew}, {"topologyKey": HOST, "maxSkew": node_skew}]},

@@ -1,4 +1,4 @@
-"""Opted-in pods that arrive outside the placeable gate (issue 50): the store counts each as the
+"""Opted-in pods that arrive outside the placeable gate: the store counts each as the
 watch shows it created (never from a list, where a pod the extender lifted looks the same), and
 the gate loop names them in the log once per workload per interval, with how many."""
 

@@ -314,7 +314,7 @@ def test_a_group_whose_statefulsets_add_up_past_the_limit_gets_the_validation_me
 
 
 def test_a_decision_past_its_deadline_falls_back_to_the_hard_rules_and_is_counted() -> None:
-    """NetEase's trap (seed 002, appendix 2) with no time left: the dead end is not filtered, the
+    """NetEase's trap (the Redis design's appendix 2) with no time left: the dead end is not filtered, the
     hard rules still are, and the fallback shows in the metric."""
     nodes = [node(f"node{i + 1}", "abc"[i // 2]) for i in range(6)]
     spec = {
@@ -803,7 +803,7 @@ def _tainted(name: str) -> dict:
     ],
 )
 def test_bind_acts_only_on_its_own_pods_and_their_own_node_constraints(scheduler, opt_in, spec_extra, target, want):
-    """Issue 44: bind is the privileged step. Whoever asks, it binds only the extender's own pods
+    """Bind is the privileged step. Whoever asks, it binds only the extender's own pods
     as the watch shows them, and never onto a node the pod's own constraints exclude."""
     store, binder, verbs = make([node("n1", "a"), node("n2", "a", labels={"disk": "ssd"}), _tainted("n3")])
     p = pod("p", labels={"app": "x"}, scheduler=scheduler)

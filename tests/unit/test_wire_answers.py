@@ -1,4 +1,4 @@
-"""The smaller filter answer changes nothing kube-scheduler decides (issue 26).
+"""The smaller filter answer changes nothing kube-scheduler decides.
 
 Filter leaves out the failed nodes' reasons when some node passes (FailedNodeReasons): the
 reasons feed only the FitError of a pod no node passes. Held against a model of the

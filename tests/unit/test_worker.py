@@ -213,7 +213,7 @@ def test_when_every_slot_is_taken_the_longest_idle_connection_makes_room() -> No
 def test_a_connection_is_never_closed_to_make_room_before_its_first_request() -> None:
     """Two connections accepted and silent (as a probe is between connecting and asking), every slot
     taken: a third waits in the backlog instead of evicting one of them; each is answered, and the
-    third then makes room by closing the one idle the longest (issue 51: a just-accepted probe was
+    third then makes room by closing the one idle the longest (under a flood a just-accepted probe was
     evicted before its request was read)."""
     process, port = _start(threads=2)
     try:

@@ -1,4 +1,4 @@
-"""Shard anti-affinity: pods of one StatefulSet (a shard) kept apart across a key (seed 002)."""
+"""Shard anti-affinity: pods of one StatefulSet (a shard) kept apart across a key (the NetEase Redis design)."""
 
 from __future__ import annotations
 

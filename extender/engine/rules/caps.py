@@ -1,6 +1,6 @@
 """Caps: at most so many of the group's pods in one domain (a node, a zone, a rack).
 
-Seed 002's per-node "fewer than 1/3 of the cluster" and per-zone "fewer than 1/2" are caps with
+The NetEase Redis design's per-node "fewer than 1/3 of the cluster" and per-zone "fewer than 1/2" are caps with
 a fraction of the group size; `max` is an absolute count.
 """
 
@@ -84,7 +84,7 @@ def exact_form(spec: PlacementPolicySpec, cap: Cap, taken: Container[str]) -> tu
 
 
 def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
-    """The exact form where there is one (exact_form, as adopt writes it); otherwise seed 002's
+    """The exact form where there is one (exact_form, as adopt writes it); otherwise the NetEase Redis design's
     approximation, maxSkew = the limit, with what it gives up."""
     taken = {spec.canonical_key(s.topologyKey) for s in spec.spread if s.whenUnsatisfiable == "DoNotSchedule"}
     for cap in spec.caps:
@@ -115,15 +115,15 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
             NAME,
             f"'{cap.describe(out.size)}' becomes maxSkew {limit}, which bounds a domain's pods minus the emptiest "
             "domain's, not the count itself",
-            "once every domain holds a pod, a domain can exceed the cap (seed 002, conclusion 2); with fewer "
-            "domains than needed the cap is not kept at all",
+            "once every domain holds a pod, a domain can exceed the cap (the NetEase Redis design, conclusion 2); "
+            "with fewer domains than needed the cap is not kept at all",
         )
     if any(c.fraction is not None for c in spec.caps) and spec.group.size is None and out.size is not None:
         out.gap(
             NAME,
             f"fractional caps become fixed maxSkew values for a group of {out.size}",
             "when the group grows or shrinks, every StatefulSet of the group must be updated with the "
-            "recomputed maxSkew (seed 002's operator does this on scaling)",
+            "recomputed maxSkew (the NetEase Redis operator does this on scaling)",
         )
 
 

@@ -1,4 +1,4 @@
-"""Ordinal zones: StatefulSet pod i in zone order[i mod Z] (crl-scheduler, seed 003), made durable.
+"""Ordinal zones: StatefulSet pod i in zone order[i mod Z] (crl-scheduler), made durable.
 
 The zone order itself is engine/zone_order.py (decided once, then read from the set's
 ZoneRotation record); the dead-end analysis gives each pod still to come its ordinal's zone
@@ -119,7 +119,7 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
     out.constraint(spec.topology.zone, 1, "DoNotSchedule")
     out.gap(
         NAME,
-        "no native rule ties a StatefulSet ordinal to a zone (crl-scheduler, seed 003)",
+        "no native rule ties a StatefulSet ordinal to a zone (crl-scheduler)",
         "approximated by zone maxSkew 1: creation is balanced, but a scale-down removes the highest "
         "ordinals wherever they are and can empty a zone; a rescheduled pod is not steered back",
     )

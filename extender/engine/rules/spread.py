@@ -1,4 +1,4 @@
-"""Spread: even spread over a key, with the native PodTopologySpread meaning (seed 004's Even)."""
+"""Spread: even spread over a key, with the native PodTopologySpread meaning (Open Cluster Management's Even spread)."""
 
 from __future__ import annotations
 

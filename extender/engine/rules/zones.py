@@ -1,4 +1,4 @@
-"""Zones: required zones, ordered fallback zone groups (seed 001), and zone weights (seed 004)."""
+"""Zones: required zones, ordered fallback zone groups (Karmada's), and zone weights (Open Cluster Management's)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def translate(spec: PlacementPolicySpec, out: NativeFragment) -> None:
             "zones.fallbackGroups",
             "native node affinity can only prefer earlier groups by score",
             "a pod may land in a later group while the first still has room, whenever other scores outweigh "
-            "the preference (seed 001's ordered groups are strict)",
+            "the preference (Karmada's ordered groups are strict)",
         )
     for zone_name, weight in sorted((spec.zones.weights or {}).items() if spec.zones else ()):
         if weight > 0:
