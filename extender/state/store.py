@@ -18,7 +18,7 @@ from typing import Any
 from ..api.policy import SCHEDULER_NAME, PlacementPolicySpec, PolicyError, parse_annotation, parse_spec
 from ..engine import NodeInfo, Placement, PlacementKind, PodRequest, RecordedRotation, Snapshot, Topology
 from ..limits import MAX_CACHE_STALENESS, MAX_GROUP_SIZE, MAX_POD_WAITERS
-from .groups import GroupIndexes, group_key
+from .groups import GroupIndex, GroupIndexes, group_key
 from .lock import TimedLock
 from .objects import (
     ClaimRecord,
@@ -531,17 +531,46 @@ class ClusterStore:
         for a caller that edits the list (preemption's what-if).
 
         Raises PolicyError when the group's StatefulSets add up to more than MAX_GROUP_SIZE pods."""
-        key = group_key(pod, spec) if counted else None
-        index = None
-        if key is not None:
-            index = self.groups.get(key, pod, spec, self._group_uids(pod, spec), self.pods, self._bound)
-            if pod.uid in index.members and pod.uid in self._bound:
-                index = None  # the pod itself is on a node (explain of a running pod): count without it
-        reservations = self.reservations
-        reservations.expire()
+        index = self._counted_group(pod, spec) if counted else None
+        self.reservations.expire()
+        placements = self._group_placements(pod, spec, index, tentative=tentative)
+        statefulsets = self.group_statefulsets(pod, spec)
+        size = self._group_size(pod, spec, statefulsets)
+        volume_zones = self._volume_zones_by_ordinal(spec, statefulsets)
+        request = PodRequest(
+            pod.key, pod.shard, pod.ordinal, self._own_volume_zones(pod), pod.constraints, pod.rotation_declared
+        )
+        snapshot = Snapshot(
+            zone_rotations=self._recorded_rotations(spec, statefulsets),
+            topology=self.topology,
+            placements=tuple(placements),
+            group_size=size,
+            shard_replicas={s.name: s.replicas for s in statefulsets},
+            volume_zones=volume_zones,
+            counted=index.counts if index is not None else None,
+        )
+        return request, snapshot
+
+    def _counted_group(self, pod: PodRecord, spec: PlacementPolicySpec) -> GroupIndex | None:
+        """The group's kept index, whose counts spare walking every member on a node; None when the
+        group has no key or the pod itself is on a node (explain of a running pod), which must be
+        counted without it, so its group is walked instead."""
+        key = group_key(pod, spec)
+        if key is None:
+            return None
+        index = self.groups.get(key, pod, spec, self._group_uids(pod, spec), self.pods, self._bound)
+        if pod.uid in index.members and pod.uid in self._bound:
+            return None
+        return index
+
+    def _group_placements(
+        self, pod: PodRecord, spec: PlacementPolicySpec, index: GroupIndex | None, *, tentative: bool
+    ) -> list[Placement]:
+        """Where the rest of the pod's group is, or is about to be. With an index, the members on
+        nodes are in its counts and only the others are listed; without one, every member on a node
+        is listed too."""
         placements: list[Placement] = []
         if index is not None:
-            group: Set[str] = index.members
             unplaced: Iterable[str] = index.unplaced
         else:
             group = self._group_uids(pod, spec)
@@ -550,7 +579,17 @@ class ClusterStore:
             unplaced = (
                 [] if len(placements) == len(group) - (pod.uid in group) else [u for u in group if u not in bound]
             )
-        for uid in unplaced:  # the group's pods not on a node yet: in flight, or waiting
+        placements += self._in_flight_placements(pod, unplaced, tentative=tentative)
+        placements += self._placements_the_watch_no_longer_shows(pod, spec, tentative=tentative)
+        return placements
+
+    def _in_flight_placements(self, pod: PodRecord, unplaced: Iterable[str], *, tentative: bool) -> list[Placement]:
+        """The group's pods not on a node yet, in flight or waiting: a reservation made for one
+        counts (for bind only a committed one), and so does the node kube-scheduler nominated for
+        it when a tentative view is asked for."""
+        reservations = self.reservations
+        placements: list[Placement] = []
+        for uid in unplaced:
             if uid == pod.uid:
                 continue
             other = self.pods[uid]
@@ -563,18 +602,30 @@ class ClusterStore:
                 placements.append(
                     Placement(other.key, other.nominated_node, other.shard, other.ordinal, PlacementKind.TENTATIVE)
                 )
+        return placements
+
+    def _placements_the_watch_no_longer_shows(
+        self, pod: PodRecord, spec: PlacementPolicySpec, *, tentative: bool
+    ) -> list[Placement]:
+        """Reservations of the group's pods the watch no longer shows. A pod the watch shows is
+        counted by _in_flight_placements if it is in the group (the group is read from the watch's
+        records, never a reservation's older copy), so only the others are matched here: in a
+        burst, every other group's reservations were, for every decision."""
         pods = self.pods
-        for reservation in reservations.peek_all():  # pods the watch no longer shows
-            # A pod the watch shows is counted above if it is in the group (the group is read from
-            # the watch's records, never a reservation's older copy), so only the others are
-            # matched here: in a burst, every other group's reservations were, for every decision.
+        placements: list[Placement] = []
+        for reservation in self.reservations.peek_all():
             uid = reservation.pod.uid
             if uid in pods or not self._in_group(pod, spec, reservation.pod):
                 continue
             if tentative or reservation.kind is PlacementKind.COMMITTED:
                 placements.append(reservation.placement())
+        return placements
 
-        statefulsets = self.group_statefulsets(pod, spec)
+    @staticmethod
+    def _group_size(pod: PodRecord, spec: PlacementPolicySpec, statefulsets: list[StatefulSetRecord]) -> int | None:
+        """group.size, or else the replicas of the group's StatefulSets: what a fraction cap is a
+        fraction of. A size derived above MAX_GROUP_SIZE is refused with a PolicyError naming the
+        sets: a group that large is a typo in spec.replicas, caught early with the field named."""
         size = spec.group.size
         if size is None and statefulsets:
             size = sum(s.replicas for s in statefulsets)
@@ -586,39 +637,44 @@ class ClusterStore:
                     f"{names}, is {size:,}, above the limit of {MAX_GROUP_SIZE:,} pods; check spec.replicas, or set "
                     "group.size to the real group size"
                 )
+        return size
+
+    def _volume_zones_by_ordinal(
+        self, spec: PlacementPolicySpec, statefulsets: list[StatefulSetRecord]
+    ) -> dict[str, dict[int, str]]:
+        """For ordinal zones only: per StatefulSet, the zone of each ordinal's volume (the first
+        claim template's that has one), so a pod goes back to where its data is."""
         volume_zones: dict[str, dict[int, str]] = {}
-        if spec.ordinalZones is not None:
-            for sts in statefulsets:
-                zones: dict[int, str] = {}
-                for template in sts.claim_templates:
-                    for ordinal, claim in self._claims_by_prefix.get(
-                        (sts.namespace, f"{template}-{sts.name}"), {}
-                    ).items():
-                        zone = self._volume_zone(sts.namespace, claim)
-                        if zone is not None:
-                            zones.setdefault(ordinal, zone)
-                if zones:
-                    volume_zones[sts.name] = zones
-        own_zones = frozenset(z for z in (self._volume_zone(pod.namespace, c) for c in pod.claims) if z is not None)
-        request = PodRequest(pod.key, pod.shard, pod.ordinal, own_zones, pod.constraints, pod.rotation_declared)
+        if spec.ordinalZones is None:
+            return volume_zones
+        for sts in statefulsets:
+            zones: dict[int, str] = {}
+            for template in sts.claim_templates:
+                for ordinal, claim in self._claims_by_prefix.get((sts.namespace, f"{template}-{sts.name}"), {}).items():
+                    zone = self._volume_zone(sts.namespace, claim)
+                    if zone is not None:
+                        zones.setdefault(ordinal, zone)
+            if zones:
+                volume_zones[sts.name] = zones
+        return volume_zones
+
+    def _own_volume_zones(self, pod: PodRecord) -> frozenset[str]:
+        """The zones of the pod's own bound volumes: nodes elsewhere cannot mount them."""
+        return frozenset(z for z in (self._volume_zone(pod.namespace, c) for c in pod.claims) if z is not None)
+
+    def _recorded_rotations(
+        self, spec: PlacementPolicySpec, statefulsets: list[StatefulSetRecord]
+    ) -> dict[str, RecordedRotation]:
+        """For ordinal zones only: each StatefulSet's zone order as recorded at its first decision,
+        so no restart, zone outage or adoption derives it again differently."""
         rotations: dict[str, RecordedRotation] = {}
-        if spec.ordinalZones is not None:
-            for sts in statefulsets:
-                found = self.rotation(sts.namespace, sts.name)
-                if found is not None:
-                    rotations[sts.name] = RecordedRotation(
-                        f"{found.namespace}/{found.name}", found.order, found.adopted
-                    )
-        snapshot = Snapshot(
-            zone_rotations=rotations,
-            topology=self.topology,
-            placements=tuple(placements),
-            group_size=size,
-            shard_replicas={s.name: s.replicas for s in statefulsets},
-            volume_zones=volume_zones,
-            counted=index.counts if index is not None else None,
-        )
-        return request, snapshot
+        if spec.ordinalZones is None:
+            return rotations
+        for sts in statefulsets:
+            found = self.rotation(sts.namespace, sts.name)
+            if found is not None:
+                rotations[sts.name] = RecordedRotation(f"{found.namespace}/{found.name}", found.order, found.adopted)
+        return rotations
 
     @property
     def version(self) -> tuple[int, int]:
