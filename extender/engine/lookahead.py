@@ -61,6 +61,7 @@ from .context import Context
 from .flow import INFINITE, DeadlineExceeded, Network
 from .model import CandidateClass
 from .rules import dead_end_terms
+from .rules.base import SpreadTerm
 
 Zones = frozenset[str] | None  # zones a pod may use; None = any
 Values = tuple[str, ...]  # a node's domain for each chain key, finest first
@@ -188,10 +189,22 @@ def build_model(ctx: Context) -> Model:
     return model
 
 
-def _node_model(ctx: Context) -> Model:
-    """The model's node side: keys, node classes, domain counts, caps and spreads (no kinds yet)."""
-    spec, snap = ctx.spec, ctx.snap
-    node_key = ctx.node_key
+@dataclass
+class _RuleKeys:
+    """The hard rules' topology keys, each rule's key read once: `keys` holds the non-node keys in
+    the order first named; a None key is the node key, which has a domain per node, not a level."""
+
+    keys: list[str]
+    caps: list[tuple[str | None, int]]  # (key, most pods of the group per domain)
+    spreads: list[tuple[str | None, SpreadTerm]]
+    anti: list[str | None]  # keys of required shard anti-affinity
+
+
+def _rule_keys(ctx: Context) -> _RuleKeys:
+    """Each rule's own part of the model (engine/rules/), its keys made canonical (the legacy zone
+    label is the zone key), so rules on either count one level. Raises _Unknown when a rule cannot
+    be modelled."""
+    spec, node_key = ctx.spec, ctx.node_key
     keys: list[str] = []
 
     def level_of(key: str) -> str | None:
@@ -202,16 +215,97 @@ def _node_model(ctx: Context) -> Model:
             keys.append(key)
         return key
 
-    terms = dead_end_terms(ctx)  # each rule's own part of the model (engine/rules/)
+    terms = dead_end_terms(ctx)
     if terms.unknown is not None:
         raise _Unknown(terms.unknown)
     if terms.zone_needed:
         level_of(ctx.zone_key)
-    cap_keys = [(level_of(key), limit) for key, limit in terms.caps]
-    spread_keys = [(level_of(term.key), term) for term in terms.spreads]
-    anti_keys = [level_of(key) for key in terms.anti]
+    caps = [(level_of(key), limit) for key, limit in terms.caps]
+    spreads = [(level_of(term.key), term) for term in terms.spreads]
+    anti = [level_of(key) for key in terms.anti]
+    return _RuleKeys(keys, caps, spreads, anti)
 
-    topology = snap.topology
+
+def _tracks_load(rules: _RuleKeys, anti_level: int | None) -> bool:
+    """Whether a rule reads the node key: then a node's class includes the group's pods it holds,
+    since a per-node cap, spread or anti-affinity treats a loaded node unlike an empty one."""
+    return (
+        any(k is None for k, _ in rules.caps)
+        or any(k is None for k, _ in rules.spreads)
+        or (bool(rules.anti) and anti_level is None)
+    )
+
+
+def _classes_with_load(
+    classes: Counter[NodeClass],
+    node_load: Counter[str],
+    index: dict[str, tuple],
+    eligible: frozenset[str],
+    order: list[int],
+) -> tuple[Counter[NodeClass], dict[tuple, Values | None], dict[str, NodeClass]]:
+    """The node classes split by the group's pods each node holds, with the memo of each index
+    tuple's chain order (None: a label missing) and each loaded node's class.
+
+    One pass over the nodes holding the group's pods (up to one per node of the cluster): their
+    classes are kept for the candidates and the anti-affinity types, not derived again."""
+    chained_of: dict[tuple, Values | None] = {}
+    node_class: dict[str, NodeClass] = {}
+    interned: dict[tuple, NodeClass] = {}
+    moved: Counter[NodeClass] = Counter()
+    for name, load in node_load.items():
+        values = index.get(name)
+        if values is None or name not in eligible:
+            continue
+        chained = chained_of.get(values, ())
+        if chained == ():
+            chained = chained_of[values] = None if None in values else tuple(values[i] for i in order)
+        if chained is None:
+            continue
+        klass = interned.get((chained, load))
+        if klass is None:
+            klass = interned[(chained, load)] = NodeClass(chained, load)
+        node_class[name] = klass
+        moved[klass] += 1
+    for klass, n in moved.items():
+        classes[NodeClass(klass.values, 0)] -= n
+        classes[klass] += n
+    return +classes, chained_of, node_class
+
+
+def _parents(chain: list[str], classes: Counter[NodeClass]) -> list[dict[str, str]]:
+    """Per chain level, each domain's domain one level up: how a pod placed in a fine domain
+    also fills the coarser ones it lies in."""
+    parents: list[dict[str, str]] = [{} for _ in chain]
+    for klass in classes:
+        for i in range(len(chain) - 1):
+            parents[i][klass.values[i]] = klass.values[i + 1]
+    return parents
+
+
+def _tightest_caps(caps: list[tuple[int | None, int]]) -> dict[int | None, int]:
+    """Per level, the smallest of the caps on it: two caps on one key hold together."""
+    tightest: dict[int | None, int] = {}
+    for level, limit in caps:
+        tightest[level] = min(limit, tightest.get(level, limit))
+    return tightest
+
+
+def _relaxations(has_anti: bool, anti_level: int | None, spreads: list[Spread]) -> list[str]:
+    """Where the model decides less than the rules say, in words: a feasible answer is then
+    feasible under that relaxation (Certainty.RELAXED), while dead ends stay proven."""
+    relaxed: list[str] = []
+    if has_anti and anti_level is None:
+        relaxed.append("required anti-affinity on the node key is checked per class of nodes, not per node")
+    if len(spreads) > 1:
+        relaxed.append("with several hard spreads, final counts are checked but not the order that reaches them")
+    return relaxed
+
+
+def _node_model(ctx: Context) -> Model:
+    """The model's node side: keys, node classes, domain counts, caps and spreads (no kinds yet)."""
+    rules = _rule_keys(ctx)
+    keys, node_key = rules.keys, ctx.node_key
+    topology = ctx.snap.topology
     # Only nodes the pod could use (nodeSelector, required node affinity, tolerations): the pods
     # still to come share its template, so these are the nodes they could use too.
     value_counts = topology.value_counts(tuple(keys), ctx.zone_key, ctx.permitted, node_key, ctx.usable)
@@ -221,7 +315,7 @@ def _node_model(ctx: Context) -> Model:
     def level(key: str | None) -> int | None:
         return None if key is None else at[key]
 
-    anti_levels = [level(k) for k in anti_keys]
+    anti_levels = [level(k) for k in rules.anti]
     # One pod per domain of a key means one per domain of every finer key: the coarsest decides.
     anti_level = max((a for a in anti_levels if a is not None), default=None)
 
@@ -232,46 +326,12 @@ def _node_model(ctx: Context) -> Model:
     classes: Counter[NodeClass] = Counter(
         {NodeClass(tuple(v[i] for i in order), 0): n for v, n in value_counts.items()}
     )
-    tracks_load = (
-        any(k is None for k, _ in cap_keys)
-        or any(k is None for k, _ in spread_keys)
-        or (bool(anti_levels) and anti_level is None)
-    )
+    tracks_load = _tracks_load(rules, anti_level)
     chained_of: dict[tuple, Values | None] = {}  # index tuple -> chain order (None: a label missing)
     node_class: dict[str, NodeClass] = {}
     if tracks_load:
-        # One pass over the nodes holding the group's pods (up to one per node of the cluster):
-        # their classes are kept for the candidates and the anti-affinity types, not derived again.
-        interned: dict[tuple, NodeClass] = {}
-        moved: Counter[NodeClass] = Counter()
-        for name, load in node_load.items():
-            values = index.get(name)
-            if values is None or name not in eligible:
-                continue
-            chained = chained_of.get(values, ())
-            if chained == ():
-                chained = chained_of[values] = None if None in values else tuple(values[i] for i in order)
-            if chained is None:
-                continue
-            klass = interned.get((chained, load))
-            if klass is None:
-                klass = interned[(chained, load)] = NodeClass(chained, load)
-            node_class[name] = klass
-            moved[klass] += 1
-        for klass, n in moved.items():
-            classes[NodeClass(klass.values, 0)] -= n
-            classes[klass] += n
-        classes = +classes
+        classes, chained_of, node_class = _classes_with_load(classes, node_load, index, eligible, order)
 
-    parents: list[dict[str, str]] = [{} for _ in chain]
-    for klass in classes:
-        for i in range(len(chain) - 1):
-            parents[i][klass.values[i]] = klass.values[i + 1]
-    counts = [dict(ctx.counts[key]) for key in chain]
-
-    caps: dict[int | None, int] = {}
-    for key, limit in cap_keys:
-        caps[level(key)] = min(limit, caps.get(level(key), limit))
     spreads = [
         Spread(
             level(key),
@@ -279,42 +339,32 @@ def _node_model(ctx: Context) -> Model:
             ctx.spread_counts(term.index) if key is not None else None,
             term.missing,
         )
-        for key, term in spread_keys
+        for key, term in rules.spreads
     ]
-    dead = _dead_domains(ctx, [term for _, term in spread_keys], spreads, classes, node_load, eligible, index)
-
-    relaxed: list[str] = []
-    if anti_levels and anti_level is None:
-        relaxed.append("required anti-affinity on the node key is checked per class of nodes, not per node")
-    if len(spreads) > 1:
-        relaxed.append("with several hard spreads, final counts are checked but not the order that reaches them")
-
-    zone_level = at.get(ctx.zone_key)
-    model = Model(
-        chain,
-        zone_level,
-        caps,
-        spreads,
-        anti_level,
-        bool(anti_levels),
-        classes,
-        counts,
-        parents,
-        dead,
-        Counter(),
-        {},
-        Counter(),
-        frozenset(),
-        node_load,
-        index,
-        order,
-        eligible,
-        tracks_load,
-        relaxed,
-        chained_of,
-        node_class,
+    return Model(
+        chain=chain,
+        zone_level=at.get(ctx.zone_key),
+        caps=_tightest_caps([(level(key), limit) for key, limit in rules.caps]),
+        spreads=spreads,
+        anti_level=anti_level,
+        has_anti=bool(anti_levels),
+        classes=classes,
+        counts=[dict(ctx.counts[key]) for key in chain],
+        parents=_parents(chain, classes),
+        dead=_dead_domains(ctx, [term for _, term in rules.spreads], spreads, classes, node_load, eligible, index),
+        kinds=Counter(),  # the pod side, filled by _add_pods_to_come
+        types={},
+        my_shard_futures=Counter(),
+        my_shard_taken=frozenset(),
+        node_load=node_load,
+        index=index,
+        order=order,
+        eligible=eligible,
+        tracks_load=tracks_load,
+        relaxed=_relaxations(bool(anti_levels), anti_level, spreads),
+        chained=chained_of,
+        node_class=node_class,
     )
-    return model
 
 
 def _add_pods_to_come(ctx: Context, model: Model) -> None:
