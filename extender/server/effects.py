@@ -449,6 +449,10 @@ class KubeActiveEndpoint:
                 raise
             self.api.call("POST", self.collection, body=self.slice, timeout=self.timeout)
             return
+        if all(current.get(k) == self.slice[k] for k in ("addressType", "ports", "endpoints")) and all(
+            (current["metadata"].get("labels") or {}).get(k) == v for k, v in self.slice["metadata"]["labels"].items()
+        ):
+            return  # already this replica's
         body = dict(self.slice)
         body["metadata"] = {**self.slice["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
         self.api.call("PUT", self.path, body=body, timeout=self.timeout)

@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_DURATION = 10.0
 DEFAULT_RENEW_DEADLINE = 7.0
 DEFAULT_RETRY_PERIOD = 2.0
+# The holder makes itself the Service's endpoint again this often: a slice deleted or rewritten by
+# hand while it leads is put back within half a minute (a read, and a write only if it differs).
+REANNOUNCE = 30.0
 
 
 class LeaseConflict(Exception):
@@ -161,7 +164,7 @@ class LeaderElector:
         self._renewed: float | None = None  # when the last successful write began (our clock)
         self._seen: _Seen | None = None
         self._stopping = False
-        self._announced = False
+        self._announced: float | None = None  # when on_elected last succeeded (our clock)
         self._stop = threading.Event()
         self.transitions = 0  # times this replica became active
         self.holder: str | None = None  # the holder as last seen
@@ -217,12 +220,12 @@ class LeaderElector:
         self.holder = self.identity
         if first:
             self.transitions += 1
-            self._announced = False
+            self._announced = None
             log.info("leader election: this replica (%s) is now the active one", self.identity)
-        if not self._announced:
+        if self._announced is None or started - self._announced >= REANNOUNCE:
             try:
                 self.on_elected()
-                self._announced = True
+                self._announced = started
             except Exception as err:  # noqa: BLE001 - retried every round until it succeeds
                 log.warning("leader election: could not make this replica the Service's endpoint: %s", err)
         return True

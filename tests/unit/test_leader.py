@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from extender.server.leader import LeaderElector, LeaseConflict, Timing, _Seen, claim, released
+from extender.server.leader import REANNOUNCE, LeaderElector, LeaseConflict, Timing, _Seen, claim, released
 
 TIMING = Timing(lease_duration=10, renew_deadline=7, retry_period=2)
 WALL = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC)
@@ -160,6 +160,9 @@ def test_the_new_holder_becomes_the_endpoint_and_retries_until_it_has() -> None:
     clock.now += TIMING.retry_period
     assert a.try_once()
     assert calls == ["claim", "claim"]  # once more after the failure, then not again
+    clock.now += REANNOUNCE
+    assert a.try_once()
+    assert calls == ["claim"] * 3  # and again now and then: a slice deleted by hand comes back
 
 
 # A schedule: each step advances the clock and lets one replica act. A pause freezes the
