@@ -1,6 +1,6 @@
 """What in-scheduler mode's bound allows, as a model of kube-scheduler's one scheduling cycle:
 the longest an ordinary wave takes while `window` lifted opted-in pods keep failing against a hung
-extender, over every moment the wave could start (issue 50).
+extender, over every moment the wave could start.
 
 The model: one scheduling cycle; an ordinary pod takes `cycle` seconds of it; each try at a lifted
 pod takes `timeout` (the stanza's httpTimeout) and then waits out kube-scheduler's backoff (1 s

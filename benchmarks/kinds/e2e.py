@@ -22,8 +22,8 @@ Variants (`workload.variants`), each on a fresh control plane, run in the order 
 - modes:     as equal-qps, on a control plane running both modes (LocalCluster mode "both"): a
              third side, in-scheduler, whose StatefulSets request the opt-in resource (written
              by hand; the install's admission policy gates them) and are placed by the default
-             kube-scheduler with the stanza. Its rate against the extender side's is issue 50's
-             throughput target (>= 0.8).
+             kube-scheduler with the stanza. Its rate against the extender side's is the in-scheduler
+             mode's throughput target (>= 0.8).
 - go-floor:  as equal-qps, but our kube-scheduler calls the do-nothing Go extender
              (benchmarks/gofloor: filter passes every node, prioritize scores 0) and binds by
              itself. No rule is enforced (its violations are expected): this is the cost of the
@@ -52,7 +52,7 @@ round, the per-variant summary, bind times, CPU per pod.
 
     python -m benchmarks run e2e                   # shipped, equal-qps, go-floor, 2 rounds a side; ~8 min
     python -m benchmarks run e2e --set 'workload.variants=[equal-qps]' --set workload.equal_qps=1000
-    python -m benchmarks run e2e-modes             # issue 50: in-scheduler against second-scheduler mode
+    python -m benchmarks run e2e-modes             # in-scheduler against second-scheduler mode
     python -m benchmarks run e2e-equal-qps --base REV --rounds 2   # before/after, one round a side a time
     python -m benchmarks run e2e --smoke           # 30 nodes, 2 sets x 10, equal-qps and go-floor, 1 round
 """
@@ -81,7 +81,7 @@ from extender.ops.translate import translate
 
 SUPPORTS_BASE = True
 TARGET_RATIO = 0.8
-IN_SCHEDULER_TARGET = 0.8  # issue 50: opted-in pods in in-scheduler mode / second-scheduler mode, same run
+IN_SCHEDULER_TARGET = 0.8  # opted-in pods in in-scheduler mode / second-scheduler mode, same run
 SIDES = ("native", "extender", "in-scheduler")
 VARIANTS = ("shipped", "equal-qps", "go-floor", "py-floor", "py-duties", "before", "modes")
 FLOORS = ("go-floor", "py-floor", "py-duties")  # variants whose extender side decides nothing
@@ -233,7 +233,8 @@ def variants_table(results: dict[str, dict[str, Any]]) -> str:
     )
 
 
-CEILING_TARGET = 0.85  # issue 53 (issue 26 had 0.9): extender / native over go-floor / native, same run, equal QPS
+# extender / native over go-floor / native, same run, equal QPS (an earlier target asked 0.9)
+CEILING_TARGET = 0.85
 
 
 def over_ceiling(results: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

@@ -332,7 +332,7 @@ def classify(thread: str, frames: list[tuple[str, str]]) -> str:
             verb = VERB_HANDLERS[short]  # the Flask routes (before the connection worker)
             break
         if f.endswith("extender/server/verbs.py") and fn.startswith("Verbs.") and short in VERB_VERBS:
-            verb = short  # the verbs, called by VerbRoutes in front of Flask (since session 4)
+            verb = short  # the verbs, called by VerbRoutes in front of Flask
             break
     if verb is None and _has(frames, "extender/server/app.py", "VerbRoutes.__call__"):
         if _has(frames, "extender/server/app.py", "parse"):
@@ -360,7 +360,7 @@ def classify(thread: str, frames: list[tuple[str, str]]) -> str:
                 return f"{verb}: snapshot / reservations (state/)"
             return f"{verb}: verbs glue"
         return f"{verb}: handler"
-    if _has(frames, "extender/server/worker.py"):  # the connection worker (since session 4)
+    if _has(frames, "extender/server/worker.py"):  # the connection worker
         if _has(frames, "flask/") or _has(frames, "werkzeug/"):
             return "HTTP serving: flask/werkzeug (outside the verbs)"
         if _has(frames, "extender/server/app.py"):

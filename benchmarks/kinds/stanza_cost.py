@@ -1,6 +1,6 @@
 """Kind `stanza_cost`: what the in-scheduler stanza costs the pods that never opted in: the
 cluster's kube-scheduler with the shipped config/in-scheduler/scheduler-config.yaml against the same file without its
-`extenders` stanza, same binaries, one control plane, one run (issue 43).
+`extenders` stanza, same binaries, one control plane, one run.
 
 (Moved from benchmarks/stanza_cost.py; its settings are benchmarks/workloads/stanza-cost.yaml.)
 
