@@ -933,7 +933,13 @@ def _template_policy(api, args: argparse.Namespace, workload: dict) -> Placement
     raise UsageError("the workload's template names no policy: give --policy-name or --policy-file")
 
 
+# The subcommand table argparse hands back from add_subparsers (its type is private to argparse).
+Subcommands = argparse._SubParsersAction
+
+
 def parser() -> argparse.ArgumentParser:
+    """The CLI: the top-level options, then each command group from a function of its own, in the
+    order `--help` lists them."""
     top = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     top.add_argument(
         "--log-level",
@@ -950,6 +956,20 @@ def parser() -> argparse.ArgumentParser:
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument("-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)")
 
+    _add_serve(sub)
+    _add_in_cluster_helpers(sub)
+    _add_schema_printers(sub)
+    _add_demo(sub)
+    _add_retire_path(sub, quiet)
+    _add_inspection(sub, quiet)
+    _add_workload_moves(sub, quiet)
+    _add_rotation(sub, quiet)
+    _add_planning(sub, quiet)
+    return top
+
+
+def _add_serve(sub: Subcommands) -> None:
+    """serve: the extender itself, as kube-scheduler calls it (its options are the deployment's flags)."""
     serve = sub.add_parser("serve", help="serve filter/prioritize/bind/preempt to kube-scheduler")
     serve.add_argument(
         "--listen",
@@ -1091,6 +1111,10 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(func=_serve)
 
+
+def _add_in_cluster_helpers(sub: Subcommands) -> None:
+    """The other processes an install runs in the cluster: the scale-down controller and the
+    Helm chart's namespace-labelling hook."""
     dc = sub.add_parser(
         "deletion-costs",
         help="opt-in scale-down controller: pod-deletion-cost on ReplicaSet pods of policy groups",
@@ -1109,6 +1133,9 @@ def parser() -> argparse.ArgumentParser:
     ln.add_argument("--kubeconfig", default=_env("KUBECONFIG"), help="default: in-cluster credentials")
     ln.set_defaults(func=_label_namespace)
 
+
+def _add_schema_printers(sub: Subcommands) -> None:
+    """What a platform team applies or validates against: the policy's JSON schema and the CRDs."""
     schema = sub.add_parser("schema", help="print the JSON schema of a placement policy spec")
     schema.set_defaults(func=_schema)
 
@@ -1116,6 +1143,9 @@ def parser() -> argparse.ArgumentParser:
     crd.add_argument("--kind", choices=["PlacementPolicy", "ZoneRotation"], default="PlacementPolicy")
     crd.set_defaults(func=_crd)
 
+
+def _add_demo(sub: Subcommands) -> None:
+    """dev: the local control plane of the demo."""
     dev = sub.add_parser("dev", help="a local control plane with the extender (the demo)")
     dev_sub = dev.add_subparsers(dest="dev_command", required=True)
     up = dev_sub.add_parser("up", help="start it, apply a sample StatefulSet, print placements, wait for Ctrl-C")
@@ -1125,6 +1155,10 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--no-wait", action="store_true", help="tear down right after printing (smoke test)")
     up.set_defaults(func=_dev_up)
 
+
+def _add_retire_path(sub: Subcommands, quiet: argparse.ArgumentParser) -> None:
+    """What the native scheduler would give instead: translate a policy to native constraints, and
+    ab to measure both sides on a scenario."""
     tr = sub.add_parser(
         "translate",
         parents=[quiet],
@@ -1157,6 +1191,9 @@ def parser() -> argparse.ArgumentParser:
     ab.add_argument("--no-png", action="store_true", help="skip the picture (no matplotlib needed)")
     ab.set_defaults(func=_ab)
 
+
+def _add_inspection(sub: Subcommands, quiet: argparse.ArgumentParser) -> None:
+    """Reading a live cluster: explain one pod's verdicts, audit every policy group."""
     ex = sub.add_parser(
         "explain", parents=[quiet], help="for one pod, each node's verdict with the rule and its numbers (live cluster)"
     )
@@ -1185,6 +1222,10 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--json", action="store_true")
     au.set_defaults(func=_audit)
 
+
+def _add_workload_moves(sub: Subcommands, quiet: argparse.ArgumentParser) -> None:
+    """adopt and retire: moving a workload to the extender and back, live or as GitOps manifests
+    (the two share every option but where the policy comes from)."""
     for verb, func, text in (
         ("adopt", _adopt, "move a workload to the extender: schedulerName, policy, implied native constraints, gate"),
         ("retire", _retire, "move a workload back to the native scheduler: adopt's additions out, translate's in"),
@@ -1257,6 +1298,9 @@ def parser() -> argparse.ArgumentParser:
         else:
             cmd.add_argument("--no-translate", action="store_true", help="do not write translate's constraints")
 
+
+def _add_rotation(sub: Subcommands, quiet: argparse.ArgumentParser) -> None:
+    """rotation export: a StatefulSet's ZoneRotation record, for the GitOps path."""
     ro = sub.add_parser("rotation", help="a StatefulSet's ZoneRotation record")
     ro_sub = ro.add_subparsers(dest="rotation_command", required=True)
     ex = ro_sub.add_parser(
@@ -1274,6 +1318,9 @@ def parser() -> argparse.ArgumentParser:
     policy.add_argument("--policy-file", help="the set's policy file, when its template has none yet")
     ex.set_defaults(func=_rotation_export)
 
+
+def _add_planning(sub: Subcommands, quiet: argparse.ArgumentParser) -> None:
+    """Before changing anything: plan growth or drains, and check a policy file."""
     pl = sub.add_parser(
         "plan",
         parents=[quiet],
@@ -1298,7 +1345,6 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("file")
     check.set_defaults(func=_check)
-    return top
 
 
 def log_level(args: argparse.Namespace) -> str:
