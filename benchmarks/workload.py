@@ -399,6 +399,89 @@ class ConnectionCost(Base):
         return self
 
 
+SCHEDPERF_ARMS = ("native", "stanza-gofloor", "stanza-extender", "policy-extender", "policy-gofloor")
+SchedPerfArm = Literal["native", "stanza-gofloor", "stanza-extender", "policy-extender", "policy-gofloor"]
+
+
+class SchedPerfSize(Strict):
+    """A size of an upstream test case that upstream does not ship (its workload template, these params)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_]+$")
+    params: dict[str, int]
+    featureGates: dict[str, bool] = {}  # noqa: N815 (upstream's field name)
+
+
+class SchedPerfCase(Strict):
+    """One upstream test case: `family` (its folder under test/integration/scheduler_perf), `case` (its name),
+    the workload run at each size (upstream's by name, or a SchedPerfSize), `policy` (the PlacementPolicy spec
+    the policy arms give the measured pods instead of their native rule; the group is added), the scheduler
+    configurations (`shipped`: the case's own; `default`: kube-scheduler's defaults) and the arms it runs."""
+
+    family: str = Field(pattern=r"^[a-z_]+$")
+    case: str = Field(pattern=r"^[A-Za-z0-9]+$")
+    benchmark: str | SchedPerfSize
+    smoke: str | SchedPerfSize
+    policy: dict[str, Any] = {}
+    configs: list[Literal["shipped", "default"]] = Field(default=["shipped"], min_length=1)
+    arms: list[SchedPerfArm] = Field(default=list(SCHEDPERF_ARMS), min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> SchedPerfCase:
+        _unique(self.configs, "configs")
+        _unique(self.arms, "arms")
+        if "native" not in self.arms:
+            raise ValueError("arms: every figure is a ratio to native; it cannot be left out")
+        if any(a.startswith("policy-") for a in self.arms):
+            if not self.policy:
+                raise ValueError("policy: the policy arms need the rule as a PlacementPolicy spec")
+            from extender.api.policy import PlacementPolicySpec  # the extender's own check of a policy
+
+            try:
+                PlacementPolicySpec.model_validate(self.policy)
+            except ValidationError as exc:
+                raise ValueError(f"policy: {exc.errors()[0]['msg']}") from None
+        return self
+
+
+class SchedulerPerfParams(Strict):
+    """`cases` run in order (`only`: those named); `size` picks each case's benchmark or smoke workload."""
+
+    cases: list[SchedPerfCase] = Field(min_length=1)
+    only: list[str] = []
+    size: Literal["benchmark", "smoke"] = "benchmark"
+    timeout_s: float = Field(default=3600.0, gt=0)
+    keep_logs: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> SchedulerPerfParams:
+        names = [c.case for c in self.cases]
+        unknown = [n for n in self.only if n not in names]
+        if unknown:
+            raise ValueError(f"only: no case {', '.join(unknown)}")
+        return self
+
+
+class SchedulerPerf(Strict):
+    """Upstream's scheduler benchmark on arms (benchmarks/kinds/scheduler_perf.py); `native` is in every case."""
+
+    kind: Literal["scheduler_perf"]
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    description: str = Field(min_length=1)
+    rounds: int = Field(default=1, gt=0, le=100)
+    arms: list[SchedPerfArm] = Field(default=list(SCHEDPERF_ARMS), min_length=1)
+    targets: list[Target] = []
+    smoke: dict[str, Any] = {}
+    workload: SchedulerPerfParams
+
+    @model_validator(mode="after")
+    def _check(self) -> SchedulerPerf:
+        _unique(self.arms, "arms")
+        _flat_targets(self.targets)
+        if "native" not in self.arms:
+            raise ValueError("arms: every figure is a ratio to native; it cannot be left out")
+        return self
+
+
 AnyWorkload = (
     HttpPair
     | GroupScaling
@@ -411,6 +494,7 @@ AnyWorkload = (
     | StanzaCost
     | WatchCost
     | ConnectionCost
+    | SchedulerPerf
 )
 Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyWorkload] = TypeAdapter(Workload)
@@ -426,6 +510,7 @@ KIND_TAGS = (
     "stanza_cost",
     "watch_cost",
     "connection_cost",
+    "scheduler_perf",
 )
 
 
