@@ -82,9 +82,12 @@ def test_go_floor_builds_and_answers(tmp_path: Path) -> None:
 
 
 # The kinds that start a local control plane take minutes even at their smoke size: not here
-# (run them by hand, `flock /tmp/bench.lock python -m benchmarks run WORKLOAD --smoke`).
+# (run them by hand, `flock /tmp/bench.lock python -m benchmarks run WORKLOAD --smoke`). Upstream's
+# scheduler_perf starts its own, one a run: tests/e2e/test_scheduler_perf.py runs its smoke size.
 WITHOUT_A_CONTROL_PLANE = [
-    p for p in workload.every() if not isinstance(workload.parse(p.read_text(), str(p)), workload.ControlPlane)
+    p
+    for p in workload.every()
+    if not isinstance(workload.parse(p.read_text(), str(p)), (workload.ControlPlane, workload.SchedulerPerf))
 ]
 
 
