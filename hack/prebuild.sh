@@ -2,7 +2,8 @@
 # Build, at the lowest CPU priority, every binary the e2e matrix will ask for, in the order it asks:
 # the newest minor's control plane, Karpenter's kwok provider and helm (the newest minor's suite uses
 # them), the real node's binaries and the extender image (tests/realnode, last in make test),
-# then each older minor's control plane. .ci/run starts it in the background first thing, so
+# then each older minor's control plane, and last upstream's scheduler benchmark (hack/schedperf/build.sh:
+# one e2e test runs it; with the newest minor's packages in go's build cache it mostly links). .ci/run starts it in the background first thing, so
 # on a cold machine the builds (about 9 minutes a minor on 2 cores) overlap the venv, the lint, the
 # unit suite and the earlier minors' scenarios instead of adding to them. Each build holds a lock
 # per version: a step that needs a binary still being built waits for it, one already built finds
@@ -31,3 +32,4 @@ step python3 hack/image/build.py --base debian                   # the image the
 for minor in $minors; do
   [[ "$minor" == "$newest" ]] || step env KUBE_VERSION="$minor" bash hack/kube/build.sh
 done
+step bash hack/schedperf/build.sh                                  # tests/e2e/test_scheduler_perf.py
