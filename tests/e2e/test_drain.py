@@ -8,7 +8,8 @@ the old pod with it, and the node is uncordoned for the next drain.
 
 1. Zone spread maxSkew 1: after each drain, once the old pod is gone, the skew is at most 1 and
    `audit` exits 0 (also while the old pod is still terminating: audit judges a spread by the pods
-   that stay). Before the filter let a replacement return to its zone, 5 of 6 such drains ended with skew 2.
+   that stay). While a spread still counted the terminating pod, 5 of 6 such drains ended with
+   skew 2.
 2. Per-node cap of 1: a sampler reads the pods every 0.2 s throughout, and no node ever holds two
    of the group's pods, the terminating one included.
 
@@ -38,7 +39,7 @@ HOST = "kubernetes.io/hostname"
 ZONES = ["dr-a", "dr-b", "dr-c"]
 HOLD = "e2e.placement.example.com/hold"  # the finalizer that keeps an evicted pod Terminating
 HOLD_SECONDS = 4  # well past the replacement's placement (about 1 s), which is what must happen meanwhile
-DRAINS = 6  # two per zone; once 5 of 6 drains ended at skew 2
+DRAINS = 6  # two per zone; when a spread counted the terminating pod, 5 of 6 drains ended at skew 2
 
 
 @pytest.fixture(scope="module")
