@@ -434,7 +434,7 @@ FILTER_CASES = [
         PODS_A_B_Y_1,
         codes(node_a=UNSCHEDULABLE, node_b=UNSCHEDULABLE, node_x=SUCCESS, node_y=UNSCHEDULABLE),
     ),
-    # Not upstream's own case: retire's node spread. kubectl cordon sets spec.unschedulable and the node
+    # Not upstream's own case, but a cordoned zone's: kubectl cordon sets spec.unschedulable and the node
     # lifecycle controller adds the unschedulable taint; with the default nodeTaintsPolicy Ignore,
     # native still counts the cordoned zone as an eligible domain holding 0 pods.
     case(
