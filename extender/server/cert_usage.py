@@ -4,6 +4,7 @@ Why here and not in the TLS handshake: OpenSSL's purpose check accepts a certifi
 extendedKeyUsage for any purpose, so a certificate issued by the same CA for something else (a
 serving certificate without the extension, a signing certificate) passed as a client (such a
 certificate was once served 200 on /filter and /bind).
+
 The extender's rule, as docs/security.md states it: a client certificate must carry
 extendedKeyUsage with clientAuth (or anyExtendedKeyUsage, which RFC 5280 and Go's verifier,
 kube-scheduler's side, read as every usage). Python's ssl gives the certificate only as DER for

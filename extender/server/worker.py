@@ -15,8 +15,8 @@ Bounds, so that no client can hold the worker:
 - at most `threads` connections at once; when all are taken, the connection idle the longest is
   closed to make room (never one with a request under way, and never one accepted less than
   FRESH_GRACE ago that has not sent its first request: a probe connects and asks at once, and was
-  evicted before its request was read under a flood, failing 12 of 87 probes), and if none may be closed, new
-  connections wait in the listen backlog;
+  evicted before its request was read under a flood, failing 12 of 87 probes), and if none may be
+  closed, new connections wait in the listen backlog;
 - a request's head and body must arrive within REQUEST_READ_TIMEOUT of its first byte, and a
   TLS handshake within the same time (408 or close otherwise); an answer must be taken by the
   client within it too;
