@@ -56,7 +56,7 @@ import requests
 import yaml
 
 from benchmarks.arms.server import GoFloorServer, free_port
-from benchmarks.common import REPO, build_go_floor, table
+from benchmarks.common import REPO, build_go_floor, loadavg, table
 from extender.api.policy import INLINE_POLICY_ANNOTATION, OPT_IN_RESOURCE
 from extender.devcluster.cluster import IN_SCHEDULER_CONFIG, kube_binaries
 
@@ -280,6 +280,7 @@ def run_one(
         f"-data-items-dir={items}",
     ]
     harness_log = open(run_dir / "harness.log", "wb")
+    load_before = loadavg()[0]  # a shared machine's other work shows here: read a ratio beside it
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=harness_log, stderr=subprocess.STDOUT, start_new_session=True
@@ -343,6 +344,7 @@ def run_one(
         "harness_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "extender_cpu_s": extender_cpu,
         "wall_s": round(wall, 1),
+        "load_1m": [round(load_before, 2), round(loadavg()[0], 2)],
     }
     log(str(row))
     return row
