@@ -28,8 +28,11 @@ spreading off there), `default` drops it (kube-scheduler's defaults, under which
 Figures, per case, configuration and arm (one value a round, medians over rounds): `CASE.CONFIG.ARM.pods_per_second`
 (upstream's SchedulingThroughput Average), `.over_native` (that arm over `native` of the same case and
 configuration, same run), `.attempt_ms` (kube-scheduler's scheduling attempt duration, scheduled pods, mean),
-`.harness_cpu_s` (CPU of the harness process: API server, scheduler, etcd) and `.extender_cpu_s` (the
-extender's or the Go floor's process).
+`.cpu_ms_per_pod` (CPU-ms per pod placed while upstream measures: the harness's process tree, API server,
+kube-scheduler and etcd, plus the extender's or the Go floor's; `.harness_cpu_ms_per_pod`,
+`.extender_cpu_ms_per_pod` apart), `.cpu_over_native`, and the whole run's `.harness_cpu_s`, `.extender_cpu_s`.
+A rate on a machine other jobs share moves with their load (each run records the 1-minute load before and
+after it; the report shows the higher); CPU time per pod barely does.
 
     python -m benchmarks run scheduler-perf            # the benchmark sizes (5,000 nodes); about an hour on 2 cores
     python -m benchmarks run scheduler-perf --smoke    # upstream's 5Nodes cases, every arm; about 4 minutes
@@ -43,11 +46,13 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -183,6 +188,69 @@ def _exited(pid: int) -> bool:
         return True
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a live process and its live descendants (the harness's etcd, gunicorn's worker)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += cpu_seconds(current)
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue  # exited meanwhile
+    return total
+
+
+class CpuSampler(threading.Thread):
+    """Every `interval` seconds, the CPU seconds of each named process tree, stamped with time.time(): what
+    a run's measured stretch cost each, read afterwards between two instants. CPU time, unlike a rate, barely
+    moves with the load other jobs put on a shared machine."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.roots: dict[str, int] = {}
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(self.interval):
+            now = time.time()
+            self.samples.append((now, {name: tree_cpu_seconds(pid) for name, pid in list(self.roots.items())}))
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(5)
+
+    def at(self, instant: float, name: str) -> float | None:
+        """The sample nearest before `instant` (or the first) of one tree."""
+        before = [values for t, values in self.samples if t <= instant and name in values]
+        after = [values for t, values in self.samples if name in values]
+        chosen = before[-1] if before else (after[0] if after else None)
+        return None if chosen is None else chosen[name]
+
+
+# upstream's throughput collector, once a second while the measured pods are placed
+PROGRESS = re.compile(r"^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) .*\] (\d+) pods have been scheduled successfully", re.M)
+
+
+def measured_stretch(log_text: str) -> tuple[float, float, int] | None:
+    """(start, end, pods placed between) of the measured pods' placement, from the harness's progress lines
+    (klog's local time, the runner's too)."""
+    found = PROGRESS.findall(log_text)
+    if len(found) < 2:
+        return None
+    year = time.localtime().tm_year
+
+    def instant(day: str, clock: str) -> float:
+        stamp = time.strptime(f"{year}{day} {clock.split('.')[0]}", "%Y%m%d %H:%M:%S")
+        return time.mktime(stamp) + float("0." + clock.split(".")[1])
+
+    (d0, c0, n0), (d1, c1, n1) = found[0], found[-1]
+    return instant(d0, c0), instant(d1, c1), int(n1) - int(n0)
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a live process (its own threads, not its children)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -282,9 +350,14 @@ def run_one(
     harness_log = open(run_dir / "harness.log", "wb")
     load_before = loadavg()[0]  # a shared machine's other work shows here: read a ratio beside it
     started = time.monotonic()
+    sampler = CpuSampler()
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=harness_log, stderr=subprocess.STDOUT, start_new_session=True
     )
+    sampler.roots["harness"] = proc.pid
+    if floor is not None:
+        sampler.roots["extender"] = floor.proc.pid
+    sampler.start()
     extender: Extender | None = None
     extender_cpu = None
     try:
@@ -301,6 +374,7 @@ def run_one(
             for crd in CRDS:
                 subprocess.run([*kubectl, "apply", "-f", str(crd)], check=True, capture_output=True)
             extender = Extender(tree, kubeconfig, port, run_dir / "extender.log")
+            sampler.roots["extender"] = extender.proc.pid
             extender.wait_ready()
             ready.touch()
         if arm != "native":
@@ -309,6 +383,7 @@ def run_one(
             # upstream's leak check (which kube-scheduler's idle connections to it would hold for 90 s).
             while not done.exists() and not _exited(proc.pid):
                 time.sleep(0.2)
+            sampler.stop()  # the measured stretch is over; stopping the servers is not part of it
             if extender is not None:
                 extender_cpu = extender.stop()
                 extender = None
@@ -320,6 +395,7 @@ def run_one(
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
+        sampler.stop()
         if proc.returncode is None:  # not reaped: the run failed before the harness finished
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(30)
@@ -333,6 +409,14 @@ def run_one(
         tail = (run_dir / "harness.log").read_text(errors="replace").splitlines()[-40:]
         raise RuntimeError(f"{spec.case}/{workload_name} on {arm} failed (exit {proc.returncode}):\n" + "\n".join(tail))
     throughput, attempt = read_items(items)
+    per_pod: dict[str, float | None] = {"harness": None, "extender": None}
+    stretch = measured_stretch((run_dir / "harness.log").read_text(errors="replace"))
+    if stretch is not None and stretch[2] > 0:
+        start, end, pods = stretch
+        for name in per_pod:
+            a, b = sampler.at(start, name), sampler.at(end, name)
+            if a is not None and b is not None:
+                per_pod[name] = round(1000 * (b - a) / pods, 2)
     row = {
         "case": spec.case,
         "workload": workload_name,
@@ -345,6 +429,11 @@ def run_one(
         "extender_cpu_s": extender_cpu,
         "wall_s": round(wall, 1),
         "load_1m": [round(load_before, 2), round(loadavg()[0], 2)],
+        # CPU-ms per pod placed while upstream measured (its progress lines bound the stretch): the harness
+        # process tree (API server, kube-scheduler, etcd) and the extender's or the Go floor's
+        "harness_cpu_ms_per_pod": per_pod["harness"],
+        "extender_cpu_ms_per_pod": per_pod["extender"],
+        "measured_stretch_pods": stretch[2] if stretch else None,
     }
     log(str(row))
     return row
@@ -427,6 +516,15 @@ def _median(values: list[Any]) -> Any:
     return round(statistics.median(present), 3) if present else None
 
 
+def _cpu_per_pod(row: dict[str, Any]) -> float | None:
+    """The CPU-ms a measured pod cost the harness and the arm's server together (None where the stretch
+    could not be read)."""
+    harness = row.get("harness_cpu_ms_per_pod")
+    if harness is None:
+        return None
+    return round(harness + (row.get("extender_cpu_ms_per_pod") or 0.0), 2)
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = list(dict.fromkeys((r["case"], r["workload"], r["config"], r["arm"]) for r in rows))
     out = []
@@ -436,6 +534,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             r for r in rows if (r["case"], r["workload"], r["config"], r["arm"]) == (case, workload, config, "native")
         ]
         rate, base = _median([r["pods_per_second"] for r in mine]), _median([r["pods_per_second"] for r in native])
+        cpu, cpu_base = _median([_cpu_per_pod(r) for r in mine]), _median([_cpu_per_pod(r) for r in native])
         out.append(
             {
                 "case": case,
@@ -445,9 +544,14 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "rounds": len(mine),
                 "pods_per_second": rate,
                 "over_native": round(rate / base, 3) if rate is not None and base else None,
+                "cpu_ms_per_pod": cpu,
+                "cpu_over_native": round(cpu / cpu_base, 3) if cpu is not None and cpu_base else None,
+                "harness_cpu_ms_per_pod": _median([r.get("harness_cpu_ms_per_pod") for r in mine]),
+                "extender_cpu_ms_per_pod": _median([r.get("extender_cpu_ms_per_pod") for r in mine]),
                 "attempt_ms": _median([r["attempt_ms"] for r in mine]),
                 "harness_cpu_s": _median([r["harness_cpu_s"] for r in mine]),
                 "extender_cpu_s": _median([r["extender_cpu_s"] for r in mine]),
+                "load_1m": _median([max(r["load_1m"]) for r in mine if r.get("load_1m")]),
             }
         )
     return out
@@ -457,7 +561,17 @@ def figures(summary: list[dict[str, Any]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for s in summary:
         prefix = f"{s['case']}.{s['config']}.{s['arm']}"
-        for key in ("pods_per_second", "over_native", "attempt_ms", "harness_cpu_s", "extender_cpu_s"):
+        for key in (
+            "pods_per_second",
+            "over_native",
+            "cpu_ms_per_pod",
+            "cpu_over_native",
+            "harness_cpu_ms_per_pod",
+            "extender_cpu_ms_per_pod",
+            "attempt_ms",
+            "harness_cpu_s",
+            "extender_cpu_s",
+        ):
             if s[key] is not None:
                 out[f"{prefix}.{key}"] = s[key]
     return out
@@ -471,9 +585,11 @@ HEADERS = [
     "n",
     "pods/s",
     "over native",
-    "attempt ms",
-    "harness CPU s",
-    "ext CPU s",
+    "CPU-ms/pod",
+    "over native",
+    "harness",
+    "extender",
+    "load",
 ]
 
 
@@ -487,9 +603,11 @@ def report(result: dict[str, Any]) -> str:
             s["rounds"],
             _dash(s["pods_per_second"]),
             _dash(s["over_native"]),
-            _dash(s["attempt_ms"]),
-            _dash(s["harness_cpu_s"]),
-            _dash(s["extender_cpu_s"]),
+            _dash(s["cpu_ms_per_pod"]),
+            _dash(s["cpu_over_native"]),
+            _dash(s["harness_cpu_ms_per_pod"]),
+            _dash(s["extender_cpu_ms_per_pod"]),
+            _dash(s.get("load_1m")),
         ]
         for s in result["detail"]["summary"]
     ]
