@@ -456,3 +456,14 @@ class KubeActiveEndpoint:
         body = dict(self.slice)
         body["metadata"] = {**self.slice["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
         self.api.call("PUT", self.path, body=body, timeout=self.timeout)
+
+    def vacate(self) -> None:
+        """The slice without this replica (a graceful end): the Service has no endpoint until the
+        next holder claims it, so kube-proxy refuses new calls at once instead of sending them to
+        an address that is about to answer nothing. Only if the slice still names this replica."""
+        current = self.api.call("GET", self.path, timeout=self.timeout)
+        ours = {(e.get("targetRef") or {}).get("name") for e in self.slice["endpoints"]}
+        if {(e.get("targetRef") or {}).get("name") for e in current.get("endpoints") or []} != ours:
+            return
+        body = {**current, "endpoints": []}
+        self.api.call("PUT", self.path, body=body, timeout=self.timeout)

@@ -175,7 +175,7 @@ def _elector(api, store: ClusterStore, election: Election, port: int) -> LeaderE
     """The replica's candidate for the Lease; once elected, the Service's one endpoint."""
     from .effects import KubeActiveEndpoint, KubeLeases, active_endpoint_slice
 
-    on_elected = lambda: None  # noqa: E731
+    on_elected = on_stepping_down = lambda: None  # noqa: E731
     if election.service:
         endpoint = KubeActiveEndpoint(
             api,
@@ -183,13 +183,14 @@ def _elector(api, store: ClusterStore, election: Election, port: int) -> LeaderE
                 election.service, election.namespace, election.identity, election.pod_ip, port, "https"
             ),
         )
-        on_elected = endpoint.claim
+        on_elected, on_stepping_down = endpoint.claim, endpoint.vacate
     return LeaderElector(
         KubeLeases(api, election.namespace, election.lease),
         election.identity,
         timing=election.timing,
         ready=lambda: store.ready and not store.stale(),
         on_elected=on_elected,
+        on_stepping_down=on_stepping_down,
     )
 
 

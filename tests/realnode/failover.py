@@ -4,9 +4,10 @@ calling the Service's ClusterIP through kube-proxy. A 50-pod opted-in burst (a S
 Parallel, at most 2 pods a node) goes to kwok nodes beside the real one; after 15 binds the active
 replica is ended, either killed outright (SIGKILL to its container's processes: a crash, an OOM
 kill) or gracefully as a drain ends it (the Eviction API, which the PodDisruptionBudget must allow;
-the kubelet sends SIGTERM). Read from the API server throughout: every pod placed, no sample with
-more than 2 pods of the set on a node, the pause (the longest stretch without a bind from the
-disruption on) and when the other replica took the Lease."""
+the kubelet sends SIGTERM); the burst's second half is created at that moment. Read from the API
+server throughout: every pod placed, no sample with more than 2 pods of the set on a node, the
+pause (the longest stretch without a bind from the disruption on) and when the other replica took
+the Lease."""
 
 from __future__ import annotations
 
@@ -101,6 +102,7 @@ def evict(cluster: LocalCluster, pod: str) -> None:
 @dataclass
 class Outcome:
     placed: int
+    placed_after: int  # bound after the disruption began: the failover happened mid-burst
     over_cap: int  # samples with more than CAP pods of the set on a node
     pause: float  # the longest stretch without a bind, from the disruption to the last bind
     takeover: float | None  # the disruption -> another replica holding the Lease
@@ -131,7 +133,10 @@ def burst(
     assert api is not None
     namespace = cluster.namespace(name)
     before = active_pod(api)
-    manifest = statefulset(name, PODS, policy=POLICY, scheduler=scheduler)
+    # Half the burst first; the other half created the moment the active replica is disrupted, so
+    # at least 25 pods are placed across the failover however fast the first ones bind (a run on a
+    # busy machine evicted the replica so slowly that the whole burst was bound before it ended).
+    manifest = statefulset(name, PODS // 2, policy=POLICY, scheduler=scheduler)
     pod_spec = manifest["spec"]["template"]["spec"]
     pod_spec["tolerations"] = [{**KWOK_TAINT, "operator": "Equal"}]
     pod_spec["nodeSelector"] = {"topology.kubernetes.io/zone": BURST_ZONE}
@@ -150,9 +155,12 @@ def burst(
             if count >= PODS:
                 break
             if disrupted is None and count >= DISRUPT_AFTER:
+                disrupted = time.monotonic()
                 if disrupt is not None:
                     disrupt(cluster, before)
-                disrupted = time.monotonic()
+                api.merge_patch(
+                    f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}", {"spec": {"replicas": PODS}}
+                )
                 if ordinary:
                     _create_ordinary(api, namespace, ordinary)
             if ordinary and disrupted is not None and ordinary_done is None:
@@ -166,6 +174,9 @@ def burst(
         if ordinary and ordinary_done is None:
             wait_for("the ordinary pods bound", lambda: _ordinary_bound(api, namespace) == ordinary, 120, 0.05)
             ordinary_done = time.monotonic()
+        if disrupt is not None:  # placed through the other replica, so it took over; the Lease says when
+            wait_for("another replica holding the Lease", lambda: _taken(holder(api), before), 60, 0.2)
+            time.sleep(0.5)  # one more Lease sample
     assert disrupted is not None
     samples = [(t, v) for t, v in bound.samples if isinstance(v, tuple)]
     over_cap = sum(1 for _, (_, most) in samples if most > CAP)
@@ -173,9 +184,12 @@ def burst(
     bind_times = sorted(t for t in bind_times if t >= disrupted)
     pause = max((b - a for a, b in zip(bind_times, bind_times[1:], strict=False)), default=0.0)
     after = holder(api).rpartition("_")[0]
-    takeover_at = lease.first(disrupted, lambda v: isinstance(v, str) and v and not v.startswith(before + "_"))
+    takeover_at = lease.first(disrupted, lambda v: _taken(v, before))
+    at_disruption = max((v[0] for t, v in samples if t <= disrupted), default=0)
+    placed = samples[-1][1][0] if samples else 0
     return Outcome(
-        placed=samples[-1][1][0] if samples else 0,
+        placed=placed,
+        placed_after=placed - at_disruption,
         over_cap=over_cap,
         pause=pause,
         takeover=None if takeover_at is None else takeover_at - disrupted,
@@ -183,6 +197,11 @@ def burst(
         before=before,
         after=after,
     )
+
+
+def _taken(holder_identity: object, before: str) -> bool:
+    """The Lease is held, by another pod than `before`."""
+    return isinstance(holder_identity, str) and bool(holder_identity) and not holder_identity.startswith(before + "_")
 
 
 def _create_ordinary(api: Api, namespace: str, count: int) -> None:

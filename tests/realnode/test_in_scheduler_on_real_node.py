@@ -137,6 +137,7 @@ def test_the_active_extender_ended_mid_burst_costs_ordinary_pods_nothing(in_sche
         figure(f"in-scheduler: active extender {how} mid-burst -> longest stretch without a bind (s)", outcome.pause)
         figure(f"in-scheduler: active extender {how}: 20 ordinary pods -> bound (s)", outcome.ordinary)
         assert outcome.placed == PODS, (how, outcome)
+        assert outcome.placed_after >= PODS // 2, (how, outcome)  # mid-burst
         assert outcome.over_cap == 0, (how, outcome)
         assert outcome.takeover is not None and outcome.after != outcome.before, (how, outcome)
         assert outcome.pause < PAUSE_BOUND, (how, outcome)

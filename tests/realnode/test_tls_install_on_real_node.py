@@ -153,6 +153,7 @@ def test_the_active_extender_ended_mid_burst_hands_over_to_the_standby(tls_insta
     figure(f"TLS: active extender {how} mid-burst -> the other replica holds the Lease (s)", outcome.takeover)
     figure(f"TLS: active extender {how} mid-burst -> longest stretch without a bind (s)", outcome.pause)
     assert outcome.placed == PODS
+    assert outcome.placed_after >= PODS // 2, outcome  # mid-burst
     assert outcome.over_cap == 0
     assert outcome.takeover is not None and outcome.after != outcome.before, outcome
     assert outcome.pause < PAUSE_BOUND, outcome

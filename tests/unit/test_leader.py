@@ -144,6 +144,23 @@ def test_graceful_end_hands_over_at_the_next_try() -> None:
     assert b.try_once() and b.active()
 
 
+def test_a_graceful_end_stops_being_the_endpoint_before_giving_up_the_lease() -> None:
+    leases, clock = FakeLeases(), Clock()
+    steps: list[str] = []
+    a = LeaderElector(leases, "a", timing=TIMING, clock=clock, on_stepping_down=lambda: steps.append("vacate"))
+    b = LeaderElector(leases, "b", timing=TIMING, clock=clock, on_stepping_down=lambda: steps.append("b"))
+    a.try_once()
+    b.try_once()
+    b.step_down()  # a standby is no endpoint: nothing to vacate
+    a.step_down()
+    assert steps == ["vacate"] and not a.active()
+    assert leases.spec is not None and leases.spec["holderIdentity"] == a.identity  # not released yet
+    a.release()
+    assert leases.spec["holderIdentity"] == ""
+    a.step_down()
+    assert steps == ["vacate"]  # once
+
+
 def test_the_new_holder_becomes_the_endpoint_and_retries_until_it_has() -> None:
     leases, clock = FakeLeases(), Clock()
     calls: list[str] = []
