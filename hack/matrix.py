@@ -86,6 +86,8 @@ EVERY_MINOR = {
 # of the two lists, with its reason: tests/unit/test_matrix_table.py fails on a module in neither,
 # so a new scenario cannot silently skip the older minors; whoever adds it decides, in review.
 NEWEST_ONLY = {
+    "tests/e2e/test_scheduler_perf.py": "upstream's scheduler benchmark harness at the pinned newest version, "
+    "its own API server and kube-scheduler in process (it does not run the older minors' control planes)",
     "tests/e2e/test_gitops_adopt.py": "adopt's committed files applied by kubectl (kustomize, the order a GitOps "
     "tool applies kinds in) and the garbage collector's passes over an owner-less record; the ordinal-zone "
     "placement it rests on is test_crl_ordinal_zones's, on every minor",
