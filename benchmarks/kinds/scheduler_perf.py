@@ -102,8 +102,10 @@ def pick_workload(case: dict[str, Any], size: Any) -> dict[str, Any]:
         else:
             raise RuntimeError(f"{case['name']} has no workload {size}")
     else:
+        if hasattr(size, "model_dump"):  # the workload file's SchedPerfSize
+            size = size.model_dump()
         chosen = {"name": size["name"], "params": dict(size["params"])}
-        if "featureGates" in size:
+        if size.get("featureGates"):
             chosen["featureGates"] = dict(size["featureGates"])
     # Upstream's thresholds are its CI machines' rates; a figure here is a ratio within the run, never a
     # pass mark, so no threshold fails a slower machine's run.

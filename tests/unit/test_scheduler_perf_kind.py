@@ -116,6 +116,8 @@ def test_policy_arms_opt_the_measured_pods_in_with_the_rule_as_a_policy(upstream
 def test_own_sizes_and_validation() -> None:
     size = {"name": "50Nodes", "params": {"initNodes": 50}, "featureGates": {"OpportunisticBatching": True}}
     assert sp.pick_workload(CASE, size) == {**size, "labels": ["performance"]}
+    as_loaded = workload.SchedPerfSize.model_validate(size)  # what the runner passes, from the workload file
+    assert sp.pick_workload(CASE, as_loaded) == {**size, "labels": ["performance"]}
     with pytest.raises(RuntimeError, match="no workload"):
         sp.pick_workload(CASE, "7Nodes")
     with pytest.raises(ValueError, match="policy"):
