@@ -23,6 +23,7 @@ def test_every_case_and_arm_at_smoke_size(tmp_path: Path) -> None:
     expected = {
         (case.case, config, arm)
         for case in loaded.workload.cases
+        if not loaded.workload.only or case.case in loaded.workload.only
         for config in case.configs
         for arm in loaded.arms
         if arm in case.arms
