@@ -34,7 +34,7 @@ kube-scheduler and etcd, plus the extender's or the Go floor's; `.harness_cpu_ms
 A rate on a machine other jobs share moves with their load (each run records the 1-minute load before and
 after it; the report shows the higher); CPU time per pod barely does.
 
-    python -m benchmarks run scheduler-perf            # the benchmark sizes (5,000 nodes); about an hour on 2 cores
+    python -m benchmarks run scheduler-perf            # the benchmark sizes (5,000 nodes); about 40 min on 2 cores
     python -m benchmarks run scheduler-perf --smoke    # upstream's 5Nodes cases, every arm; about 4 minutes
     python -m benchmarks run scheduler-perf --smoke --set workload.keep_logs=/tmp/schedperf-logs
     python -m benchmarks run scheduler-perf --set 'workload.only=[TopologySpreading]' \
