@@ -3,11 +3,11 @@ we ship on the real node, one holding the Lease and being the Service's one endp
 calling the Service's ClusterIP through kube-proxy. A 50-pod opted-in burst (a StatefulSet,
 Parallel, at most 2 pods a node) goes to kwok nodes beside the real one; after 15 binds the active
 replica is ended, either killed outright (SIGKILL to its container's processes: a crash, an OOM
-kill) or gracefully as a drain ends it (the Eviction API, which the PodDisruptionBudget must allow;
-the kubelet sends SIGTERM); the burst's second half is created at that moment. Read from the API
-server throughout: every pod placed, no sample with more than 2 pods of the set on a node, the
-pause (the longest stretch without a bind from the disruption on) and when the other replica took
-the Lease."""
+kill) or gracefully as a drain ends it (the node cordoned, then the Eviction API, which the
+PodDisruptionBudget must allow; the kubelet sends SIGTERM); the burst's second half is created at
+that moment. Read from the API server throughout: every pod placed, no sample with more than 2
+pods of the set on a node, the pause (the longest stretch without a bind from the disruption on)
+and when the other replica took the Lease."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from e2e.workloads import Sampler, statefulset
@@ -91,13 +92,30 @@ def kill_container(cluster: LocalCluster, pod: str) -> None:
 
 
 def evict(cluster: LocalCluster, pod: str) -> None:
-    """What `kubectl drain` does to each pod: an Eviction, which the PodDisruptionBudget judges."""
-    api = cluster.admin
-    assert api is not None
+    """What `kubectl drain` does: the node cordoned, then an Eviction of each pod, which the
+    PodDisruptionBudget judges. Cordoned first as a drain does, so the replacement the Deployment
+    makes waits for another node instead of starting beside the control plane on this one machine
+    (which took the CPU the ordinary pods' kube-scheduler needed: a cost of the test bed, not of
+    the failover). both_replicas_back uncordons it."""
+    api, node = cluster.admin, cluster.real_node
+    assert api is not None and node is not None
+    api.merge_patch(f"/api/v1/nodes/{node.name}", {"spec": {"unschedulable": True}})
     api.create(
         f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/{pod}/eviction",
         {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": SYSTEM_NAMESPACE}},
     )
+
+
+def standby_of(cluster: LocalCluster, active: str) -> str:
+    """The other replica: ended instead of the active one, it gives the disruption's own cost to
+    the cluster (a drain's eviction and replacement, a container's restart) with no failover."""
+    api = cluster.admin
+    assert api is not None
+    names = [
+        p["metadata"]["name"] for p in api.list(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=EXTENDER)
+    ]
+    (standby,) = [n for n in names if n != active]
+    return standby
 
 
 @dataclass
@@ -107,7 +125,7 @@ class Outcome:
     over_cap: int  # samples with more than CAP pods of the set on a node
     pause: float  # the longest stretch without a bind, from the disruption to the last bind
     takeover: float | None  # the disruption -> another replica holding the Lease
-    ordinary: float | None  # the longest an ordinary pod created at the disruption waited to be bound
+    ordinary: float | None  # a wave of ordinary pods created at the disruption: first create -> last bound
     before: str
     after: str
 
@@ -127,6 +145,7 @@ def burst(
     opt_in: bool,
     disrupt: Callable[[LocalCluster, str], None] | None,
     ordinary: int = 0,
+    ends_active: bool = True,
 ) -> Outcome:
     """One 50-pod burst, the active replica disrupted after DISRUPT_AFTER binds (None: left alone,
     the healthy baseline); `ordinary` pods without the opt-in created at that moment."""
@@ -148,7 +167,7 @@ def burst(
         }
     started = time.monotonic()
     disrupted = None
-    created: dict[str, float] = {}  # ordinary pod -> when its create returned
+    wave_started: float | None = None  # wall clock, before the first ordinary create
     bound_at: dict[str, float] = {}  # ordinary pod -> when a poll first saw it bound
     with Sampler(lambda: _bound_per_node(api, namespace, name)) as bound, Sampler(lambda: holder(api)) as lease:
         api.create(f"/apis/apps/v1/namespaces/{namespace}/statefulsets", manifest)
@@ -165,22 +184,22 @@ def burst(
                     f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}", {"spec": {"replicas": PODS}}
                 )
                 if ordinary:
-                    created = _create_ordinary(api, namespace, ordinary)
-            if created and len(bound_at) < len(created):
+                    wave_started = _create_ordinary(api, namespace, ordinary)
+            if ordinary and wave_started is not None and len(bound_at) < ordinary:
                 _see_ordinary_bound(api, namespace, bound_at)
             if time.monotonic() - started > 240:
                 dump(api, namespace)
                 dump(api)
                 raise AssertionError(f"{count} of {PODS} pods placed after 240 s")
             time.sleep(0.05)
-        if created:
+        if ordinary:
             wait_for(
                 "the ordinary pods bound",
-                lambda: _see_ordinary_bound(api, namespace, bound_at) == len(created),
+                lambda: _see_ordinary_bound(api, namespace, bound_at) == ordinary,
                 120,
                 0.05,
             )
-        if disrupt is not None:  # placed through the other replica, so it took over; the Lease says when
+        if disrupt is not None and ends_active:  # placed through the other replica; the Lease says when
             wait_for("another replica holding the Lease", lambda: _taken(holder(api), before), 60, 0.2)
             time.sleep(0.5)  # one more Lease sample
     assert disrupted is not None
@@ -199,7 +218,7 @@ def burst(
         over_cap=over_cap,
         pause=pause,
         takeover=None if takeover_at is None else takeover_at - disrupted,
-        ordinary=max((bound_at[n] - t for n, t in created.items()), default=None),
+        ordinary=None if wave_started is None else _last_scheduled(api, namespace) - wave_started,
         before=before,
         after=after,
     )
@@ -210,20 +229,18 @@ def _taken(holder_identity: object, before: str) -> bool:
     return isinstance(holder_identity, str) and bool(holder_identity) and not holder_identity.startswith(before + "_")
 
 
-def _create_ordinary(api: Api, namespace: str, count: int) -> dict[str, float]:
-    """Pods that never opted in (the cluster's own kube-scheduler places them without calling the
-    extender): they must not pay for its failover. Created at once, from threads, so the time a
-    loop of creates takes on a busy machine is not counted as their wait; returns when each
-    create returned."""
+def _create_ordinary(api: Api, namespace: str, count: int) -> float:
+    """A wave of pods that never opted in (the cluster's own kube-scheduler places them without
+    calling the extender): they must not pay for its failover. Created from ten threads; returns
+    the wall-clock time before the first create."""
 
-    def create(i: int) -> tuple[str, float]:
-        name = f"ordinary-{i}"
+    def create(i: int) -> None:
         api.create(
             f"/api/v1/namespaces/{namespace}/pods",
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": name, "labels": {"ordinary": "yes"}},
+                "metadata": {"name": f"ordinary-{i}", "labels": {"ordinary": "yes"}},
                 "spec": {
                     "tolerations": [{**KWOK_TAINT, "operator": "Equal"}],
                     "nodeSelector": {"topology.kubernetes.io/zone": BURST_ZONE},
@@ -232,10 +249,25 @@ def _create_ordinary(api: Api, namespace: str, count: int) -> dict[str, float]:
                 },
             },
         )
-        return name, time.monotonic()
 
-    with ThreadPoolExecutor(count) as pool:
-        return dict(pool.map(create, range(count)))
+    started = time.time()
+    with ThreadPoolExecutor(10) as pool:
+        list(pool.map(create, range(count)))
+    return started
+
+
+def _last_scheduled(api: Api, namespace: str) -> float:
+    """When kube-scheduler bound the wave's last pod (wall clock), from its Scheduled events'
+    eventTime (microseconds; polling the pods measured mostly the poll on a busy machine)."""
+    times = [
+        datetime.fromisoformat(e["eventTime"]).timestamp()
+        for e in api.list(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+        if e.get("reason") == "Scheduled"
+        and (e.get("regarding") or {}).get("name", "").startswith("ordinary-")
+        and e.get("eventTime")
+    ]
+    assert times, "no Scheduled event for the ordinary pods"
+    return max(times)
 
 
 def _see_ordinary_bound(api: Api, namespace: str, bound_at: dict[str, float]) -> int:
@@ -250,8 +282,9 @@ def _see_ordinary_bound(api: Api, namespace: str, bound_at: dict[str, float]) ->
 def both_replicas_back(cluster: LocalCluster) -> list[dict[str, Any]]:
     """After a disruption: two Ready replicas again (the killed container restarted by the
     kubelet, the evicted pod replaced by its Deployment), one of them active."""
-    api = cluster.admin
-    assert api is not None
+    api, node = cluster.admin, cluster.real_node
+    assert api is not None and node is not None
+    api.merge_patch(f"/api/v1/nodes/{node.name}", {"spec": {"unschedulable": False}})  # after a drain
     pods = await_ready(api, EXTENDER, 2, 180)
     active_pod(api)
     return pods
