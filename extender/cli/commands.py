@@ -138,6 +138,7 @@ def _serve(args: argparse.Namespace) -> int:
             place_window=args.place_window,
             place_visible=args.place_visible,
             place_lifted_ttl=args.place_lifted_ttl,
+            place_gate=not args.no_place_gate,
             election=election,
         )
     )
@@ -1046,6 +1047,13 @@ def _add_serve(sub: Subcommands) -> None:
         help=f"seconds a watch stays open before it resumes (default {DEFAULT_WATCH_TIMEOUT})",
     )
     serve.add_argument("--no-events", action="store_true", help="do not record Events on pods")
+    serve.add_argument(
+        "--no-place-gate",
+        action="store_true",
+        help="in-scheduler mode: never lift the placeable gate (opted-in pods stay held until something "
+        "else removes it); for measuring the gate's own cost, not for a cluster: nothing then bounds "
+        "what a hung extender costs other pods",
+    )
     serve.add_argument("--access-log", action="store_true")
     serve.add_argument(
         "--tls-cert-file", default=_env("EXTENDER_TLS_CERT_FILE"), help="serve HTTPS with this certificate"

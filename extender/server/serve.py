@@ -15,6 +15,7 @@ import os
 import ssl
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gunicorn.app.base import BaseApplication
 
@@ -40,6 +41,10 @@ from .app import create_app
 from .leader import LeaderElector, Timing
 from .verbs import Verbs
 from .worker import HEALTH_LISTEN_ENV, TLS_CLIENT_NAMES_ENV
+
+if TYPE_CHECKING:
+    from .place_gate import PlaceGate
+    from .ports import EventSink
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +85,7 @@ class ServeOptions:
     place_window: int = DEFAULT_PLACE_WINDOW  # placeable-gate lifts in flight at once (place_gate.py)
     place_visible: int = DEFAULT_PLACE_VISIBLE  # pods with no place lifted for autoscalers (place_gate.py)
     place_lifted_ttl: float = DEFAULT_PLACE_LIFTED_TTL  # a lift's slot, once kube-scheduler tried it (place_gate.py)
+    place_gate: bool = True  # False: the gate loop never lifts the placeable gate (serve --no-place-gate)
     election: Election | None = None  # None: this replica alone decides
 
 
@@ -107,7 +113,6 @@ def build(options: ServeOptions):
     from .effects import DiscardEvents, KubeBinder, KubeEventSink, KubeGateWriter, KubePodNudger, KubeRecordWriter
     from .gate_lifter import GateLifter
     from .nudge import PolicyNudger
-    from .place_gate import PlaceGate
     from .remedies import RemedyWorker
 
     tune_collector()
@@ -137,15 +142,7 @@ def build(options: ServeOptions):
             lambda: {(): 1.0 if elector.active() else 0.0},
         )
         elector.start()
-    place = PlaceGate(
-        store,
-        events,
-        window=options.place_window,
-        visible=options.place_visible,
-        lifted_ttl=options.place_lifted_ttl,
-        decision_deadline=options.decision_deadline,
-    )
-    GateLifter(verbs, KubeGateWriter(api), place=place).start()
+    GateLifter(verbs, KubeGateWriter(api), place=placeable_gate(store, events, options)).start()
     PolicyNudger(store, KubePodNudger(api)).start()
     RemedyWorker(verbs.remedies).start()
     app = create_app(verbs, max_body=options.max_body)
@@ -165,6 +162,24 @@ def build(options: ServeOptions):
             count=lambda status: verbs.metrics.metrics_port.inc(code=str(status)),
         )
     return app
+
+
+def placeable_gate(store: ClusterStore, events: EventSink, options: ServeOptions) -> PlaceGate | None:
+    """The gate loop's placeable-gate pass, or None with --no-place-gate: then opted-in pods stay
+    held until something else lifts them (the benchmarks' gate floor lifts them all at once, to
+    measure what a scheduling gate costs the control plane without the extender's decisions)."""
+    from .place_gate import PlaceGate
+
+    if not options.place_gate:
+        return None
+    return PlaceGate(
+        store,
+        events,
+        window=options.place_window,
+        visible=options.place_visible,
+        lifted_ttl=options.place_lifted_ttl,
+        decision_deadline=options.decision_deadline,
+    )
 
 
 def _port(listen: str) -> int:
