@@ -133,9 +133,27 @@ def _numeric(text: str) -> bool:
         return False
 
 
-def write_result(name: str, data: dict[str, Any], out: Path | None = None) -> Path:
-    """Write JSON next to the scripts (benchmarks/results/<name>.json unless `out` says otherwise)."""
-    path = out or RESULTS / f"{name}.json"
+def result_name(data: dict[str, Any]) -> str:
+    """A result file's name says what it is: workload, commit, date (`pair-5k_c09d8e4_2026-11-28`);
+    a before/after run's commit is `BASE..HEAD`. No tracker or work-period number: those mean
+    nothing to a reader of the results."""
+    workload = data.get("workload") or {}
+    name = workload.get("name", "result") if isinstance(workload, dict) else str(workload)
+    machine_info = data.get("machine") or {}
+    head = (machine_info.get("code") or {}).get("git_head") or "nogit"
+    commit = f"{data['base']}..{data.get('head') or head}" if data.get("base") else head
+    date = str(machine_info.get("time") or time.strftime("%Y-%m-%d", time.gmtime()))[:10]
+    return f"{name}_{commit}_{date}"
+
+
+def write_result(data: dict[str, Any], out: Path | None = None) -> Path:
+    """Write JSON next to the scripts (benchmarks/results/<result_name>.json, a `-2`, `-3` ... suffix
+    where a run of that name is already there, unless `out` says otherwise)."""
+    path = out or RESULTS / f"{result_name(data)}.json"
+    if out is None:
+        stem, n = path.stem, 2
+        while path.exists():
+            path, n = RESULTS / f"{stem}-{n}.json", n + 1
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path

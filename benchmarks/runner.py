@@ -17,7 +17,8 @@ extender, with REV's benchmarks/extender_app.py, differs; the control-plane kind
 REV's extender/ beside the working tree's control plane and harness). Each side's figure is the
 median over its rounds; the report gives change / base.
 
-The JSON result (benchmarks/results/<workload>.json unless `--out`): `machine` (benchmarks/common.py),
+The JSON result (benchmarks/results/<workload>_<commit>_<date>.json unless `--out`; a before/after
+run's commit is BASE..HEAD): `machine` (benchmarks/common.py),
 `workload` as loaded (after `--smoke` / `--set`), `source`, `arms` (each arm's availability and
 info), `figures` (flat name -> value), `targets` (each with its verdict), `detail` (the kind's own).
 """
@@ -112,8 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print("WARNING: extender/ changed on disk during the run; the figures mix two versions of the code")
     print()
     print(text)
-    name = workload.name + ("-before-after" if args.base else "")
-    out = write_result(name, data, args.out)
+    out = write_result(data, args.out)
     print(f"\nJSON: {out}")
     return 0
 
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated arms (default: the workload's), of extender, noop, gofloor (the HTTP kinds)",
     )
     r.add_argument("--rounds", type=int, help="rounds (default: the workload's)")
-    r.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/<workload>.json)")
+    r.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/<workload>_<commit>_<date>.json)")
     r.add_argument("--base", metavar="REV", help="before/after: the extender at REV against the working tree")
     r.add_argument("--smoke", action="store_true", help="apply the workload's `smoke` overrides (a few seconds)")
     r.add_argument(
