@@ -1,5 +1,5 @@
-"""The e2e harness shared by the control-plane kinds (benchmarks/kinds/e2e.py, profile_e2e,
-api_priority, watch_cost, stanza_cost): the local control plane with the benchmarks' tweaks, the
+"""The e2e harness shared by the control-plane kinds (benchmarks/kinds/e2e.py, api_priority,
+soak): the local control plane with the benchmarks' tweaks, the
 StatefulSet rounds and what they read from the components' /metrics.
 
 (Moved from benchmarks/e2e_throughput.py, whose measurement is now the runner's kind `e2e`.)

@@ -140,20 +140,6 @@ class Profile(InProcess):
     workload: ProfileParams = ProfileParams()
 
 
-class CacheSyncParams(Strict):
-    """Per round a fresh subprocess lists the cluster through the watcher's code, then replays
-    `events` MODIFIED pod events (0: none); `streamed` adds one run applying the pages as ADDED events."""
-
-    events: int = Field(default=20_000, ge=0)
-    streamed: bool = False
-
-
-class CacheSync(InProcess):
-    kind: Literal["cache_sync"]
-    cluster: Cluster
-    workload: CacheSyncParams = CacheSyncParams()
-
-
 class GroupCluster(Strict):
     nodes: int = Field(gt=0, le=100_000)
     zones: Literal[3] = 3
@@ -247,33 +233,6 @@ class E2E(ControlPlane):
     workload: E2EParams
 
 
-class ProfileE2EParams(Strict):
-    """An equal-qps control plane (both kube-schedulers at qps / burst), the extender started
-    through benchmarks/e2e_probe.py; rounds: native (unless `native: false`), one profiled
-    extender round, one unprofiled extender round per `switch_intervals` value."""
-
-    sets: int = Field(default=10, gt=0)
-    replicas: int = Field(default=100, gt=0)
-    qps: float = Field(default=500.0, gt=0)
-    burst: int = Field(default=1000, gt=0)
-    timeout_s: float = Field(default=240.0, gt=0)
-    native: bool = True
-    profiler: Literal["py-spy", "none"] = "py-spy"
-    rate: int = Field(default=100, gt=0, le=10_000)
-    mode: Literal["gil", "active"] = "gil"
-    idle: bool = False
-    gil_probe: bool = True
-    switch_intervals: list[Annotated[float, Field(gt=0)]] = [0.005, 0.0005]
-    profile_dir: str | None = None
-    keep_logs: str | None = None
-
-
-class ProfileE2E(ControlPlane):
-    kind: Literal["profile_e2e"]
-    cluster: PlaneCluster
-    workload: ProfileE2EParams = ProfileE2EParams()
-
-
 class SoakCluster(Strict):
     """kwok nodes per zone over zone-a, zone-b, zone-c (a group of 8 capped 1 a node and 3 a zone
     needs at least 3 a zone)."""
@@ -319,57 +278,6 @@ class ApiPriority(ControlPlane):
     kind: Literal["api_priority"]
     cluster: PlaneCluster
     workload: ApiPriorityParams = ApiPriorityParams()
-
-
-class StanzaCostParams(Strict):
-    """`shapes` of pods drained by the default kube-scheduler with and without the stanza:
-    `pods` default-shape pods a round (the batchable shape: one a node); `qps`: kube-scheduler's
-    client qps (burst twice it; null: its own 50/100, as deployed)."""
-
-    shapes: list[Literal["default", "batchable"]] = Field(default=["default", "batchable"], min_length=1)
-    pods: int = Field(default=1000, gt=1)
-    qps: float | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _check(self) -> StanzaCostParams:
-        _unique(self.shapes, "shapes")
-        return self
-
-
-class StanzaCost(ControlPlane):
-    kind: Literal["stanza_cost"]
-    cluster: PlaneCluster
-    workload: StanzaCostParams = StanzaCostParams()
-
-    @model_validator(mode="after")
-    def _batchable(self) -> StanzaCost:
-        if "batchable" in self.workload.shapes and self.cluster.nodes < 2:
-            raise ValueError("cluster.nodes: the batchable shape drains one pod a node, at least 2")
-        return self
-
-
-class WatchCostCluster(Strict):
-    """kwok nodes (zone-a takes the remainder) and pods bound to them directly."""
-
-    nodes: int = Field(gt=0, le=5_000)
-    zones: Literal[3] = 3
-    pods: int = Field(gt=0, le=200_000)
-
-
-class WatchCostParams(Strict):
-    """Each list variant `reps` times a block; `writers` threads create and patch the pods;
-    `idle_s` seconds of each idle-rate window; `watch: false` skips the watch phases."""
-
-    reps: int = Field(default=3, gt=0)
-    writers: int = Field(default=8, gt=0, le=64)
-    idle_s: float = Field(default=3.0, gt=0)
-    watch: bool = True
-
-
-class WatchCost(ControlPlane):
-    kind: Literal["watch_cost"]
-    cluster: WatchCostCluster
-    workload: WatchCostParams = WatchCostParams()
 
 
 class ConnectionCostParams(Strict):
@@ -486,13 +394,9 @@ AnyWorkload = (
     HttpPair
     | GroupScaling
     | Profile
-    | CacheSync
     | E2E
-    | ProfileE2E
     | Soak
     | ApiPriority
-    | StanzaCost
-    | WatchCost
     | ConnectionCost
     | SchedulerPerf
 )
@@ -502,13 +406,9 @@ KIND_TAGS = (
     "http_pair",
     "group_scaling",
     "profile",
-    "cache_sync",
     "e2e",
-    "profile_e2e",
     "soak",
     "api_priority",
-    "stanza_cost",
-    "watch_cost",
     "connection_cost",
     "scheduler_perf",
 )

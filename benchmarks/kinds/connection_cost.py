@@ -2,7 +2,7 @@
 
 kube-scheduler keeps 2 idle connections to an extender (Go's default MaxIdleConnsPerHost; its
 extender transport sets no other) while it runs binds in parallel, so most binds arrive on a
-connection opened for them (709 for 1,000 pods in the e2e burst, `run profile-e2e`). This measures
+connection opened for them (709 for 1,000 pods in the e2e burst, counted by the e2e profile). This measures
 the worker's side of that: the server served as deployed (gunicorn, the ConnectionWorker, VerbRoutes;
 benchmarks/pyfloor_app.py's do-nothing verbs, so the figure is the connection's, not a decision's),
 in its own process, and a client in this one sending `workload.requests` POST /filter requests (a

@@ -21,16 +21,15 @@ from benchmarks import kinds, workload  # noqa: E402
 
 def test_every_workload_file_loads() -> None:
     paths = workload.every()
-    expected = {"pair-1k", "pair-5k", "pair-1k-nodelist", "group-scaling", "profile-1k", "cache-sync"}
+    expected = {"pair-1k", "pair-5k", "pair-1k-nodelist", "group-scaling", "profile-1k"}
     expected |= {
         "e2e",
         "e2e-modes",
         "e2e-equal-qps",
-        "profile-e2e",
         "soak",
         "api-priority",
-        "stanza-cost",
-        "watch-cost",
+        "connection-cost",
+        "scheduler-perf",
     }
     assert {p.stem for p in paths} >= expected
     for path in paths:
@@ -44,13 +43,9 @@ def test_every_workload_file_loads() -> None:
 GOOD: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "pair-1k.yaml").read_text())
 GROUP: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "group-scaling.yaml").read_text())
 PROFILE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-1k.yaml").read_text())
-CACHE: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "cache-sync.yaml").read_text())
 E2E: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "e2e.yaml").read_text())
-PROFILE_E2E: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "profile-e2e.yaml").read_text())
 SOAK: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "soak.yaml").read_text())
 PRIORITY: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "api-priority.yaml").read_text())
-STANZA: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "stanza-cost.yaml").read_text())
-WATCH: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "watch-cost.yaml").read_text())
 
 
 @pytest.mark.parametrize(
@@ -84,10 +79,6 @@ WATCH: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "watch-cost.yaml").
         (PROFILE, {"workload.limit": 0}, "workload.limit", "greater than 0"),
         (PROFILE, {"arms": ["extender", "noop"]}, "arms.1", "extender"),
         (PROFILE, {"targets": [{"figure": "x", "max": 1, "variants": ["hard-spread"]}]}, "", "group_scaling"),
-        (CACHE, {"workload.events": -1}, "workload.events", "greater than or equal to 0"),
-        (CACHE, {"workload.page": 100}, "workload.page", "Extra inputs"),
-        (CACHE, {"cluster.pods": 3_000_000}, "cluster.pods", "less than or equal to 2000000"),
-        (CACHE, {"arms": ["extender", "gofloor"]}, "arms.1", "extender"),
         (E2E, {"workload.variants": []}, "workload.variants", "at least 1"),
         (E2E, {"workload.variants": ["equal-qps", "turbo"]}, "workload.variants.1", "go-floor"),
         (E2E, {"workload.variants": ["go-floor", "go-floor"]}, "workload", "at most once"),
@@ -100,11 +91,6 @@ WATCH: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "watch-cost.yaml").
         (E2E, {"cluster.pods": 10}, "cluster.pods", "Extra inputs"),
         (E2E, {"arms": ["extender", "gofloor"]}, "arms.1", "extender"),
         (E2E, {"targets": [{"figure": "x", "min": 1, "max_size": 3}]}, "", "group_scaling"),
-        (PROFILE_E2E, {"workload.profiler": "perf"}, "workload.profiler", "py-spy"),
-        (PROFILE_E2E, {"workload.mode": "idle"}, "workload.mode", "gil"),
-        (PROFILE_E2E, {"workload.switch_intervals": [0.005, 0]}, "workload.switch_intervals.1", "greater than 0"),
-        (PROFILE_E2E, {"workload.rate": 0}, "workload.rate", "greater than 0"),
-        (PROFILE_E2E, {"workload.variants": ["modes"]}, "workload.variants", "Extra inputs"),
         (SOAK, {"workload.minutes": 0}, "workload.minutes", "greater than 0"),
         (SOAK, {"workload.groups": 100}, "workload.groups", "less than or equal to 50"),
         (SOAK, {"cluster.nodes_per_zone": 2}, "cluster.nodes_per_zone", "greater than or equal to 3"),
@@ -114,15 +100,6 @@ WATCH: dict[str, Any] = yaml.safe_load((workload.WORKLOADS / "watch-cost.yaml").
         (PRIORITY, {"workload.webhook_delay_s": 60}, "workload.webhook_delay_s", "less than or equal to 30"),
         (PRIORITY, {"workload.inflight": "many"}, "workload.inflight", "valid integer"),
         (PRIORITY, {"cluster.nodes": 0}, "cluster.nodes", "greater than 0"),
-        (STANZA, {"workload.shapes": ["default", "bursty"]}, "workload.shapes.1", "batchable"),
-        (STANZA, {"workload.shapes": ["default", "default"]}, "workload", "at most once"),
-        (STANZA, {"workload.qps": 0}, "workload.qps", "greater than 0"),
-        (STANZA, {"workload.pods": 1}, "workload.pods", "greater than 1"),
-        (STANZA, {"cluster.nodes": 1}, "", "at least 2"),
-        (WATCH, {"cluster.pods": 0}, "cluster.pods", "greater than 0"),
-        (WATCH, {"workload.writers": 100}, "workload.writers", "less than or equal to 64"),
-        (WATCH, {"workload.watch": "sometimes"}, "workload.watch", "valid boolean"),
-        (WATCH, {"cluster.kcm_qps": 10}, "cluster.kcm_qps", "Extra inputs"),
     ],
 )
 def test_validation_errors_name_the_field(base: dict[str, Any], sets: dict[str, Any], path: str, fragment: str) -> None:

@@ -23,13 +23,6 @@ def _positive(value: object) -> bool:
     return isinstance(value, (int, float)) and value > 0 and not math.isnan(value)
 
 
-def test_synthetic_fast_pod_json_equals_the_slow_path() -> None:
-    for rich in (True, False):
-        for i in (0, 1, 4242, 149_999):
-            fast = json.loads(synthetic.background_pod_json(i, "node-b7", rv=99, rich=rich))
-            assert fast == synthetic.background_pod(i, "node-b7", rv=99, rich=rich)
-
-
 def test_synthetic_request_matches_the_wire_shape() -> None:
     names = json.loads(synthetic.filter_args(9))
     assert names["Nodes"] is None and len(names["NodeNames"]) == 9
@@ -106,12 +99,6 @@ def test_workload_smoke_through_the_runner(path: Path, tmp_path: Path) -> None:
         rows = data["detail"]["rows"]
         assert len(rows) == len(loaded.workload.sizes) * len(loaded.workload.variants)
         assert all(r["error_count"] == 0 and _positive(r["stats_ms"]["pair"]["median"]) for r in rows)
-    if loaded.kind == "cache_sync":
-        run = data["detail"]["runs"][0]
-        assert run["pods"] == loaded.cluster.pods and run["nodes"] == loaded.cluster.nodes
-        assert len(data["detail"]["runs"]) == loaded.rounds and data["detail"]["streamed"] is None
-        for name in ("sync_s", "rss_delta_mb", "events_per_second", "store_apply_us_per_event"):
-            assert _positive(figures[name]), name
     if loaded.kind == "profile":
         assert data["detail"]["decision"]["passed"] > 0 and data["detail"]["profiler"] == "cProfile"
         assert data["detail"]["by_self"] and data["detail"]["by_cumulative"]
@@ -140,18 +127,6 @@ def test_runner_arms_and_overrides(tmp_path: Path) -> None:
     assert data["detail"]["mode"].startswith("NodeList") and "gofloor.pair.median" not in data["figures"]
     assert runner.main(["run", "pair-1k", "--smoke", "--set", "cluster.nodes=-1", "--out", str(out)]) == 2
     assert runner.main(["run", "pair-1k", "--smoke", "--arms", "noop", "--out", str(out)]) == 2
-
-
-def test_cache_sync_streamed(tmp_path: Path) -> None:
-    """`workload.streamed: true` adds the sync-alone run, its figures as `streamed.*`; 0 events: none."""
-    out = tmp_path / "cache.json"
-    argv = ["run", "cache-sync", "--smoke", "--set", "workload.streamed=true", "--set", "workload.events=0"]
-    assert runner.main([*argv, "--out", str(out)]) == 0
-    data = json.loads(out.read_text())
-    assert data["detail"]["streamed"]["mode"] == "streamed" and _positive(data["figures"]["streamed.rss_delta_mb"])
-    assert "events_per_second" not in data["figures"] and "watch" not in data["detail"]["runs"][0]
-    by_figure = {t["figure"]: t["verdict"] for t in data["targets"]}
-    assert by_figure["events_per_second"] == "no figure" and by_figure["sync_s"] == "met"
 
 
 def test_profile_with_pyinstrument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,25 +241,6 @@ def test_e2e_manifests_and_summary_without_a_cluster() -> None:
     assert "Variant py-duties" in text and figures["py-duties.extender.cpu_ms_per_pod.extender"] == 1.5
 
 
-def test_profile_e2e_figures_without_a_cluster() -> None:
-    from benchmarks.kinds import profile_e2e
-
-    run = {"side": "extender", "complete": True, "pods_per_second": 80.0, "bound": 20, "cpu_seconds": {"extender": 0.1}}
-    runs = [
-        {"label": "native-0", "round": {**run, "side": "native", "cpu_seconds": {}}},
-        {
-            "label": "extender-1",
-            "round": run,
-            "probe": {"worker_cpu_ms_per_pod": 4.0},
-            "profile": {"activities": {"filter engine": {"ms_per_pod": 1.25}}},
-        },
-    ]
-    figures = profile_e2e.figures(runs)
-    assert figures["extender-1.extender_cpu_ms_per_pod"] == 5.0
-    assert figures["extender-1.activity.filter engine.ms_per_pod"] == 1.25
-    assert figures["extender.pods_per_second"] == 80.0 and "native-0.extender_cpu_ms_per_pod" not in figures
-
-
 def test_soak_figures_without_a_cluster() -> None:
     from dataclasses import asdict
 
@@ -325,41 +281,6 @@ def test_api_priority_figures_without_a_cluster() -> None:
     assert figures["with_over_without.pods_per_second"] == 2.0 and figures["without.extender_bind_mean_ms"] == 400.0
     params = {"tenants": 8, "threads": 8, "webhook_delay_s": 1.0, "inflight": 40, "mutating_inflight": 20}
     assert "noise, no FlowSchema" in api_priority.report({"detail": {"params": params, "summary": rows}})
-
-
-def test_stanza_cost_figures_without_a_cluster() -> None:
-    from benchmarks.kinds import stanza_cost
-
-    rows = [
-        {"shape": "default", "stanza": stanza, "pods": 100, "pods_per_s": pps, "algorithm_ms_per_pod": ms}
-        for stanza, pps, ms in ((True, 55.0, 1.3), (False, 55.0, 1.2), (True, 54.0, 1.4), (False, 56.0, 1.2))
-    ]
-    summary = stanza_cost.summarise(rows, ["default"])
-    figures = stanza_cost.figures(summary)
-    assert figures["default.pods_per_second.with"] == 54.5 and figures["default.throughput_ratio"] == round(
-        54.5 / 55.5, 3
-    )
-    assert figures["default.algorithm_ratio"] == round(1.35 / 1.2, 2)
-    assert "throughput ratio" in stanza_cost.report({"detail": {"summary": summary}})
-
-
-def test_watch_cost_figures_without_a_cluster() -> None:
-    from benchmarks.kinds import watch_cost
-
-    variant = {"pages": 10, "encoding": "gzip", "apiserver_ms": 120.0, "etcd_ms": 10.0, "client_ms": 80.0}
-    variant |= {"apiserver_vs_shipped": 1.0, "client_vs_shipped": 1.0, "wall_ms": 300.0}
-    result = {
-        "pods": 500,
-        "lists": {
-            "variants": {watch_cost.BASELINE: variant},
-            "rounds": 1,
-            "reps_per_block": 1,
-            "idle_cpu_per_s": {"apiserver": 0.01},
-        },
-    }
-    figures = watch_cost.figures(result)
-    assert figures[f"list.{watch_cost.BASELINE}.apiserver_ms"] == 120.0 and len(figures) == 5
-    assert watch_cost.BASELINE in watch_cost.report({"detail": result})
 
 
 def test_group_scaling_smoke(tmp_path: Path) -> None:
