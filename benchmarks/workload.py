@@ -390,16 +390,7 @@ class SchedulerPerf(Strict):
         return self
 
 
-AnyWorkload = (
-    HttpPair
-    | GroupScaling
-    | Profile
-    | E2E
-    | Soak
-    | ApiPriority
-    | ConnectionCost
-    | SchedulerPerf
-)
+AnyWorkload = HttpPair | GroupScaling | Profile | E2E | Soak | ApiPriority | ConnectionCost | SchedulerPerf
 Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyWorkload] = TypeAdapter(Workload)
 KIND_TAGS = (
