@@ -1,7 +1,12 @@
-"""The Kubernetes API as raw JSON over requests, with the official client's configuration.
+"""The Kubernetes API as raw JSON over one urllib3 connection pool, with the official client's configuration.
 
 The kubernetes package loads credentials (kubeconfig, in-cluster service account, exec
-plugins, token refresh); requests carries the calls. Its generated model classes are not used:
+plugins, token refresh); one transport (_Transport) carries every call, watch and write: one
+urllib3 pool of kept connections, built from that configuration as client-go builds its own
+(tls-server-name, proxy-url, HTTPS_PROXY and NO_PROXY, CA and client certificate files re-read
+when they change, a token file re-read when it changes, one deadline per call). requests sits on
+that pool for call() (its Response is what watches read); create() uses the pool directly, a
+third of the CPU of requests on the one call per pod. Its generated model classes are not used:
 they are slow for large lists, its Binding model fails to decode the API's answer, and its
 low-level call signature changed between releases. It sits below the watch cache (state/watcher.py) and
 the server's effects (server/effects.py); it imports nothing of the extender.
@@ -9,9 +14,10 @@ the server's effects (server/effects.py); it imports nothing of the extender.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
-import select
+import os
 import socket
 import ssl
 import threading
@@ -20,11 +26,15 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import httptools
 import orjson
 import requests
+import requests.adapters
 import urllib3
+import urllib3.connection
+import urllib3.connectionpool
 from kubernetes import client, config
+from kubernetes.client.rest import should_bypass_proxies
+from kubernetes.config import incluster_config, kube_config
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,27 +91,30 @@ def retry_on_conflict(attempt: Callable[[], T], attempts: int = CONFLICT_ATTEMPT
 
 
 class KubeHttp:
-    """Authenticated JSON calls to the API server."""
+    """Authenticated JSON calls to the API server, every one through one _Transport."""
 
-    def __init__(self, cfg: client.Configuration) -> None:
+    def __init__(self, cfg: client.Configuration, *, token_file: str | None = None) -> None:
+        """`token_file`: a bearer token file re-read when it changes (a kubeconfig's tokenFile,
+        the in-cluster service-account token); connect() finds it."""
         self.cfg = cfg
+        self.transport = _Transport(cfg)
         self.session = requests.Session()
-        self.session.trust_env = False  # the kubeconfig decides TLS and proxies, not the environment
-        self.session.verify = (cfg.ssl_ca_cert or True) if cfg.verify_ssl else False
-        if cfg.cert_file and cfg.key_file:
-            self.session.cert = (cfg.cert_file, cfg.key_file)
-        if cfg.proxy:
-            self.session.proxies = {"https": cfg.proxy, "http": cfg.proxy}
-        self._pool = _pool(cfg)
+        self.session.trust_env = False  # the transport decides TLS and proxies, as client-go would
+        adapter = _Adapter(self.transport)
+        self.session.mount("https://", adapter)
+        self.session.mount("http://", adapter)
         self._base = cfg.host.rstrip("/")
-        self._connections = None if cfg.proxy else _Connections(cfg)
+        self._token_file = _TokenFile(token_file) if token_file else None
         self._cached_headers: tuple[float, dict[str, str]] | None = None  # (when read, headers)
 
     def _headers(self) -> dict[str, str]:
         """The headers of one call (a fresh dict the caller may change); the credentials are
-        refreshed through the client's hook at most once per CREDENTIALS_REUSE seconds."""
+        refreshed through the client's hook at most once per CREDENTIALS_REUSE seconds, and at
+        once when the token file changed on disk."""
         cached = self._cached_headers
         now = time.monotonic()
+        if self._token_file is not None and self._token_file.changed():
+            cached = None
         if cached is None or now - cached[0] >= CREDENTIALS_REUSE:
             if self.cfg.refresh_api_key_hook is not None:
                 self.cfg.refresh_api_key_hook(self.cfg)  # rotating service-account tokens, exec plugins
@@ -110,6 +123,11 @@ class KubeHttp:
             if token:
                 prefix = (self.cfg.api_key_prefix or {}).get("authorization", "")
                 headers["Authorization"] = f"{prefix} {token}".strip() if prefix else token
+            if self._token_file is not None and self._token_file.token:
+                headers["Authorization"] = f"Bearer {self._token_file.token}"
+            for name, value in headers.items():
+                if "\r" in value or "\n" in value:
+                    raise ValueError(f"invalid header {name!r}: a line break")  # never sent, as http.client refuses
             cached = self._cached_headers = (now, headers)
         return dict(cached[1])
 
@@ -124,47 +142,47 @@ class KubeHttp:
         stream: bool = False,
         content_type: str | None = None,
     ) -> Any:
-        """One call; `stream=True` returns the open requests.Response (for watches);
-        `content_type` for PATCH (application/json-patch+json, ...)."""
+        """One call; `stream=True` returns the open requests.Response (for watches: its body is
+        then read with the read timeout per read, the call's deadline covering only up to its
+        headers); `content_type` for PATCH (application/json-patch+json, ...). `timeout` bounds
+        the whole call (a tuple: its sum), however slowly the answer comes."""
         headers = self._headers()
         if content_type is not None:
             headers["Content-Type"] = content_type
-        response = self.session.request(
-            method,
-            self.cfg.host.rstrip("/") + path,
-            params=query,
-            json=body,
-            headers=headers,
-            timeout=timeout,
-            stream=stream,
-        )
-        if response.status_code >= 400:
-            try:
-                status = response.json()
-                reason, message = status.get("reason", response.reason), status.get("message", "")
-            except ValueError:
-                reason, message = response.reason, response.text[:200]
-            response.close()
-            raise KubeApiError(response.status_code, reason, message)
-        if stream:
-            return response
-        content = response.content
+        total = sum(timeout) if isinstance(timeout, tuple) else timeout
+        with _deadline(total):
+            response = self.session.request(
+                method,
+                self._base + path,
+                params=query,
+                json=body,
+                headers=headers,
+                timeout=timeout,
+                stream=stream,
+            )
+            if response.status_code >= 400:
+                try:
+                    status = response.json()
+                    reason, message = status.get("reason", response.reason), status.get("message", "")
+                except ValueError:
+                    reason, message = response.reason, response.text[:200]
+                response.close()
+                raise KubeApiError(response.status_code, reason, message)
+            if stream:
+                return response
+            content = response.content
         return decode_json(content) if content else None
 
     def create(self, path: str, body: Any, *, timeout: float = 30) -> None:
-        """POST `body` where the answer is not needed (Bindings, Events) on a kept connection of
-        our own (urllib3 through a proxy).
-
-        A Binding is the one call per pod: through requests it cost 0.75 CPU-ms of the extender's
-        6.4 per pod in the e2e profile, on urllib3 about half, and on http.client about 0.17 CPU-ms
-        in a local microbenchmark, two thirds of it parsing the answer's headers (the email
-        package). The request is now written whole and the answer parsed by httptools (_Kept).
-        The answer's errors are the same KubeApiError as call()'s; network faults are OSError.
-        """
+        """POST `body` where the answer is not needed (Bindings, Events), straight on the
+        transport's pool: a Binding is the one call per pod, and requests' layer above the pool
+        cost it about twice the CPU. `timeout` bounds the whole call, a 429's waits included.
+        The answer's errors are the same KubeApiError as call()'s; network faults are urllib3's
+        errors (a deadline passed: its ReadTimeoutError)."""
         data = orjson.dumps(body)
         deadline = time.monotonic() + timeout
         while True:
-            status, reason, answer, retry_after = self._post(path, data, max(deadline - time.monotonic(), 0.001))
+            status, reason, answer, retry_after = self._post(path, data, deadline)
             wait = _retry_wait(status, retry_after)
             if wait is None or time.monotonic() + wait > deadline:
                 break
@@ -179,19 +197,23 @@ class KubeHttp:
                 message = answer[:200].decode("utf-8", "replace")
             raise KubeApiError(status, reason or "", message)
 
-    def _post(self, path: str, data: bytes, timeout: float) -> tuple[int, str, bytes, str | None]:
+    def _post(self, path: str, data: bytes, deadline: float) -> tuple[int, str, bytes, str | None]:
         """One POST: (status, reason, body, Retry-After)."""
-        if self._connections is None:
-            response = self._pool.request(
+        headers = self._headers()
+        pool = self.transport.pool()
+        left = max(deadline - time.monotonic(), 0.001)
+        with _deadline(left):
+            response = pool.urlopen(
                 "POST",
-                self._base + path,
+                self.transport.target(self._base + path),
                 body=data,
-                headers=self._headers(),
-                timeout=urllib3.Timeout(total=timeout),
+                headers=headers,
+                timeout=urllib3.Timeout(connect=left, read=left),
                 retries=False,
+                redirect=False,
+                assert_same_host=False,
             )
-            return response.status, response.reason or "", response.data, response.headers.get("Retry-After")
-        return self._connections.post(path, data, self._headers(), timeout)
+        return response.status, response.reason or "", response.data, response.headers.get("Retry-After")
 
 
 def _retry_wait(status: int, retry_after: str | None) -> float | None:
@@ -204,177 +226,280 @@ def _retry_wait(status: int, retry_after: str | None) -> float | None:
         return 1.0
 
 
-class _Connections:
-    """Kept HTTP/1.1 connections to the API server, for create(): a few Binding threads at once,
-    each taking an idle connection or opening one, with the kubeconfig's TLS settings (those of
-    the requests session and the urllib3 pool: the CA, the client certificate, verification and
-    the host name checked unless verify_ssl is off). A connection the server has closed while it
-    was idle is dropped before it is used (it reads as readable), as urllib3 does, so a POST is
-    never sent on it and never sent twice."""
+# ---------------------------------------------------------------------------------- the transport
 
-    KEEP = 32  # idle connections kept, as the urllib3 pool's maxsize
+_CALL = threading.local()  # .deadline: the time.monotonic() by which this thread's call must end
+
+
+class _deadline:  # noqa: N801 - used as a function: `with _deadline(seconds):`
+    """Bound every socket read and write this thread makes in the block by one deadline: each
+    one waits at most what is left of it, so an answer that drips a byte at a time cannot
+    outlast the call's timeout (a socket timeout alone bounds each read, not their sum)."""
+
+    __slots__ = ("seconds", "outer")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        self.outer = getattr(_CALL, "deadline", None)
+        _CALL.deadline = time.monotonic() + self.seconds
+
+    def __exit__(self, *exc: object) -> None:
+        _CALL.deadline = self.outer
+
+
+def _left(sock: socket.socket) -> None:
+    """Before a read or write: the socket waits at most what is left of the call's deadline."""
+    deadline = getattr(_CALL, "deadline", None)
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the call's deadline passed")
+        sock.settimeout(left)
+
+
+class _DeadlineSocket(socket.socket):
+    """A plain TCP socket (http://, and the CONNECT to a proxy) whose reads and writes keep the
+    call's deadline."""
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        _left(self)
+        return super().recv_into(buffer, nbytes, flags)
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        _left(self)
+        return super().recv(bufsize, flags)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        _left(self)  # since Python 3.5 the timeout bounds the whole sendall
+        super().sendall(data, flags)
+
+
+class _DeadlineSSLSocket(ssl.SSLSocket):
+    """A TLS socket whose reads and writes keep the call's deadline (the context's
+    sslsocket_class). The handshake is bounded by the connect timeout, itself what is left."""
+
+    def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
+        _left(self)
+        return super().recv_into(buffer, nbytes, flags)  # type: ignore[arg-type]
+
+    def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
+        _left(self)
+        return super().recv(buflen, flags)
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        _left(self)  # SSLSocket.sendall sends piece by piece through send()
+        return super().send(data, flags)
+
+
+def _keeping_deadline(sock: socket.socket) -> socket.socket:
+    timeout = sock.gettimeout()
+    kept = _DeadlineSocket(sock.family, sock.type, sock.proto, fileno=sock.detach())
+    kept.settimeout(timeout)
+    return kept
+
+
+class _HTTPConnection(urllib3.connection.HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _keeping_deadline(super()._new_conn())
+
+
+class _HTTPSConnection(urllib3.connection.HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _keeping_deadline(super()._new_conn())
+
+
+class _HTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection  # type: ignore[assignment]
+
+
+KEEP = 32  # idle connections kept to the API server
+
+
+def proxy_for(cfg: client.Configuration) -> str | None:
+    """The proxy to reach the API server through, chosen as client-go chooses it: a kubeconfig's
+    proxy-url always; else the environment's (HTTPS_PROXY or HTTP_PROXY by the server's scheme,
+    which the client's Configuration reads) unless NO_PROXY names the server or it is localhost
+    or a loopback address (Go's http.ProxyFromEnvironment never proxies those)."""
+    if not cfg.proxy:
+        return None
+    if not getattr(cfg, "_proxy_from_env", False):
+        return cfg.proxy  # set by the kubeconfig (proxy-url) or by hand: client-go's http.ProxyURL
+    return None if bypasses_proxy(cfg.host, cfg.no_proxy or "") else cfg.proxy
+
+
+def bypasses_proxy(url: str, no_proxy: str) -> bool:
+    """Whether a proxy from the environment is skipped for `url`: the client's NO_PROXY rules
+    (names and their subdomains, host:port, CIDRs, *), and localhost and loopback addresses."""
+    host = urllib.parse.urlsplit(url).hostname
+    if not host or host == "localhost":
+        return True
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    except ValueError:
+        pass
+    return should_bypass_proxies(url, no_proxy)
+
+
+def _stamp(paths: tuple[str, ...]) -> tuple[Any, ...]:
+    """What changes when a file is written or replaced (in place, by rename, or by the kubelet's
+    ..data symlink swap, which stat follows)."""
+    stamps: list[Any] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append((path, None))
+            continue
+        stamps.append((path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(stamps)
+
+
+class _Transport:
+    """The one way to the API server: a urllib3 pool of kept connections with the
+    configuration's TLS (the CA, the client certificate, verification, tls-server-name for SNI
+    and the name checked) and proxy. Before each request the CA and client-certificate files are
+    stat'ed (a few microseconds); when one changed, a new pool is built from the files as they
+    are now and the old one's idle connections closed, so the next request after a rotation
+    uses the new ones (client-go closes its connections on a rotation too). Files read
+    half-written (a certificate not matching its key yet) keep the previous pool until they
+    read whole."""
 
     def __init__(self, cfg: client.Configuration) -> None:
-        url = urllib.parse.urlsplit(cfg.host)
-        self._https = url.scheme == "https"
-        self._host = url.hostname or "localhost"
-        self._port = url.port or (443 if self._https else 80)
-        default_port = 443 if self._https else 80
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        self._host_header = host if self._port == default_port else f"{host}:{self._port}"
-        self._prefix = url.path.rstrip("/")
-        self._context = _ssl_context(cfg) if self._https else None
-        self._idle: list[_Kept] = []
+        self.cfg = cfg
+        self.base = cfg.host.rstrip("/")
+        self.https = self.base.startswith("https")
+        self.proxy = proxy_for(cfg)
         self._lock = threading.Lock()
+        self._current: tuple[tuple[Any, ...], urllib3.PoolManager, urllib3.connectionpool.HTTPConnectionPool] | None
+        self._current = None
+        self._refused: tuple[Any, ...] | None = None  # the stamp of files that did not load
+        self.pool()  # a configuration that cannot load fails here, at start
 
-    def post(
-        self, path: str, data: bytes, headers: dict[str, str], timeout: float
-    ) -> tuple[int, str, bytes, str | None]:
-        head = [f"POST {self._prefix}{path} HTTP/1.1", f"Host: {self._host_header}", f"Content-Length: {len(data)}"]
-        for name, value in headers.items():
-            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-                raise ValueError(f"invalid header {name!r}: a line break")  # as http.client refuses one
-            head.append(f"{name}: {value}")
-        if "\r" in path or "\n" in path or " " in path:
-            raise ValueError(f"invalid request path {path!r}")
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
-        conn = self._take(timeout)
-        try:
-            answer = conn.exchange(request)
-        except BaseException:
-            conn.close()
-            raise
-        if answer.keep_alive:
-            self._give_back(conn)
-        else:
-            conn.close()
-        return answer.status, answer.reason, answer.body, answer.retry_after
+    def _files(self) -> tuple[str, ...]:
+        if not self.https:
+            return ()
+        cfg = self.cfg
+        return tuple(p for p in (cfg.ssl_ca_cert if cfg.verify_ssl else None, cfg.cert_file, cfg.key_file) if p)
 
-    def _take(self, timeout: float) -> _Kept:
+    def pool(self) -> urllib3.connectionpool.HTTPConnectionPool:
+        """The pool to the API server, rebuilt when a TLS file changed on disk."""
+        current = self._current
+        stamp = _stamp(self._files())
+        if current is not None and (stamp == current[0] or stamp == self._refused):
+            return current[2]
         with self._lock:
-            while self._idle:
-                conn = self._idle.pop()
-                if not _dropped(conn.sock):
-                    conn.sock.settimeout(timeout)
-                    return conn
-                conn.close()
-        sock = socket.create_connection((self._host, self._port), timeout)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self._context is not None:
-                sock = self._context.wrap_socket(sock, server_hostname=self._host)
-        except BaseException:
-            sock.close()
-            raise
-        return _Kept(sock)
-
-    def _give_back(self, conn: _Kept) -> None:
-        with self._lock:
-            if len(self._idle) < self.KEEP:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-
-class _Answer:
-    """One HTTP response as httptools parses it (its callbacks)."""
-
-    __slots__ = ("status", "reason", "body", "retry_after", "keep_alive", "complete", "parser")
-
-    def __init__(self) -> None:
-        self.parser: Any = None  # its httptools parser, asked about keep-alive before it resets
-        self.status = 0
-        self.reason = ""
-        self.body = b""
-        self.retry_after: str | None = None
-        self.keep_alive = False
-        self.complete = False
-
-    def on_status(self, reason: bytes) -> None:
-        self.reason += reason.decode("latin-1")
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"retry-after":
-            self.retry_after = value.decode("latin-1").strip()
-
-    def on_body(self, body: bytes) -> None:
-        self.body += body
-
-    def on_message_complete(self) -> None:
-        self.complete = True
-        self.keep_alive = self.parser.should_keep_alive()  # False once the parser has reset after this
-
-
-class _Kept:
-    """One connection to the API server: a request written whole, its answer parsed in C by
-    httptools (the llhttp parser the worker serves with). http.client's answer, its headers parsed
-    by the email package, was two thirds of a Binding's CPU in the e2e profile."""
-
-    __slots__ = ("sock",)
-
-    RECEIVE = 65536
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def exchange(self, request: bytes) -> _Answer:
-        """Send `request`, read its answer whole (the socket's timeout bounds each read)."""
-        self.sock.sendall(request)
-        answer = _Answer()
-        parser = answer.parser = httptools.HttpResponseParser(answer)
-        while not answer.complete:
-            data = self.sock.recv(self.RECEIVE)
-            if not data:
-                raise ConnectionError("the API server closed the connection before its answer was complete")
+            current = self._current
+            if current is not None and stamp == current[0]:
+                return current[2]
             try:
-                parser.feed_data(data)
-            except httptools.HttpParserError as err:
-                raise ConnectionError(f"unreadable answer from the API server: {err}") from None
-        answer.status = parser.get_status_code()
-        if answer.status < 200:  # interim answers come only to an Expect header, which is never sent
-            raise ConnectionError(f"unexpected interim answer {answer.status} from the API server")
-        return answer
+                manager = self._manager()
+            except (OSError, ssl.SSLError, ValueError) as err:
+                if current is None:
+                    raise
+                self._refused = stamp
+                log.warning("the API server's TLS files changed but do not load (%s): the previous ones are kept", err)
+                return current[2]
+            pool = manager.connection_from_url(self.base)
+            self._current, self._refused = (stamp, manager, pool), None
+        if current is not None:
+            log.info("the API server's TLS files changed on disk: new connections use them")
+            current[1].clear()  # idle connections close now; those in use close when given back
+        return pool
 
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+    def _manager(self) -> urllib3.PoolManager:
+        cfg = self.cfg
+        options: dict[str, Any] = {"maxsize": KEEP, "block": False, "retries": False}
+        if self.https:
+            options["ssl_context"] = self._context()
+            options["cert_reqs"] = "CERT_REQUIRED" if cfg.verify_ssl else "CERT_NONE"
+            if cfg.tls_server_name:
+                options["server_hostname"] = cfg.tls_server_name  # SNI and the name verified
+        manager: urllib3.PoolManager
+        if self.proxy:
+            manager = urllib3.ProxyManager(self.proxy, **options)
+        else:
+            manager = urllib3.PoolManager(**options)
+        manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        return manager
 
-
-def _dropped(sock: Any) -> bool:
-    """An idle kept connection with something to read has been closed by the server (or sent
-    something unasked): either way it is not used again."""
-    try:
-        return bool(select.select([sock], [], [], 0)[0])
-    except (OSError, ValueError):
-        return True
-
-
-def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
-    if cfg.verify_ssl:
-        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
-    else:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if cfg.cert_file and cfg.key_file:
-        context.load_cert_chain(cfg.cert_file, cfg.key_file)
-    return context
-
-
-def _pool(cfg: client.Configuration) -> urllib3.PoolManager:
-    """A connection pool with the kubeconfig's TLS settings (those the requests session uses)."""
-    options: dict[str, Any] = {"maxsize": 32, "block": False, "retries": False}
-    if cfg.host.startswith("https"):
-        options["cert_reqs"] = "CERT_REQUIRED" if cfg.verify_ssl else "CERT_NONE"
-        if cfg.verify_ssl and cfg.ssl_ca_cert:
-            options["ca_certs"] = cfg.ssl_ca_cert
+    def _context(self) -> ssl.SSLContext:
+        cfg = self.cfg
+        if cfg.verify_ssl:
+            # With no CA file the system's roots, as client-go; never $REQUESTS_CA_BUNDLE's.
+            context = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+        else:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         if cfg.cert_file and cfg.key_file:
-            options.update(cert_file=cfg.cert_file, key_file=cfg.key_file)
-    if cfg.proxy:
-        return urllib3.ProxyManager(cfg.proxy, **options)
-    return urllib3.PoolManager(**options)
+            context.load_cert_chain(cfg.cert_file, cfg.key_file)
+        context.sslsocket_class = _DeadlineSSLSocket
+        return context
+
+    def target(self, url: str) -> str:
+        """What the request line names: the path, or the whole URL to a forwarding proxy
+        (http:// through a proxy; https:// tunnels through CONNECT)."""
+        if self.proxy and not self.https:
+            return url
+        parts = urllib.parse.urlsplit(url)
+        return parts.path + ("?" + parts.query if parts.query else "")
+
+
+class _Adapter(requests.adapters.HTTPAdapter):
+    """requests on the transport's pool: its TLS, proxy and rotation, not requests' own."""
+
+    def __init__(self, transport: _Transport) -> None:
+        super().__init__(pool_connections=1, pool_maxsize=1, max_retries=0)
+        self.transport = transport
+
+    def get_connection_with_tls_context(
+        self, request: requests.PreparedRequest, verify: Any, proxies: Any = None, cert: Any = None
+    ) -> urllib3.connectionpool.HTTPConnectionPool:
+        return self.transport.pool()
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        """Nothing: the transport's context holds the CA and client certificate (requests would
+        add its own CA bundle to it)."""
+
+    def request_url(self, request: requests.PreparedRequest, proxies: Any) -> str:
+        return self.transport.target(request.url or "")
+
+
+class _TokenFile:
+    """A bearer token file, read again when it changes on disk (a kubeconfig's tokenFile, the
+    in-cluster projected service-account token the kubelet rotates): the next call after a
+    rotation sends the new token. client-go rereads such a file once a minute; a stat per call
+    costs a few microseconds."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.token = ""
+        self._stamp: tuple[Any, ...] | None = None
+        self.changed()
+
+    def changed(self) -> bool:
+        stamp = _stamp((self.path,))
+        if stamp == self._stamp:
+            return False
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as err:
+            log.warning("token file %s unreadable, the previous token is kept: %s", self.path, err)
+            return False
+        if not token:
+            return False  # caught between truncate and write: read it again next call
+        self._stamp = stamp
+        changed = token != self.token
+        self.token = token
+        return changed
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeHttp:
@@ -384,8 +509,42 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeHt
     if kubeconfig is None and context is None:
         try:
             config.load_incluster_config(client_configuration=cfg)
-            return KubeHttp(cfg)
+            return KubeHttp(cfg, token_file=incluster_config.SERVICE_TOKEN_FILENAME)
         except config.ConfigException:
             pass
-    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-    return KubeHttp(cfg)
+    # load_kube_config's own steps, keeping the loader: which file holds the token, and the exec
+    # plugin to run again when the client certificate it gave expires.
+    loader = kube_config._get_kube_config_loader(
+        filename=kubeconfig or kube_config.KUBE_CONFIG_DEFAULT_LOCATION,
+        active_context=context,
+        persist_config=True,
+    )
+    loader.load_and_set(cfg)
+    _renew_exec_certificates(loader, cfg)
+    return KubeHttp(cfg, token_file=_token_file(loader))
+
+
+def _token_file(loader: Any) -> str | None:
+    """The kubeconfig user's tokenFile when that is what authenticates it (the client reads it
+    once; an auth-provider or an inline token come first, as in the client)."""
+    user = loader._user
+    if not user or "auth-provider" in user or "token" in user or "tokenFile" not in user:
+        return None
+    return os.path.normpath(os.path.join(loader._get_base_path(user.path), user["tokenFile"]))
+
+
+def _renew_exec_certificates(loader: Any, cfg: client.Configuration) -> None:
+    """An exec plugin that answers with a client certificate: the client installs no refresh hook
+    (it has no token), so run the plugin again once its expirationTimestamp passes; the new
+    certificate lands in new files, which the transport picks up."""
+    user = loader._user
+    if cfg.refresh_api_key_hook is not None or not user or "exec" not in user:
+        return
+
+    def refresh(configuration: client.Configuration) -> None:
+        expiry = loader.__dict__.get("expiry")
+        if expiry is not None and kube_config._is_expired(expiry):
+            loader._load_authentication()
+            loader._set_config(configuration)
+
+    cfg.refresh_api_key_hook = refresh

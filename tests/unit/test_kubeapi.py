@@ -1,17 +1,19 @@
-"""KubeHttp.create, the kept-connection path the Bindings and Events take, against a local HTTP server:
-the bytes sent, the credentials, and the API server's errors as KubeApiError."""
+"""KubeHttp.create, the path the Bindings and Events take, and call(), against a local HTTP server:
+the bytes sent, the credentials, the API server's errors as KubeApiError, kept connections, and
+one deadline per call however the answer comes."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import requests
+import urllib3
 from kubernetes import client
 
 from extender.kube.client import KubeApiError, KubeHttp
@@ -191,80 +193,93 @@ def test_create_keeps_its_connection_and_never_sends_on_one_the_server_closed(cl
     assert len(set(_KeepAlive.peers)) == (3 if closed_by_server else 1)
 
 
-class _Pieces:
-    """A socket that hands out a recorded answer in the given pieces, one a recv()."""
+class _Scripted:
+    """A raw HTTP server on loopback answering each request with scripted bytes, sent in pieces
+    `gap` seconds apart (an answer that drips), then closing the connection."""
 
-    def __init__(self, pieces: list[bytes]) -> None:
-        self.pieces = pieces
-        self.sent = b""
+    def __init__(self, answer: bytes, pieces: int = 1, gap: float = 0.0) -> None:
+        self.answer, self.pieces, self.gap = answer, pieces, gap
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.stopped = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
 
-    def sendall(self, data: bytes) -> None:
-        self.sent += data
+    @property
+    def host(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
 
-    def recv(self, _size: int) -> bytes:
-        return self.pieces.pop(0) if self.pieces else b""
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)  # the request (small, one read)
+                size = max(1, -(-len(self.answer) // self.pieces))
+                for at in range(0, len(self.answer), size):
+                    if self.stopped.wait(self.gap):
+                        return
+                    try:
+                        conn.sendall(self.answer[at : at + size])
+                    except OSError:
+                        break
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.listener.close()
 
 
-def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
-    pieces, at = [], 0
-    for size in cuts:
-        if at >= len(data):
-            break
-        pieces.append(data[at : at + size])
-        at += size
-    return pieces + ([data[at:]] if at < len(data) else [])
+def _answer(body: bytes, status: str = "201 Created", length: int | None = None) -> bytes:
+    size = len(body) if length is None else length
+    return f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {size}\r\n\r\n".encode() + body
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    status=st.sampled_from([200, 201, 404, 409, 429, 500]),
-    body=st.binary(max_size=400),
-    chunked=st.booleans(),
-    close=st.booleans(),
-    retry_after=st.one_of(st.none(), st.sampled_from(["0", "1", " 2 "])),
-    cuts=st.lists(st.integers(1, 64), max_size=20),
-)
-def test_an_answer_is_read_whole_however_it_is_framed_and_cut(status, body, chunked, close, retry_after, cuts) -> None:
-    """The Binding's answer (parsed by httptools, _Kept): status, body, Retry-After and whether the
-    connection may be kept, whatever the framing (Content-Length or chunked) and however the
-    bytes arrive."""
-    from extender.kube.client import _Kept
+def _api(host: str) -> KubeHttp:
+    cfg = client.Configuration()
+    cfg.host = host
+    return KubeHttp(cfg)
 
-    head = f"HTTP/1.1 {status} Whatever\r\nContent-Type: application/json\r\n"
-    head += "Connection: close\r\n" if close else ""
-    head += f"Retry-After: {retry_after}\r\n" if retry_after is not None else ""
-    if chunked:
-        framed = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in _cut(body, [97, 31, 200]) if p) + b"0\r\n\r\n"
-        raw = (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + framed
-    else:
-        raw = (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-    sock = _Pieces(_cut(raw, cuts))
-    answer = _Kept(sock).exchange(b"POST / HTTP/1.1\r\n\r\n")  # type: ignore[arg-type]
-    assert (answer.status, answer.reason, answer.body) == (status, "Whatever", body)
-    assert answer.retry_after == (retry_after.strip() if retry_after is not None else None)
-    assert answer.keep_alive is not close
-    assert sock.sent == b"POST / HTTP/1.1\r\n\r\n"
+
+@pytest.mark.parametrize("via", ["create", "call"])
+def test_an_answer_that_drips_ends_at_the_calls_deadline(via) -> None:
+    """Forty pieces a quarter of a second apart: each read comes well within a 1 s socket
+    timeout, so only a deadline for the whole call stops it (the answer would take 10 s)."""
+    server = _Scripted(_answer(b"{}" + b" " * 38, status="200 OK"), pieces=40, gap=0.25)
+    api = _api(server.host)
+    try:
+        with pytest.raises((urllib3.exceptions.HTTPError, requests.RequestException, OSError)):
+            if via == "create":
+                api.create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=1)
+            else:
+                api.call("GET", "/api/v1/pods", timeout=1)
+    finally:
+        server.close()
+
+
+def test_an_answer_in_pieces_within_the_deadline_is_read_whole() -> None:
+    server = _Scripted(_answer(b'{"kind":"Status","status":"Success"}', status="200 OK"), pieces=7)
+    try:
+        assert _api(server.host).call("GET", "/api/v1/pods", timeout=5) == {"kind": "Status", "status": "Success"}
+    finally:
+        server.close()
 
 
 @pytest.mark.parametrize(
-    "pieces",
-    [
-        [],
-        [b"HTTP/1.1 201 Created\r\nContent-Length: 10\r\n\r\n{}"],
-        [b"HTTP/1.1 100 Continue\r\n\r\n"],
-        [b"garbage\r\n\r\n"],
-    ],
-    ids=["closed before an answer", "closed mid-body", "an interim answer", "not HTTP"],
+    "answer",
+    [b"", _answer(b"{}", length=10), b"garbage\r\n\r\n"],
+    ids=["closed before an answer", "closed mid-body", "not HTTP"],
 )
-def test_an_answer_cut_short_or_unreadable_is_a_connection_error(pieces) -> None:
+def test_an_answer_cut_short_or_unreadable_is_an_error(answer) -> None:
     """Never read as a Binding made: the bind fails and kube-scheduler retries the pod."""
-    from extender.kube.client import _Kept
+    server = _Scripted(answer)
+    try:
+        with pytest.raises((urllib3.exceptions.HTTPError, OSError)):
+            _api(server.host).create("/api/v1/namespaces/db/pods/p/binding", BINDING, timeout=5)
+    finally:
+        server.close()
 
-    with pytest.raises(ConnectionError):
-        _Kept(_Pieces(list(pieces))).exchange(b"POST / HTTP/1.1\r\n\r\n")  # type: ignore[arg-type]
 
-
-def test_a_header_or_path_with_a_line_break_is_never_sent(api) -> None:
+def test_a_header_with_a_line_break_is_never_sent(api) -> None:
     api.cfg.api_key = {"authorization": "Bearer t0ken\r\nX-Injected: 1"}
     api._cached_headers = None
     with pytest.raises(ValueError):
