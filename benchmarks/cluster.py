@@ -1,4 +1,4 @@
-"""The e2e harness shared by the control-plane kinds (benchmarks/kinds/e2e.py, api_priority,
+"""The e2e harness shared by the control-plane kinds (benchmarks/kinds/e2e.py and
 soak): the local control plane with the benchmarks' tweaks, the
 StatefulSet rounds and what they read from the components' /metrics.
 

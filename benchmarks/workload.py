@@ -259,54 +259,6 @@ class Soak(ControlPlane):
     rounds: Literal[1] = 1
 
 
-class ApiPriorityParams(Strict):
-    """The API server cut to `inflight` + `mutating_inflight` seats; `tenants` noisy ServiceAccounts
-    each keep `threads` ConfigMap creates in flight, a webhook holding each `webhook_delay_s`;
-    rounds of `sets` StatefulSets x `replicas` through our scheduler."""
-
-    sets: int = Field(default=3, gt=0)
-    replicas: int = Field(default=50, gt=0)
-    tenants: int = Field(default=8, gt=0, le=100)
-    threads: int = Field(default=8, gt=0, le=100)
-    webhook_delay_s: float = Field(default=1.0, ge=0, le=30)
-    inflight: int = Field(default=40, gt=0)
-    mutating_inflight: int = Field(default=20, gt=0)
-    timeout_s: float = Field(default=240.0, gt=0)
-
-
-class ApiPriority(ControlPlane):
-    kind: Literal["api_priority"]
-    cluster: PlaneCluster
-    workload: ApiPriorityParams = ApiPriorityParams()
-
-
-class ConnectionCostParams(Strict):
-    """`requests` POST /filter a round each way; one server per listener (plain HTTP, or TLS with
-    a fresh self-signed key of that kind)."""
-
-    requests: int = Field(default=1500, gt=0)
-    listeners: list[Literal["plain", "ecdsa-p256", "rsa-2048"]] = Field(
-        default=["plain", "ecdsa-p256", "rsa-2048"], min_length=1
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> ConnectionCostParams:
-        _unique(self.listeners, "listeners")
-        return self
-
-
-class ConnectionCost(Base):
-    kind: Literal["connection_cost"]
-    workload: ConnectionCostParams = ConnectionCostParams()
-
-    @model_validator(mode="after")
-    def _check(self) -> ConnectionCost:
-        _flat_targets(self.targets)
-        if self.arms != ["extender"]:
-            raise ValueError("arms: connection_cost measures the extender's server alone")
-        return self
-
-
 SCHEDPERF_ARMS = ("native", "stanza-gofloor", "stanza-extender", "policy-extender", "policy-gofloor")
 SchedPerfArm = Literal["native", "stanza-gofloor", "stanza-extender", "policy-extender", "policy-gofloor"]
 
@@ -390,7 +342,7 @@ class SchedulerPerf(Strict):
         return self
 
 
-AnyWorkload = HttpPair | GroupScaling | Profile | E2E | Soak | ApiPriority | ConnectionCost | SchedulerPerf
+AnyWorkload = HttpPair | GroupScaling | Profile | E2E | Soak | SchedulerPerf
 Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyWorkload] = TypeAdapter(Workload)
 KIND_TAGS = (
@@ -399,8 +351,6 @@ KIND_TAGS = (
     "profile",
     "e2e",
     "soak",
-    "api_priority",
-    "connection_cost",
     "scheduler_perf",
 )
 

@@ -260,29 +260,6 @@ def test_soak_figures_without_a_cluster() -> None:
     assert "rss_kib" in text and "6 churn cycles" in text
 
 
-def test_api_priority_figures_without_a_cluster() -> None:
-    from benchmarks.kinds import api_priority
-
-    def round_(condition: str, pps: float, bind: float) -> dict:
-        return {
-            "condition": condition,
-            "complete": True,
-            "pods_per_second": pps,
-            "bind_ms": {"extender": {"mean": bind}, "kube-apiserver": {"mean": bind - 20}},
-            "noise_per_second": {"completed": 0.0 if condition == "quiet" else 30.0},
-            "apiserver_rejections": 0,
-        }
-
-    rows = api_priority.summary_rows(
-        [round_("quiet", 60.0, 230.0), round_("with", 70.0, 190.0), round_("without", 35.0, 400.0)]
-    )
-    assert [r[0] for r in rows] == list(api_priority.CONDITIONS.values())
-    figures = api_priority.figures(rows)
-    assert figures["with_over_without.pods_per_second"] == 2.0 and figures["without.extender_bind_mean_ms"] == 400.0
-    params = {"tenants": 8, "threads": 8, "webhook_delay_s": 1.0, "inflight": 40, "mutating_inflight": 20}
-    assert "noise, no FlowSchema" in api_priority.report({"detail": {"params": params, "summary": rows}})
-
-
 def test_group_scaling_smoke(tmp_path: Path) -> None:
     from benchmarks.kinds import group_scaling
 
