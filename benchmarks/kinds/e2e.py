@@ -23,7 +23,11 @@ Variants (`workload.variants`), each on a fresh control plane, run in the order 
              third side, in-scheduler, whose StatefulSets request the opt-in resource (written
              by hand; the install's admission policy gates them) and are placed by the default
              kube-scheduler with the stanza. Its rate against the extender side's is the in-scheduler
-             mode's throughput target (>= 0.8).
+             mode's throughput target (>= 0.8). And a fourth, gate-floor (benchmarks/gate_floor.py):
+             the in-scheduler side with the extender's gate loop off and a lifter that removes
+             every pod's gate at once, no decision: what a scheduling gate itself costs. Each round
+             of this variant also keeps every API call it made, per pod (`api`, from kube-apiserver's
+             /metrics read before and after it).
 - go-floor:  as equal-qps, but our kube-scheduler calls the do-nothing Go extender
              (benchmarks/gofloor: filter passes every node, prioritize scores 0) and binds by
              itself. No rule is enforced (its violations are expected): this is the cost of the
@@ -46,9 +50,12 @@ of ours, is the same on both: its ceiling is measured again beside each side).
 Figures (flat, what targets read): `VARIANT.SIDE.pods_per_second` (median over a side's complete
 rounds), `VARIANT.ratio_extender_over_native`, `modes.ratio_in_scheduler_over_second_scheduler`,
 `VARIANT.SIDE.cpu_ms_per_pod.COMPONENT` (CPU-ms per pod placed, each component's process tree,
-median of the side's rounds), and `extender_over_ceiling` (equal-qps's extender / native over
-go-floor's, same run, when both ran). `detail` keeps e2e_throughput's JSON: the variants with every
-round, the per-variant summary, bind times, CPU per pod.
+median of the side's rounds; `all`: every component, the median of the rounds' sums),
+`modes.gate_floor.*` (the gate floor's pods/s and CPU, and in-scheduler mode's CPU per pod and rate
+over it: `ratio_in_scheduler_cpu_over_gate_floor`, `ratio_in_scheduler_rate_over_gate_floor`), and
+`extender_over_ceiling` (equal-qps's extender / native over go-floor's, same run, when both ran).
+`detail` keeps e2e_throughput's JSON: the variants with every round, the per-variant summary, bind
+times, CPU per pod, and the modes variant's API calls per pod and side (`api_per_pod`).
 
     python -m benchmarks run e2e                   # shipped, equal-qps, go-floor, 2 rounds a side; ~8 min
     python -m benchmarks run e2e --set 'workload.variants=[equal-qps]' --set workload.equal_qps=1000
@@ -64,6 +71,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import gate_floor
 from benchmarks.cluster import (
     POLICY,
     BeforeCluster,
@@ -82,7 +90,10 @@ from extender.ops.translate import translate
 SUPPORTS_BASE = True
 TARGET_RATIO = 0.8
 IN_SCHEDULER_TARGET = 0.8  # opted-in pods in in-scheduler mode / second-scheduler mode, same run
-SIDES = ("native", "extender", "in-scheduler")
+SIDES = ("native", "extender", "in-scheduler", gate_floor.SIDE)
+MODES_ONLY = ("in-scheduler", gate_floor.SIDE)  # the sides only the modes variant runs
+GATE_FLOOR_CPU_TARGET = 1.15  # in-scheduler CPU-ms per pod over the gate floor's, same run (at most)
+GATE_FLOOR_RATE_TARGET = 0.85  # in-scheduler pods/s over the gate floor's, same run, shipped window (at least)
 VARIANTS = ("shipped", "equal-qps", "go-floor", "py-floor", "py-duties", "before", "modes")
 FLOORS = ("go-floor", "py-floor", "py-duties")  # variants whose extender side decides nothing
 
@@ -99,7 +110,7 @@ def variant_limits(variant: str, qps: float, burst: int) -> tuple[float | None, 
 def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for side in SIDES:
-        if side == "in-scheduler" and not any(r["side"] == side for r in rounds):
+        if side in MODES_ONLY and not any(r["side"] == side for r in rounds):
             continue
         mine = [r for r in rounds if r["side"] == side and r["complete"]]
         out[side] = {
@@ -132,6 +143,17 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             "ratio_over_second_scheduler": value,
             "target": IN_SCHEDULER_TARGET,
             "verdict": verdict(value, IN_SCHEDULER_TARGET, higher_is_better=True) if value else "not measured",
+        }
+    if gate_floor.SIDE in out:
+        floor, inside = (
+            out[gate_floor.SIDE]["median_pods_per_second"],
+            (out.get("in-scheduler") or {}).get("median_pods_per_second"),
+        )
+        value = round(inside / floor, 2) if inside and floor else None
+        out["gate_floor"] = {
+            "ratio_in_scheduler_rate_over_gate_floor": value,
+            "target": GATE_FLOOR_RATE_TARGET,
+            "verdict": verdict(value, GATE_FLOOR_RATE_TARGET, higher_is_better=True) if value else "not measured",
         }
     out["target"] = {
         "target": TARGET_RATIO,
@@ -192,6 +214,13 @@ def variant_report(rounds: list[dict[str, Any]], summary: dict[str, Any], title:
             f"in-scheduler mode: median {summary['in-scheduler']['median_pods_per_second']} pods/s, "
             f"{mine['ratio_over_second_scheduler']} of second-scheduler mode's (per round: "
             f"{summary['ratio_in_scheduler_per_round']}); target >= {IN_SCHEDULER_TARGET}: {mine['verdict']}"
+        )
+    if "gate_floor" in summary:
+        mine = summary["gate_floor"]
+        lines.append(
+            f"gate floor: median {summary[gate_floor.SIDE]['median_pods_per_second']} pods/s; in-scheduler mode's rate "
+            f"over it {mine['ratio_in_scheduler_rate_over_gate_floor']}; target >= {GATE_FLOOR_RATE_TARGET}: "
+            f"{mine['verdict']}"
         )
     return "\n".join(lines)
 
@@ -266,6 +295,7 @@ def cpu_ms_per_pod(variant: dict[str, Any]) -> dict[str, dict[str, float]]:
         for component in components:
             per_pod = [r["cpu_seconds"].get(component, 0) * 1000 / max(1, r["bound"]) for r in mine]
             out[side][component] = statistics.median(per_pod)
+        out[side]["all"] = statistics.median(sum(r["cpu_seconds"].values()) * 1000 / max(1, r["bound"]) for r in mine)
     return out
 
 
@@ -312,6 +342,14 @@ def bind_summary(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
+class ScrapedBenchCluster(gate_floor.ScrapedCluster, BenchCluster):
+    """BenchCluster whose rounds keep the API server's request and admission deltas."""
+
+
+class ScrapedBeforeCluster(gate_floor.ScrapedCluster, BeforeCluster):
+    """BeforeCluster whose rounds keep the API server's request and admission deltas."""
+
+
 def run_variant(
     variant: str, workload: Any, rounds_per_side: int, layout: dict[str, int], tree: Path = REPO, log=print
 ) -> dict[str, Any]:
@@ -339,7 +377,8 @@ def run_variant(
         kwargs: dict[str, Any] = dict(
             kcm_qps=kcm_qps, scheduler_qps=qps, scheduler_burst=burst, mode="both", extender_args=window
         )
-        cluster_context = BeforeCluster(served, **kwargs) if other_tree else BenchCluster(**kwargs)
+        # every round's API calls too (gate_floor.ScrapedCluster)
+        cluster_context = ScrapedBeforeCluster(served, **kwargs) if other_tree else ScrapedBenchCluster(**kwargs)
     elif other_tree:  # before, or a side of --base: the extender of another checkout
         cluster_context = BeforeCluster(served, kcm_qps=kcm_qps, scheduler_qps=qps, scheduler_burst=burst)
     else:
@@ -350,11 +389,22 @@ def run_variant(
         zone_of = add_zoned_nodes(cluster, layout, nodes)
         log(f"nodes Ready in {time.monotonic() - t:.1f}s")
         sides = SIDES if variant == "modes" else SIDES[:2]
+
+        def one(side: str, index: Any) -> dict[str, Any]:
+            return run_round(cluster, side, index, params.sets, params.replicas, zone_of, params.timeout_s, log)
+
         for index in range(rounds_per_side):
             for side in sides:
-                rounds.append(
-                    run_round(cluster, side, index, params.sets, params.replicas, zone_of, params.timeout_s, log)
-                )
+                scraped = isinstance(cluster, gate_floor.ScrapedCluster)
+                if scraped:
+                    cluster.round_api()  # nothing left over from before the round
+                if side == gate_floor.SIDE:
+                    result = gate_floor.run_floor_round(cluster, index, nodes, one, log)
+                else:
+                    result = one(side, index)
+                if scraped:
+                    result["api"] = cluster.round_api()
+                rounds.append(result)
         if params.keep_logs is not None:
             cluster.keep_logs(Path(params.keep_logs) / variant)
     return {
@@ -364,6 +414,11 @@ def run_variant(
         "extender_tree": str(served) if other_tree else None,
         "rounds": rounds,
         "summary": summarise(rounds),
+        "api_per_pod": {
+            side: per_pod
+            for side in sides
+            if (per_pod := gate_floor.api_per_pod([r for r in rounds if r["side"] == side]))
+        },
         "seconds": round(time.monotonic() - started, 1),
     }
 
@@ -373,7 +428,7 @@ def figures(results: dict[str, dict[str, Any]], ceiling: dict[str, Any] | None) 
     out: dict[str, float] = {}
     for name, v in results.items():
         s = v.get("summary") or {}
-        for side in SIDES:
+        for side in SIDES[:3]:  # the gate floor's: below, under modes.gate_floor
             if (s.get(side) or {}).get("median_pods_per_second") is not None:
                 out[f"{name}.{side}.pods_per_second"] = s[side]["median_pods_per_second"]
         if s.get("ratio_extender_over_native") is not None:
@@ -381,9 +436,20 @@ def figures(results: dict[str, dict[str, Any]], ceiling: dict[str, Any] | None) 
         inside = (s.get("in_scheduler") or {}).get("ratio_over_second_scheduler")
         if inside is not None:
             out[f"{name}.ratio_in_scheduler_over_second_scheduler"] = inside
-        for side, components in cpu_ms_per_pod(v).items():
+        cpu = cpu_ms_per_pod(v)
+        for side, components in cpu.items():
+            prefix = f"{name}.gate_floor" if side == gate_floor.SIDE else f"{name}.{side}"
             for component, ms in components.items():
-                out[f"{name}.{side}.cpu_ms_per_pod.{component}"] = round(ms, 2)
+                out[f"{prefix}.cpu_ms_per_pod.{component}"] = round(ms, 2)
+        floor = (s.get(gate_floor.SIDE) or {}).get("median_pods_per_second")
+        if floor is not None:
+            out[f"{name}.gate_floor.pods_per_second"] = floor
+        rate = (s.get("gate_floor") or {}).get("ratio_in_scheduler_rate_over_gate_floor")
+        if rate is not None:
+            out[f"{name}.gate_floor.ratio_in_scheduler_rate_over_gate_floor"] = rate
+        if cpu.get(gate_floor.SIDE, {}).get("all") and cpu.get("in-scheduler", {}).get("all"):
+            ratio = cpu["in-scheduler"]["all"] / cpu[gate_floor.SIDE]["all"]
+            out[f"{name}.gate_floor.ratio_in_scheduler_cpu_over_gate_floor"] = round(ratio, 2)
     if ceiling is not None:
         out["extender_over_ceiling"] = ceiling["extender_over_ceiling"]
     return out
@@ -435,6 +501,31 @@ def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Pat
     }
 
 
+API_TITLES = {
+    "requests": "API requests per placed pod, by verb/resource/subresource (calls / the API server's own ms)",
+    "admission_controllers": "admission plug-ins per placed pod (calls / ms)",
+    "admission_steps": "admission steps per placed pod (calls / ms)",
+    "match_conditions": "admission match conditions evaluated per placed pod (evaluations / ms)",
+    "mutating_policies": "mutating admission policies' checks per placed pod (checks / ms)",
+    "validating_policies": "validating admission policies' checks per placed pod (checks / ms)",
+    "watch_events": "watch events sent per placed pod, by resource (events / bytes): the fan-out",
+}
+
+
+def api_report(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The API call tables of every variant that kept them (modes), sides side by side."""
+    lines = []
+    for name, v in results.items():
+        per_side = v.get("api_per_pod") or {}
+        if not per_side:
+            continue
+        for table_name, title in API_TITLES.items():
+            if any(tables.get(table_name) for tables in per_side.values()):
+                lines += ["", f"Variant {name}: {title}, over each side's complete rounds:"]
+                lines.append(gate_floor.api_table(per_side, table_name))
+    return lines
+
+
 def report(result: dict[str, Any]) -> str:
     detail = result["detail"]
     results = detail["variants"]
@@ -477,6 +568,7 @@ def report(result: dict[str, Any]) -> str:
         "",
         "CPU-ms per pod placed, per component (median of a side's rounds; the whole process tree):",
         table(["variant", "side", "CPU-ms per pod"], detail["cpu_ms_per_pod"]),
+        *api_report(results),
         f"total {detail['total_seconds']} s",
     ]
     return "\n".join(lines)
