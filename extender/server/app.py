@@ -1,4 +1,8 @@
-"""Flask application factory: HTTP in, wire models, verbs, wire models out.
+"""The extender's WSGI app: HTTP in, wire models, verbs, wire models out.
+
+Every path it serves is one of routes.ROUTES, answered by RouteTable straight from the WSGI
+environ. Flask stays behind it for what the table does not hold: the 404 of an unknown path, and
+routes a harness adds to the app (the benchmarks' /bench/*), with its test client for the tests.
 
 Nothing here decides anything. Every failure is a JSON answer: malformed input gets a 4xx that
 names the problem, an unexpected fault a 500 with a generic message (the traceback goes to the
@@ -18,6 +22,7 @@ from typing import Any, TypeVar
 from flask import Flask, Response, g, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
 
 from ..api.wire import (
     ExtenderArgs,
@@ -31,25 +36,23 @@ from ..api.wire import (
     go_json,
 )
 from ..limits import DEFAULT_MAX_BODY, MAX_CACHE_STALENESS, MAX_CANDIDATE_NODES
+from .routes import Handler, Listener, Route, routes, served
 from .verbs import Verbs
 from .wire_io import BadRequest
 
 log = logging.getLogger(__name__)
 
-VERB_PATHS = {"/filter", "/prioritize", "/bind", "/preempt", "/healthz", "/readyz", "/metrics"}
 # A client's X-Request-Id is echoed and logged: only a short run of visible ASCII is taken.
 _REQUEST_ID = re.compile(r"[!-~]{1,64}")
 _Model = TypeVar("_Model", bound=BaseModel)
+_JSON = "application/json"
+_METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus's text format 0.0.4
 
 
 def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_body: int = DEFAULT_MAX_BODY) -> Flask:
-    app = Flask("extender")
+    app = Flask("extender", static_folder=None)  # no /static/<file>: every path of ours is in routes.ROUTES
     app.config["MAX_CONTENT_LENGTH"] = max_body
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False  # OPTIONS gets a JSON 405 like any other wrong method
-    is_ready = ready or (lambda: verbs.store.ready)
-
-    def answer(model: BaseModel) -> Response:
-        return Response(encode_bytes(model) + b"\n", status=200, mimetype="application/json")
 
     @app.before_request
     def _start() -> None:
@@ -60,68 +63,16 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
     @app.after_request
     def _log(response: Response) -> Response:
         elapsed = time.perf_counter() - g.get("started", time.perf_counter())
-        verb = request.path.strip("/") if request.path in VERB_PATHS else "other"
-        verbs.metrics.requests.inc(verb=verb, code=str(response.status_code))
-        if verb in ("filter", "prioritize", "bind", "preempt"):
-            verbs.metrics.latency.observe(elapsed, verb=verb)
+        verbs.metrics.requests.inc(verb="other", code=str(response.status_code))  # no path of the table
         log.debug("%s %s %.1fms", request.path, response.status_code, elapsed * 1000)
         response.headers["X-Request-Id"] = g.get("request_id", "")
         return response
-
-    @app.get("/metrics")
-    def metrics() -> Response:
-        return Response(verbs.metrics.render(), mimetype="text/plain; version=0.0.4")
-
-    # The verbs are answered by VerbRoutes in front of Flask (installed below); these routes give
-    # Flask the same answers when it is served alone, and its 405 for a wrong method.
-    for path, (_, model, run) in _verb_table(verbs).items():
-        app.add_url_rule(
-            path,
-            endpoint=path.strip("/"),
-            methods=["POST"],
-            view_func=lambda model=model, run=run: answer(run(parse(model, request.get_data(cache=False)))),
-        )
-
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return _json(200, {"status": "ok"})
-
-    @app.get("/readyz")
-    def readyz() -> Response:
-        stats = verbs.store.stats()
-        if is_ready():
-            stale = verbs.store.stale()
-            if not stale:
-                # Ready either way (a PodDisruptionBudget counts a warm standby); the role says
-                # which replica decides (server/leader.py).
-                role = "standby" if verbs.store.standby() is not None else "active"
-                return _json(200, {"status": "ready", "role": role, "cache": stats})
-            return _json(
-                503,
-                {
-                    "status": "stale",
-                    "disconnected_seconds": {k: round(v, 1) for k, v in sorted(stale.items())},
-                    "bound_seconds": MAX_CACHE_STALENESS,
-                    "cache": stats,
-                },
-            )
-        waiting = sorted(k for k, done in stats["listed"].items() if not done)
-        return _json(503, {"status": "syncing", "waiting_for": waiting, "cache": stats})
-
-    @app.errorhandler(_ClientError)
-    def _client_error(err: _ClientError) -> Response:
-        return _json(err.status, {"error": err.message})
-
-    @app.errorhandler(BadRequest)
-    def _bad_request(err: BadRequest) -> Response:
-        return _json(400, {"error": str(err)})
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException) -> Response:
         path = request.path if len(request.path) <= 200 else request.path[:200] + "..."
         message = {
-            404: f"no such endpoint {path}; the extender serves POST /filter, /prioritize, /bind, /preempt "
-            "and GET /healthz, /readyz, /metrics",
+            404: f"no such endpoint {path}; the extender serves {served(Listener.VERBS)}",
             405: f"{request.method} is not allowed on {path}",
             413: _too_large(max_body),
         }.get(err.code or 0, err.description or err.name)
@@ -130,73 +81,125 @@ def create_app(verbs: Verbs, *, ready: Callable[[], bool] | None = None, max_bod
     @app.errorhandler(Exception)
     def _unexpected(err: Exception) -> Response:
         log.exception("request %s to %s failed", g.get("request_id"), request.path)
-        request_id = g.get("request_id")
-        return _json(500, {"error": f"internal error (request id {request_id}); see the extender's log"})
+        return _json(500, {"error": _internal(g.get("request_id"))})
 
-    app.wsgi_app = VerbRoutes(app.wsgi_app, verbs, max_body)  # type: ignore[method-assign]
+    app.wsgi_app = RouteTable(app.wsgi_app, verbs, max_body, ready or (lambda: verbs.store.ready))  # type: ignore[method-assign]
     return app
 
 
-def _verb_table(verbs: Verbs) -> dict[str, tuple[str, type[BaseModel], Callable[[Any], BaseModel | Priorities]]]:
-    return {
-        "/filter": ("filter", ExtenderArgs, verbs.filter),
-        "/prioritize": ("prioritize", ExtenderArgs, verbs.prioritize),
-        "/bind": ("bind", ExtenderBindingArgs, verbs.bind),
-        "/preempt": ("preempt", ExtenderPreemptionArgs, verbs.preempt),
-    }
+class RouteTable:
+    """Every route of routes.ROUTES on the verb listener, answered straight from the WSGI environ:
+    its answer, its 405 for another method, its metrics, X-Request-Id and errors; any other path
+    is passed on to `fallback` (Flask).
 
+    Why not Flask's routing: filter and prioritize sit on kube-scheduler's scheduling cycle, one
+    pod at a time. Flask's request and response objects, routing and hooks cost 0.46 CPU-ms per
+    pod in the e2e profile (benchmarks/results/profile_e2e.md), a quarter of the serving cost.
 
-class VerbRoutes:
-    """The verbs (POST /filter, /prioritize, /bind, /preempt) answered straight from the WSGI
-    environ, every other request passed on to the Flask app.
-
-    Why: filter and prioritize sit on kube-scheduler's scheduling cycle, one pod at a time. Flask's
-    request and response objects, routing and hooks cost 0.46 CPU-ms per pod in the e2e profile
-    (benchmarks/results/profile_e2e.md), a quarter of the serving cost. The answers, metrics,
-    X-Request-Id and errors are the ones the Flask app gives (tests/unit/test_server.py holds both
-    to the same table).
+    The status lines are what they were before the table: the verbs' own answers carry Python's
+    reason phrases, the answers Flask used to give (health, readiness, metrics, every 405) its
+    upper-case ones, so no byte on the wire changed.
     """
 
-    def __init__(self, fallback: Callable[..., Any], verbs: Verbs, max_body: int) -> None:
+    def __init__(self, fallback: Callable[..., Any], verbs: Verbs, max_body: int, ready: Callable[[], bool]) -> None:
         self.fallback = fallback
         self.verbs = verbs
         self.max_body = max_body
-        self.routes = _verb_table(verbs)
+        self.ready = ready
+        self.table = routes(Listener.VERBS)
+        # A path's handler names it in extender_requests_total, whatever the method.
+        self.labels = {path: next(iter(methods.values())).handler for path, methods in self.table.items()}
+        self.decisions: dict[Handler, tuple[type[BaseModel], Callable[[Any], BaseModel | Priorities]]] = {
+            Handler.FILTER: (ExtenderArgs, verbs.filter),
+            Handler.PRIORITIZE: (ExtenderArgs, verbs.prioritize),
+            Handler.BIND: (ExtenderBindingArgs, verbs.bind),
+            Handler.PREEMPT: (ExtenderPreemptionArgs, verbs.preempt),
+        }
+        self.others: dict[Handler, Callable[[], tuple[int, str, bytes]]] = {
+            Handler.HEALTHZ: lambda: (200, _JSON, _json_bytes({"status": "ok"})),
+            Handler.READYZ: self._readyz,
+            Handler.METRICS: lambda: (200, _METRICS_TYPE, verbs.metrics.render().encode()),
+        }
+        missing = {r.handler for m in self.table.values() for r in m.values()} - set(self.decisions) - set(self.others)
+        assert not missing, f"routes without a handler: {missing}"
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        route = self.routes.get(environ.get("PATH_INFO", ""))
-        if route is None or environ.get("REQUEST_METHOD") != "POST":
+        path = environ.get("PATH_INFO", "")
+        methods = self.table.get(path)
+        if methods is None:
             return self.fallback(environ, start_response)
         started = time.perf_counter()
         given = environ.get("HTTP_X_REQUEST_ID", "")
         request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:12]
-        verb, model, run = route
-        try:
-            status, body = 200, encode_bytes(run(parse(model, self._body(environ)))) + b"\n"
-        except _ClientError as err:
-            status, body = err.status, _error_bytes(err.message)
-        except BadRequest as err:
-            status, body = 400, _error_bytes(str(err))
-        except Exception:
-            log.exception("request %s to %s failed", request_id, environ["PATH_INFO"])
-            status, body = 500, _error_bytes(f"internal error (request id {request_id}); see the extender's log")
-        metrics = self.verbs.metrics
-        metrics.requests.inc(verb=verb, code=str(status))
-        elapsed = time.perf_counter() - started
-        metrics.latency.observe(elapsed, verb=verb)
-        log.debug("%s %s %.1fms", environ["PATH_INFO"], status, elapsed * 1000)
-        headers = [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-            ("X-Request-Id", request_id),
-        ]
-        if self.verbs.store.standby() is not None:
+        method = environ.get("REQUEST_METHOD", "")
+        route: Route | None = methods.get(method)
+        kind = _JSON
+        lines = _FLASK_LINES
+        close = False
+        if route is None:
+            status, body = 405, _error_bytes(f"{method} is not allowed on {path}")
+        elif route.handler.is_verb:
+            status, body = self._decide(route.handler, environ, request_id)
+            lines = _STATUS_LINES
             # A standby of several replicas (server/leader.py) closes the connection after its
             # refusal: kube-scheduler keeps connections alive, and a Service's new endpoint moves
             # only new connections, so a kept one would bring every retry back here for good.
+            close = self.verbs.store.standby() is not None
+        else:
+            try:
+                status, kind, body = self.others[route.handler]()
+            except Exception:
+                log.exception("request %s to %s failed", request_id, path)
+                status, kind, body = 500, _JSON, _error_bytes(_internal(request_id))
+        label = self.labels[path]
+        metrics = self.verbs.metrics
+        metrics.requests.inc(verb=label.value, code=str(status))
+        elapsed = time.perf_counter() - started
+        if label.is_verb:
+            metrics.latency.observe(elapsed, verb=label.value)
+        log.debug("%s %s %.1fms", path, status, elapsed * 1000)
+        headers = [("Content-Type", kind), ("Content-Length", str(len(body))), ("X-Request-Id", request_id)]
+        if close:
             headers.append(("Connection", "close"))
-        start_response(_STATUS_LINES[status], headers)
-        return [body]
+        start_response(lines[status], headers)
+        return [b""] if method == "HEAD" else [body]
+
+    def _decide(self, handler: Handler, environ: dict[str, Any], request_id: str) -> tuple[int, bytes]:
+        model, run = self.decisions[handler]
+        try:
+            return 200, encode_bytes(run(parse(model, self._body(environ)))) + b"\n"
+        except _ClientError as err:
+            return err.status, _error_bytes(err.message)
+        except BadRequest as err:
+            return 400, _error_bytes(str(err))
+        except Exception:
+            log.exception("request %s to %s failed", request_id, environ["PATH_INFO"])
+            return 500, _error_bytes(_internal(request_id))
+
+    def _readyz(self) -> tuple[int, str, bytes]:
+        store = self.verbs.store
+        stats = store.stats()
+        if self.ready():
+            stale = store.stale()
+            if not stale:
+                # Ready either way (a PodDisruptionBudget counts a warm standby); the role says
+                # which replica decides (server/leader.py).
+                role = "standby" if store.standby() is not None else "active"
+                return 200, _JSON, _json_bytes({"status": "ready", "role": role, "cache": stats})
+            return (
+                503,
+                _JSON,
+                _json_bytes(
+                    {
+                        "status": "stale",
+                        "disconnected_seconds": {k: round(v, 1) for k, v in sorted(stale.items())},
+                        "bound_seconds": MAX_CACHE_STALENESS,
+                        "cache": stats,
+                    }
+                ),
+            )
+        waiting = sorted(k for k, done in stats["listed"].items() if not done)
+        return 503, _JSON, _json_bytes({"status": "syncing", "waiting_for": waiting, "cache": stats})
 
     def _body(self, environ: dict[str, Any]) -> bytes:
         """The request body, or a 413 before reading one over --max-body."""
@@ -213,6 +216,7 @@ class VerbRoutes:
 
 
 _STATUS_LINES = {code: f"{code} {HTTPStatus(code).phrase}" for code in (200, 400, 413, 500)}
+_FLASK_LINES = {code: f"{code} {HTTP_STATUS_CODES[code].upper()}" for code in (200, 405, 500, 503)}
 
 
 def parse(model: type[_Model], raw: bytes) -> _Model:
@@ -244,7 +248,15 @@ def _too_large(max_body: int) -> str:
 
 
 def _error_bytes(message: str) -> bytes:
-    return go_bytes({"error": message}) + b"\n"
+    return _json_bytes({"error": message})
+
+
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    return go_bytes(body) + b"\n"
+
+
+def _internal(request_id: str | None) -> str:
+    return f"internal error (request id {request_id}); see the extender's log"
 
 
 class _ClientError(Exception):

@@ -51,9 +51,15 @@ from typing import Any, Protocol
 
 import httptools
 
+from .routes import Handler, Listener, path_of, routes, served
+
 log = logging.getLogger(__name__)
 
-METRICS_PATH = b"/metrics"
+METRICS_PATH = path_of(Handler.METRICS).encode()  # the path a SubjectAccessReview asks about
+# path -> methods of the port's routes; every one of them is answered with the metrics (render).
+_ROUTES = {path.encode(): {m.encode() for m in methods} for path, methods in routes(Listener.METRICS).items()}
+if any(r.handler is not Handler.METRICS for m in routes(Listener.METRICS).values() for r in m.values()):
+    raise ImportError("the metrics port answers only Handler.METRICS routes (routes.ROUTES)")
 MAX_CONNECTIONS = 4  # connections served at once; Prometheus scrapes a target with one at a time
 # New connections accepted a second, at most (in bursts of MAX_CONNECTIONS). Each costs this
 # process a TLS handshake and a parse under the GIL the verbs' threads share; Prometheus opens one
@@ -421,8 +427,8 @@ _REASONS = {
 _MESSAGES = {
     401: b"a bearer token is required: the ServiceAccount token of a scraper bound to placement-metrics-reader\n",
     403: b"the token's user may not get /metrics: bind it to the ClusterRole placement-metrics-reader\n",
-    404: b"this port serves only GET /metrics\n",
-    405: b"this port serves only GET /metrics\n",
+    404: f"this port serves only {served(Listener.METRICS)}\n".encode(),
+    405: f"this port serves only {served(Listener.METRICS)}\n".encode(),
     429: b"too many token reviews at once; try again\n",
     503: b"the API server could not review the token; try again\n",
 }
@@ -563,9 +569,10 @@ class MetricsServer:
             path = httptools.parse_url(head.url).path
         except httptools.HttpParserInvalidURLError:
             return 400, b"malformed request target\n"
-        if path != METRICS_PATH:
+        methods = _ROUTES.get(path)
+        if methods is None:
             return 404, _MESSAGES[404]
-        if parser.get_method() != b"GET":
+        if parser.get_method() not in methods:
             return 405, _MESSAGES[405]
         status = self.gate.status(bearer_token(head.authorization))
         if status != 200:

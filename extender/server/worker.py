@@ -23,9 +23,10 @@ Bounds, so that no client can hold the worker:
 - a body above the app's MAX_CONTENT_LENGTH is refused (413) before it is read, and the
   connection closed;
 - a health listener (serve --health-listen, loopback) is accepted outside those bounds, never
-  TLS, and answers only HEALTH_PATHS: the pod's exec probes reach it while every connection of the
-  main listener is busy and without the client certificate the main listener requires, and a
-  frozen or deadlocked worker fails them (a `tcpSocket` probe passes: the kernel accepts for it);
+  TLS, and answers only the paths routes.py gives Listener.HEALTH: the pod's exec probes reach
+  it while every connection of the main listener is busy and without the client certificate the
+  main listener requires, and a frozen or deadlocked worker fails them (a `tcpSocket` probe
+  passes: the kernel accepts for it);
 - an idle connection is closed after IDLE_TIMEOUT, longer than Go's client-side idle timeout
   (90 s), so kube-scheduler closes idle connections first and a request never meets a closing one.
 """
@@ -55,6 +56,7 @@ from gunicorn.workers.base import Worker
 
 from ..limits import DEFAULT_MAX_BODY
 from .cert_usage import allows_client_auth
+from .routes import Listener, paths
 
 IDLE_TIMEOUT = 120.0  # seconds an idle kept-alive connection stays open (Go's client: 90 s)
 FRESH_GRACE = 2.0  # seconds a just-accepted connection is not closed to make room before its first request
@@ -73,7 +75,7 @@ HEALTH_LISTEN_ENV = "EXTENDER_HEALTH_LISTEN_ADDRESS"  # set by serve.py for this
 # The client certificate names admitted on the TLS port (comma-separated; set by serve.py from
 # --tls-client-name): the CA may sign other certificates, its name list says who the scheduler is.
 TLS_CLIENT_NAMES_ENV = "EXTENDER_TLS_CLIENT_NAMES"
-HEALTH_PATHS = ("/healthz", "/readyz")
+HEALTH_PATHS = paths(Listener.HEALTH)  # passed on to the app; any other path is a 404 from here
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 
@@ -259,7 +261,7 @@ class _Connection:
             return False
         status, headers, body = self.worker.call_app(environ)
         keep_alive = request.keep_alive and request.complete and not request.too_large and self.worker.alive
-        # the app may end the connection after its answer (a standby replica: app.VerbRoutes)
+        # the app may end the connection after its answer (a standby replica: app.RouteTable)
         keep_alive = keep_alive and not any(n.lower() == "connection" and v.lower() == "close" for n, v in headers)
         head = [f"HTTP/1.1 {status}\r\n".encode("latin-1")]
         for name, value in headers:

@@ -114,28 +114,6 @@ def test_bad_input_is_a_clear_4xx(client, case, method, path, body, status, mess
     assert ok.status_code == 200
 
 
-PARITY = [(c[1], c[2], c[3]) for c in BAD_REQUESTS] + [
-    ("post", "/filter", json.dumps(filter_args(GOOD_POD, NAMES)).encode()),
-    ("post", "/prioritize", json.dumps(filter_args(GOOD_POD, NAMES)).encode()),
-]
-
-
-@pytest.mark.parametrize("method,path,body", PARITY, ids=[f"{m} {p} {i}" for i, (m, p, _) in enumerate(PARITY)])
-def test_the_fast_verb_routes_answer_as_the_flask_app_alone(store, events, method, path, body) -> None:
-    """VerbRoutes (in front of Flask) and Flask's own routes give the same status, headers and body."""
-    from werkzeug.test import Client
-
-    app = create_app(ShownVerbs(store, binder=None, events=events), max_body=64 * 1024)  # type: ignore[arg-type]
-    headers = {"X-Request-Id": "fixed-id"}
-    fast = getattr(Client(app), method)(path, data=body, content_type="application/json", headers=headers)
-    flask_only = getattr(Client(app.wsgi_app.fallback), method)(  # type: ignore[attr-defined]
-        path, data=body, content_type="application/json", headers=headers
-    )
-    assert (fast.status_code, fast.get_data()) == (flask_only.status_code, flask_only.get_data())
-    for header in ("Content-Type", "X-Request-Id", "Content-Length"):
-        assert fast.headers.get(header) == flask_only.headers.get(header)
-
-
 def test_unexpected_fault_is_a_json_500_without_traceback(store, events) -> None:
     class Broken(Verbs):
         def filter(self, args):
