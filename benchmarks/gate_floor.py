@@ -231,6 +231,42 @@ class ScrapedCluster:
         return api_delta(*pair) if pair else None
 
 
+# Who made the calls: a diagnostic run may start kube-apiserver with an audit log (every request's
+# metadata, never a body) and count a round's requests by client; not in the timed runs, since
+# writing the log costs the API server CPU of its own.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+"""
+
+
+def audit_args(workdir: Path) -> list[str]:
+    """kube-apiserver flags for an audit log of every request's metadata in `workdir`."""
+    policy = workdir / "audit-policy.yaml"
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    policy.write_text(AUDIT_POLICY)
+    return [f"--audit-policy-file={policy}", f"--audit-log-path={workdir / 'audit.log'}", "--audit-log-maxsize=0"]
+
+
+def attribute(lines: Iterable[str], namespace: str) -> dict[tuple[str, str, str, str], int]:
+    """{(user, verb, resource, subresource): requests} of the audit log's completed requests on
+    objects in `namespace` (a round's pods, their Events, its StatefulSets)."""
+    out: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        ref = event.get("objectRef") or {}
+        if event.get("stage") != "ResponseComplete" or ref.get("namespace") != namespace:
+            continue
+        user = (event.get("user") or {}).get("username", "")
+        out[(user, event.get("verb", ""), ref.get("resource", ""), ref.get("subresource", ""))] += 1
+    return dict(out)
+
+
 # ---------------------------------------------------------------------------------------- the lifter
 
 

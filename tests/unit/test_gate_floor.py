@@ -236,3 +236,32 @@ def test_the_modes_figures_hold_the_gate_floor_and_in_scheduler_modes_ratios_ove
     assert summary["gate_floor"]["verdict"] == "MISSED"
     text = e2e.variant_report(rounds, summary)
     assert "gate floor: median 61.0 pods/s" in text
+
+
+def test_the_audit_log_counts_a_rounds_completed_requests_by_client(tmp_path) -> None:  # noqa: ANN001
+    flags = gate_floor.audit_args(tmp_path / "audit")
+    assert (tmp_path / "audit" / "audit-policy.yaml").read_text() == gate_floor.AUDIT_POLICY
+    assert any(f.startswith("--audit-log-path=") for f in flags)
+
+    def event(user: str, verb: str, resource: str, namespace: str = "ns", stage: str = "ResponseComplete", **ref):  # noqa: ANN003
+        return json.dumps(
+            {
+                "stage": stage,
+                "verb": verb,
+                "user": {"username": user},
+                "objectRef": {"resource": resource, "namespace": namespace, **ref},
+            }
+        )
+
+    lines = [
+        event("extender", "patch", "pods"),
+        event("extender", "patch", "pods"),
+        event("extender", "patch", "pods", stage="ResponseStarted"),  # a watch's start: not a completion
+        event("scheduler", "create", "pods", subresource="binding"),
+        event("scheduler", "create", "events", namespace="other"),  # another round's
+        "not json",
+    ]
+    assert gate_floor.attribute(lines, "ns") == {
+        ("extender", "patch", "pods", ""): 2,
+        ("scheduler", "create", "pods", "binding"): 1,
+    }
