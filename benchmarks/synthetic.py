@@ -93,37 +93,19 @@ def node_obj(name: str, zone: str, i: int, *, ready: bool = True, unschedulable:
             "allocatable": {"cpu": "7910m", "ephemeral-storage": "96625420948", "memory": "31369492Ki", "pods": "110"},
             "conditions": [
                 {
-                    "type": "MemoryPressure",
-                    "status": "False",
+                    "type": kind,
+                    "status": status,
                     "lastHeartbeatTime": "2024-01-02T03:04:05Z",
                     "lastTransitionTime": "2024-01-01T00:00:00Z",
-                    "reason": "KubeletHasSufficientMemory",
-                    "message": "kubelet has sufficient memory available",
-                },
-                {
-                    "type": "DiskPressure",
-                    "status": "False",
-                    "lastHeartbeatTime": "2024-01-02T03:04:05Z",
-                    "lastTransitionTime": "2024-01-01T00:00:00Z",
-                    "reason": "KubeletHasNoDiskPressure",
-                    "message": "kubelet has no disk pressure",
-                },
-                {
-                    "type": "PIDPressure",
-                    "status": "False",
-                    "lastHeartbeatTime": "2024-01-02T03:04:05Z",
-                    "lastTransitionTime": "2024-01-01T00:00:00Z",
-                    "reason": "KubeletHasSufficientPID",
-                    "message": "kubelet has sufficient PID available",
-                },
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "lastHeartbeatTime": "2024-01-02T03:04:05Z",
-                    "lastTransitionTime": "2024-01-01T00:00:00Z",
-                    "reason": "KubeletReady" if ready else "KubeletNotReady",
-                    "message": "kubelet is posting ready status",
-                },
+                    "reason": reason,
+                    "message": f"kubelet {message}",
+                }
+                for kind, status, reason, message in (
+                    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "has sufficient memory available"),
+                    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "has no disk pressure"),
+                    ("PIDPressure", "False", "KubeletHasSufficientPID", "has sufficient PID available"),
+                    ("Ready", str(ready), "KubeletReady" if ready else "KubeletNotReady", "is posting ready status"),
+                )
             ],
             "addresses": [
                 {"type": "InternalIP", "address": f"10.0.{(i >> 8) & 255}.{i & 255}"},
@@ -311,17 +293,12 @@ def pod_obj(
                 "securityContext": {},
                 "tolerations": [
                     {
-                        "key": "node.kubernetes.io/not-ready",
+                        "key": f"node.kubernetes.io/{key}",
                         "operator": "Exists",
                         "effect": "NoExecute",
                         "tolerationSeconds": 300,
-                    },
-                    {
-                        "key": "node.kubernetes.io/unreachable",
-                        "operator": "Exists",
-                        "effect": "NoExecute",
-                        "tolerationSeconds": 300,
-                    },
+                    }
+                    for key in ("not-ready", "unreachable")
                 ],
                 "priority": 0,
                 "enableServiceLinks": True,
@@ -333,29 +310,12 @@ def pod_obj(
                 {
                     "conditions": [
                         {
-                            "type": "Initialized",
+                            "type": kind,
                             "status": "True",
                             "lastProbeTime": None,
-                            "lastTransitionTime": "2024-01-02T03:00:02Z",
-                        },
-                        {
-                            "type": "Ready",
-                            "status": "True",
-                            "lastProbeTime": None,
-                            "lastTransitionTime": "2024-01-02T03:00:05Z",
-                        },
-                        {
-                            "type": "ContainersReady",
-                            "status": "True",
-                            "lastProbeTime": None,
-                            "lastTransitionTime": "2024-01-02T03:00:05Z",
-                        },
-                        {
-                            "type": "PodScheduled",
-                            "status": "True",
-                            "lastProbeTime": None,
-                            "lastTransitionTime": "2024-01-02T03:00:01Z",
-                        },
+                            "lastTransitionTime": f"2024-01-02T03:00:0{s}Z",
+                        }
+                        for kind, s in (("Initialized", 2), ("Ready", 5), ("ContainersReady", 5), ("PodScheduled", 1))
                     ],
                     "hostIP": "10.0.1.11",
                     "podIP": "10.244.1.17",
@@ -433,6 +393,18 @@ class Group:
         return self.placed_shards, self.placed_in_next
 
 
+def group_labels(sts: str, o: int) -> dict[str, str]:
+    """The labels of StatefulSet `sts`'s pod `o` in the group, as its controller sets them."""
+    name = f"{sts}-{o}"
+    return {
+        "app": sts,
+        "cluster": CLUSTER,
+        "controller-revision-hash": f"{sts}-7d9f",
+        "apps.kubernetes.io/pod-index": str(o),
+        "statefulset.kubernetes.io/pod-name": name,
+    }
+
+
 def group_pod(group: Group, s: int, o: int, node: str | None, *, rich: bool = True) -> dict[str, Any]:
     sts = group.sts_name(s)
     name = f"{sts}-{o}"
@@ -440,13 +412,7 @@ def group_pod(group: Group, s: int, o: int, node: str | None, *, rich: bool = Tr
         name=name,
         namespace=GROUP_NS,
         uid=_uid("grp", s * 1000 + o),
-        labels={
-            "app": sts,
-            "cluster": CLUSTER,
-            "controller-revision-hash": f"{sts}-7d9f",
-            "apps.kubernetes.io/pod-index": str(o),
-            "statefulset.kubernetes.io/pod-name": name,
-        },
+        labels=group_labels(sts, o),
         owner={
             "apiVersion": "apps/v1",
             "kind": "StatefulSet",
@@ -519,13 +485,15 @@ class Cluster:
 
     def load(self, store: Any) -> None:
         """Fill a ClusterStore the way the watcher does on its first sync."""
-        store.replace("nodes", self.nodes)
-        store.replace("pods", self.pods)
-        store.replace("statefulsets", self.statefulsets)
-        store.replace("claims", [])
-        store.replace("volumes", [])
-        store.replace("policies", self.policies)
-        store.replace("rotations", self.rotations)
+        for kind, items in (("nodes", self.nodes), ("pods", self.pods), ("statefulsets", self.statefulsets)):
+            store.replace(kind, items)
+        for kind, items in (
+            ("claims", []),
+            ("volumes", []),
+            ("policies", self.policies),
+            ("rotations", self.rotations),
+        ):
+            store.replace(kind, items)
 
     def node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self.nodes]

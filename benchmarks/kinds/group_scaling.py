@@ -227,7 +227,6 @@ def build_records(sh: Shape, variant: str, *, background_pods: int = 0) -> dict[
     base = {f.name: getattr(template, f.name) for f in dataclasses.fields(template)}
     for name in ("uid", "name", "labels", "node", "shard", "ordinal", "claims"):
         base.pop(name, None)
-    cluster_label = synthetic.CLUSTER
     uid = synthetic._uid
     pods = []
     for s, o, node in plan(sh):
@@ -241,13 +240,7 @@ def build_records(sh: Shape, variant: str, *, background_pods: int = 0) -> dict[
                 node=node,
                 shard=sts,
                 ordinal=o,
-                labels={
-                    "app": sts,
-                    "cluster": cluster_label,
-                    "controller-revision-hash": f"{sts}-7d9f",
-                    "apps.kubernetes.io/pod-index": str(o),
-                    "statefulset.kubernetes.io/pod-name": name,
-                },
+                labels=synthetic.group_labels(sts, o),
                 claims=(f"data-{name}",),
             )
         )
