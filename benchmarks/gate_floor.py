@@ -32,6 +32,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -203,18 +204,34 @@ def api_table(per_side: dict[str, dict[str, list[dict[str, Any]]]], table: str, 
     return render([*labels, *(f"{s}: per pod / {unit}" for s in sides)], rows)
 
 
+SETTLE_TIMEOUT = 60.0  # seconds a round's cluster may take to fall quiet after its last bind
+SETTLE_QUIET = 1.0  # ... quiet: every pod Running, and no pod or StatefulSet of the round changed for this long
+
+
 class ScrapedCluster:
     """A mixin for a BenchCluster: run_round reads cpu_seconds() once before a round and once after
     it; the API server's metrics are read beside them, outside the measured window (before the
-    first CPU reading, after the last), so the page's own cost is not in the round's figures."""
+    first CPU reading, after the last), so the page's own cost is not in the round's figures.
+
+    Before the last reading it waits for the round to settle (every pod Running, nothing of the
+    round's changing for SETTLE_QUIET): the work that trails the last bind (kwok marking pods
+    Running, the StatefulSet controller's status updates) is then counted on every side. Counted
+    only to the last bind, a fast round left most of it out and a slow one, whose binds trickle in,
+    kept it in: a diagnostic in-scheduler round counted a status PATCH for every pod, the gate
+    floor's 0.4. The time of a round is the watch's, unchanged."""
 
     scrapes: list[str]
+
+    def namespace(self, name: str) -> str:
+        self.__dict__["round_namespace"] = name
+        return super().namespace(name)  # type: ignore[misc]
 
     def cpu_seconds(self) -> dict[str, float]:
         scrapes = self.__dict__.setdefault("scrapes", [])
         if len(scrapes) % 2 == 0:
             scrapes.append(self.metrics_page())
             return super().cpu_seconds()  # type: ignore[misc]
+        self.__dict__["settled_after"] = self.settle()
         cpu = super().cpu_seconds()  # type: ignore[misc]
         scrapes.append(self.metrics_page())
         return cpu
@@ -223,12 +240,36 @@ class ScrapedCluster:
         admin = self.admin  # type: ignore[attr-defined]
         return filter_page(admin.session.get(admin.server + "/metrics", timeout=60).text)
 
-    def round_api(self) -> dict[str, list[dict[str, Any]]] | None:
-        """The last round's deltas, and forget its pages (None: the round read no pair)."""
+    def settle(self) -> float | None:
+        """Seconds until the round's namespace is quiet (None: not within SETTLE_TIMEOUT)."""
+        namespace = self.__dict__.get("round_namespace")
+        if namespace is None:
+            return None
+        api = self.admin  # type: ignore[attr-defined]
+        started = time.monotonic()
+        last, quiet_since = None, started
+        while time.monotonic() - started < SETTLE_TIMEOUT:
+            pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
+            sets = api.list(f"/apis/apps/v1/namespaces/{namespace}/statefulsets")
+            versions = tuple(sorted(o["metadata"]["resourceVersion"] for o in [*pods, *sets]))
+            running = all((p.get("status") or {}).get("phase") == "Running" for p in pods)
+            now = time.monotonic()
+            if versions != last or not running:
+                last, quiet_since = versions, now
+            elif now - quiet_since >= SETTLE_QUIET:
+                return round(quiet_since - started, 2)
+            time.sleep(0.25)
+        return None
+
+    def round_api(self) -> dict[str, Any] | None:
+        """The last round's deltas and how long it took to settle after its last bind, and forget
+        its pages (None: the round read no pair)."""
         scrapes = self.__dict__.setdefault("scrapes", [])
         pair = scrapes[-2:] if len(scrapes) >= 2 and len(scrapes) % 2 == 0 else None
         scrapes.clear()
-        return api_delta(*pair) if pair else None
+        if pair is None:
+            return None
+        return {**api_delta(*pair), "settled_after_s": self.__dict__.pop("settled_after", None)}
 
 
 # Who made the calls: a diagnostic run may start kube-apiserver with an audit log (every request's

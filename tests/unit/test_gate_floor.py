@@ -136,14 +136,19 @@ class Scraped(gate_floor.ScrapedCluster, Base):
         self.order.append("scrape")
         return BEFORE if self.order.count("scrape") == 1 else AFTER
 
+    def settle(self) -> float | None:
+        self.order.append("settle")
+        return 1.5
 
-def test_the_pages_are_read_outside_the_rounds_cpu_readings() -> None:
+
+def test_the_pages_are_read_outside_the_rounds_cpu_readings_and_the_last_once_it_settled() -> None:
     cluster = Scraped([])
     cluster.cpu_seconds()  # run_round's reading before the round
     cluster.cpu_seconds()  # and after
-    assert cluster.order == ["scrape", "cpu", "cpu", "scrape"]
+    assert cluster.order == ["scrape", "cpu", "settle", "cpu", "scrape"]
     api = cluster.round_api()
     assert api is not None and rows(api, "requests")[("POST", "pods", "binding")][0] == 20
+    assert api["settled_after_s"] == 1.5
     assert cluster.round_api() is None  # forgotten once read
 
 
