@@ -38,6 +38,7 @@ import requests
 import urllib3
 
 from benchmarks.common import REPO, Histogram, loadavg, read_histograms, tree_cpu
+from benchmarks.common import sum_series as _sum_series
 from extender.api.policy import INLINE_POLICY_ANNOTATION, OPT_IN_RESOURCE, PlacementPolicySpec
 from extender.devcluster.api import ApiError, wait_for
 from extender.devcluster.cluster import (
@@ -216,12 +217,6 @@ def bind_histograms(cluster: LocalCluster) -> dict[str, Histogram]:
         if series:
             out[component] = _sum_series(series)
     return out
-
-
-def _sum_series(series: list[Histogram]) -> Histogram:
-    bounds = sorted({le for h in series for le, _ in h.buckets})
-    buckets = tuple((le, sum(dict(h.buckets).get(le, 0.0) for h in series)) for le in bounds)
-    return Histogram(buckets, sum(h.total for h in series), sum(h.count for h in series))
 
 
 def bind_delta(before: dict[str, Histogram], after: dict[str, Histogram]) -> dict[str, dict[str, Any]]:

@@ -311,6 +311,13 @@ class Histogram:
         return out
 
 
+def sum_series(series: list[Histogram]) -> Histogram:
+    """Several series of one histogram (labels apart) as one."""
+    bounds = sorted({le for h in series for le, _ in h.buckets})
+    buckets = tuple((le, sum(dict(h.buckets).get(le, 0.0) for h in series)) for le in bounds)
+    return Histogram(buckets, sum(h.total for h in series), sum(h.count for h in series))
+
+
 def read_histograms(text: str, name: str) -> dict[tuple[tuple[str, str], ...], Histogram]:
     """Every series of the histogram `name` in a /metrics text, keyed by its labels (le aside), parsed
     with prometheus_client's own exposition parser."""

@@ -132,10 +132,29 @@ def free_port() -> int:
 
 
 class Client:
-    """One keep-alive connection; a non-200 answer raises."""
+    """One keep-alive connection; `post`: a non-200 answer raises. `send`: any answer is returned,
+    and after a timeout (status 0: the server is still busy with that request) `timed_out` is set."""
 
-    def __init__(self, port: int) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    def __init__(self, port: int, timeout: float = 60) -> None:
+        self.port, self.timeout, self.timed_out = port, timeout, False
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def send(self, path: str, body: bytes | None = None) -> tuple[float, int, bytes]:
+        """POST `body` (GET without one): (seconds, status, answer); status 0 a timeout, -1 an error."""
+        started = time.perf_counter()
+        try:
+            self.conn.request("GET" if body is None else "POST", path, body, HEADERS)
+            response = self.conn.getresponse()
+            status, data = response.status, response.read()
+        except TimeoutError:
+            self.timed_out = True
+            status, data = 0, b"client timeout"
+        except (OSError, http.client.HTTPException) as err:
+            status, data = -1, repr(err).encode()
+        if status <= 0:
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        return time.perf_counter() - started, status, data
 
     def post(self, path: str, body: bytes) -> tuple[float, bytes]:
         started = time.perf_counter()

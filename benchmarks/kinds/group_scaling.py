@@ -1,72 +1,33 @@
 """Kind `group_scaling`: filter + prioritize over HTTP as the policy group grows (30 to 1,000,000 pods).
 
-(Moved from benchmarks/group_scaling.py; its settings are benchmarks/workloads/group-scaling*.yaml.)
+A decision's cost must not grow with the number of the group's pods still to come. For every group
+size and policy variant (one row each), a gunicorn server as deployed (benchmarks/extender_app.py,
+its store built in the worker by `build_store` below) and one keep-alive client sending what
+kube-scheduler sends per pod: POST /filter with every node a candidate (NodeNames), then POST
+/prioritize with those that passed, interleaved with the /noop floor on the same payloads.
 
-The issue "Bounded decisions": a decision's cost must not grow with the number of the group's
-pods still to come. For every group size and policy variant (one row each), a real gunicorn
-server is started (benchmarks/extender_app.py with `--store-builder` pointing at
-`build_store` below: the deployed gunicorn settings, a ClusterStore filled in the worker), and one
-keep-alive client sends what kube-scheduler sends per pod: POST /filter with every node a
-candidate (nodeCacheCapable: true, NodeNames), then POST /prioritize with the nodes that passed.
-The do-nothing floor (POST /noop with the same two payloads: HTTP + JSON + wire validation, no
-decision) is measured interleaved in the same run, order alternating per iteration.
+The cluster, the shape rule and the policies are BENCHMARKS.md's section 5: `cluster.nodes` nodes
+round-robin over 3 zones; S StatefulSets x R replicas, R the largest divisor of N that is <=
+sqrt(10 N / 3) and <= 3 x the smallest zone's nodes (so hard zone spread with anti-affinity by
+hostname stays feasible: 1,000,000 -> 1,250 x 800), or `workload.shapes`; each set's lowest
+ordinals placed (`placed_fraction`, at most `max_placed` in all), every rule checked by `plan()`;
+the pod under test is set 0's next ordinal. Variants: hard-spread (zone spread DoNotSchedule) and
+no-hard-spread (ScheduleAnyway), both with a node cap, a zone cap below 1/2 and shard anti-affinity.
 
-The cluster (stated, so the figures can be read):
-- `cluster.nodes` nodes (default 1,000) dealt round-robin over zones a, b, c (synthetic.node_layout:
-  334/333/333), all Ready; no background pods (`cluster.background_pods`, default 0): a decision reads
-  only the group's pods through the store's label index, so other pods only add setup time.
-- The group: a label selector (`cluster: redis-bench`) over S StatefulSets with known replicas,
-  group.size unset (so the size is the sum of spec.replicas). Shape rule for size N:
-      replicas R = the largest divisor of N that is <= sqrt(10 N / 3) and <= 3 x the smallest
-                   zone's node count; sets S = N / R.
-  sqrt(10 N / 3) gives sets about 3x longer than they are many (30 -> 3x10, 300 -> 10x30,
-  3,000 -> 30x100, 30,000 -> 100x300); the second bound keeps the group feasible under hard zone
-  spread + anti-affinity by hostname: a set of R pods, one per node, can split evenly over the
-  zones only if R <= 3 x 333. With 1,000 x 1,000 every set would put 334 pods in zone a (334
-  nodes) and 333 in b and c, the group would end 334,000 / 333,000 / 333,000, and maxSkew 1
-  could never hold: the group would be lost by construction. So 1,000,000 -> 1,250 x 800.
-  `workload.shapes: {N: [S, R]}` overrides it.
-- Policies (one row each):
-    hard-spread:    caps: per node max = max(2, ceil(1.25 N / nodes)); per zone fraction 1/2
-                    LessThan; spread by zone maxSkew 1 DoNotSchedule; shardAntiAffinity by
-                    kubernetes.io/hostname, Required.
-    no-hard-spread: the same with the zone spread ScheduleAnyway.
-- Part of the group placed: each StatefulSet's lowest ordinals, P = min(floor(f R),
-  floor(max_placed / S)) per set (f = `placed_fraction`, default 0.6; `max_placed` default
-  150,000, Kubernetes' documented limit of pods per cluster, so the 1,000,000 row has 150,000
-  placed). Pod (s, o) goes to zone (s + o) mod 3 (every set and the group stay within 1 per zone)
-  and, in that zone, to the next node round-robin that is below the node cap and holds no pod of
-  its set; `plan()` checks caps, spread and anti-affinity on the result. The pod under test is
-  set 0's ordinal P (Pending, in the store as the watch would show it); "to come" = N - placed - 1.
-- Reservations: filter and prioritize reserve a tentative placement for the pod; the same pod is
-  asked every iteration, so it only ever replaces its own reservation (one in the store).
-
-Per row: median and p99 of the pair (filter + prioritize), of the floor pair, their ratio, HTTP
-errors (non-200 answers are counted, not raised), and from the server's /metrics after the row:
-`extender_decision_fallbacks_total` (decisions that fell back to the hard rules at the deadline,
-all series summed, over every request of the row: the first pair, warm-up and measured ones;
-"metric not exported" when the server has none) and, when exported, the p99 / max bucket of
-`extender_store_lock_hold_seconds` (all holders; bucket upper bounds). A row that cannot fit
-its iterations in `row_budget_s` seconds (judged from its first pair) runs fewer, without
-warm-up, and says so; one whose first pair alone takes longer is reported from that pair
-(iters 1); a request past `request_timeout_s` ends the row there.
-
-Targets (the workload's; the issue's done-when): pair p99 <= 25 ms for every size up to 30,000, and
-no fallback for the rules without hard spread (judged at every size, 1,000,000 included), no HTTP
-error. A row's figures: `pair.median`, `pair.p99`, `floor_pair.median`, `floor_pair.p99`,
-`ratio.median`, `ratio.p99`, `fallbacks` (none when not exported or unread), `errors`. p99 over 30
-quick iterations is close to their maximum; the default 200 make it a real p99.
+Per row: median and p99 of the pair and of the floor pair, their ratio, HTTP errors (counted, not
+raised), and from /metrics after the row the fallbacks at the deadline (every request of the row)
+and the store lock's hold. A row that cannot fit its iterations in `row_budget_s` (judged from its
+first pair) runs fewer and says so; a request past `request_timeout_s` ends the row there. The
+targets (the workload's) are judged over the rows they name.
 
     python -m benchmarks run group-scaling                # 5 sizes x 2 variants, 200 iterations; ~5 min
     python -m benchmarks run group-scaling-quick          # sizes 30, 3,000, 30,000, 1,000,000; < 1 min
-    python -m benchmarks run group-scaling --set workload.sizes=[30000] --set workload.variants=[no-hard-spread]
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-import http.client
 import json
 import logging
 import math
@@ -77,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import synthetic
-from benchmarks.arms.server import Server, free_port
-from benchmarks.common import REPO, loadavg, summary_ms, table, verdict
+from benchmarks.arms.server import Client, Server, free_port
+from benchmarks.common import REPO, loadavg, read_histograms, sum_series, summary_ms, table, verdict
 
 log = logging.getLogger("benchmarks.kinds.group_scaling")
 
@@ -87,7 +48,6 @@ VARIANTS = ("hard-spread", "no-hard-spread")
 MAX_PLACED = 150_000  # Kubernetes' documented limit of pods per cluster
 FALLBACK_METRIC = "extender_decision_fallbacks_total"
 LOCK_HOLD_METRIC = "extender_store_lock_hold_seconds"
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
 # ------------------------------------------------------------------------------------ the cluster
@@ -314,44 +274,6 @@ def build_store(
 
 
 # ------------------------------------------------------------------------------------ the client
-class Client:
-    """One keep-alive connection; answers of any status are returned, not raised. After a timeout
-    (status 0) the server is still busy with that request: `timed_out` tells the caller to stop."""
-
-    def __init__(self, port: int, timeout: float) -> None:
-        self.port, self.timeout = port, timeout
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        self.timed_out = False
-
-    def post(self, path: str, body: bytes) -> tuple[float, int, bytes]:
-        started = time.perf_counter()
-        try:
-            self.conn.request("POST", path, body, HEADERS)
-            response = self.conn.getresponse()
-            data = response.read()
-            status = response.status
-        except TimeoutError:
-            self.timed_out = True
-            self.reconnect()
-            return time.perf_counter() - started, 0, b"client timeout"
-        except (OSError, http.client.HTTPException) as err:
-            self.reconnect()
-            return time.perf_counter() - started, -1, repr(err).encode()
-        return time.perf_counter() - started, status, data
-
-    def get(self, path: str) -> tuple[int, bytes]:
-        self.conn.request("GET", path)
-        response = self.conn.getresponse()
-        return response.status, response.read()
-
-    def reconnect(self) -> None:
-        self.conn.close()
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
-
-    def close(self) -> None:
-        self.conn.close()
-
-
 SAMPLES = ("pair", "filter", "prioritize", "floor_pair", "error_pair")
 
 
@@ -380,8 +302,8 @@ def run_iterations(
             def pair() -> None:
                 if not verbs:
                     return
-                f, fs, _ = client.post("/filter", filter_body)
-                p, ps, _ = client.post("/prioritize", prioritize_body)
+                f, fs, _ = client.send("/filter", filter_body)
+                p, ps, _ = client.send("/prioritize", prioritize_body)
                 if fs == 200 and ps == 200:
                     samples["filter"].append(f)
                     samples["prioritize"].append(p)
@@ -395,8 +317,8 @@ def run_iterations(
             def floor() -> None:
                 if not floor_arm:
                     return
-                a, as_, _ = client.post("/noop", filter_body)
-                b, bs, _ = client.post("/noop", prioritize_body)
+                a, as_, _ = client.send("/noop", filter_body)
+                b, bs, _ = client.send("/noop", prioritize_body)
                 if as_ == 200 and bs == 200:
                     samples["floor_pair"].append(a + b)
                 else:
@@ -414,66 +336,39 @@ def run_iterations(
 
 
 # ------------------------------------------------------------------------------------ /metrics
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+def fallbacks(text: str) -> dict[str, Any]:
+    """The fallback counter summed over its series; `exported` false when /metrics has no such family."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        if family.name in (FALLBACK_METRIC, FALLBACK_METRIC.removesuffix("_total")):
+            samples = [s for s in family.samples if s.name == FALLBACK_METRIC]
+            by_labels = {",".join(f"{k}={v}" for k, v in sorted(s.labels.items())) or "-": s.value for s in samples}
+            return {"exported": True, "total": int(sum(by_labels.values())), "by_labels": by_labels}
+    return {"exported": False, "total": 0, "by_labels": {}}
 
 
-def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Prometheus text format: name -> [(labels, value)]; a family declared (# TYPE) without
-    samples yet (a counter never incremented) maps to []."""
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            out.setdefault(line.split()[2], [])
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        try:
-            value = float(match.group(4))
-        except ValueError:
-            continue
-        out.setdefault(match.group(1), []).append((dict(_LABEL.findall(match.group(3) or "")), value))
-    return out
-
-
-def fallbacks(metrics: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, Any]:
-    series = metrics.get(FALLBACK_METRIC)
-    if series is None:
-        return {"exported": False, "total": 0, "by_labels": {}}
-    return {
-        "exported": True,
-        "total": int(sum(v for _, v in series)),
-        "by_labels": {",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-": v for labels, v in series},
-    }
-
-
-def histogram_summary(metrics: dict[str, list[tuple[dict[str, str], float]]], name: str) -> dict[str, Any] | None:
-    """Count, mean, the p99 estimate (upper bound of the bucket holding the 99th percentile) and
-    the upper bound of the highest non-empty bucket, over all label sets."""
-    buckets = metrics.get(f"{name}_bucket")
-    if not buckets:
+def lock_hold(text: str) -> dict[str, Any] | None:
+    """The store lock's holds over every holder: count, mean, and the upper bounds of the buckets
+    that hold the 99th percentile and the longest hold (None: beyond the last bucket)."""
+    series = list(read_histograms(text, LOCK_HOLD_METRIC).values())
+    if not series:
         return None
-    cumulative: dict[float, float] = {}
-    for labels, value in buckets:
-        le = labels.get("le", "+Inf")
-        bound = math.inf if le == "+Inf" else float(le)
-        cumulative[bound] = cumulative.get(bound, 0.0) + value
-    bounds = sorted(cumulative)
-    count = cumulative[bounds[-1]]
-    total = sum(v for _, v in metrics.get(f"{name}_sum", []))
-    if count == 0:
+    h = sum_series(series)
+    if h.count <= 0:
         return {"count": 0}
-    p99 = next(b for b in bounds if cumulative[b] >= 0.99 * count)
-    top = next(b for b in bounds if cumulative[b] >= count)
-    as_ms = lambda b: None if math.isinf(b) else round(b * 1000, 3)  # noqa: E731
+
+    def le_ms(q: float) -> float | None:
+        le = next(le for le, n in h.buckets if n >= q * h.count)
+        return None if math.isinf(le) else round(le * 1000, 3)
+
+    top = le_ms(1.0)
     return {
-        "count": int(count),
-        "mean_ms": round(total / count * 1000, 3),
-        "p99_bucket_le_ms": as_ms(p99),
-        "max_bucket_le_ms": as_ms(top),
-        "beyond_last_bucket": math.isinf(top),
+        "count": int(h.count),
+        "mean_ms": round(h.total / h.count * 1000, 3),
+        "p99_bucket_le_ms": le_ms(0.99),
+        "max_bucket_le_ms": top,
+        "beyond_last_bucket": top is None,
     }
 
 
@@ -520,10 +415,10 @@ def measure_row(
         ready_s = server.wait_ready()
         memory_ready = server.worker_memory()
         client = Client(port, request_timeout)
-        status, raw = client.get("/bench/info")
+        _, status, raw = client.send("/bench/info")
         info = json.loads(raw) if status == 200 else {}
         # The first pair: the prioritize payload is the filter's passing nodes.
-        first_f, fs, filter_answer = client.post("/filter", filter_body)
+        first_f, fs, filter_answer = client.send("/filter", filter_body)
         decision: dict[str, Any] = {"filter_status": fs, "first_filter_ms": round(first_f * 1000, 1)}
         if fs == 200:
             answer = json.loads(filter_answer)
@@ -543,7 +438,7 @@ def measure_row(
         if client.timed_out:  # the server is still on it: a prioritize would only queue behind
             first_p, ps = 0.0, 0
         else:
-            first_p, ps, _ = client.post("/prioritize", prioritize_body)
+            first_p, ps, _ = client.send("/prioritize", prioritize_body)
         probe_s = first_f + first_p  # the first pair: a probe of how long this row's pairs take
         decision.update(prioritize_status=ps, first_pair_ms=round(probe_s * 1000, 1))
         planned = iterations
@@ -580,14 +475,12 @@ def measure_row(
                         errors[f"{path} {status or 'timeout'}"] = errors.get(f"{path} {status or 'timeout'}", 0) + 1
             iterations = 1
         run_s = time.perf_counter() - started
-        metrics: dict[str, Any] = {}
-        info_after: dict[str, Any] = {}
-        metrics_read = False
+        metrics, info_after, metrics_read = "", {}, False
         if not client.timed_out and not timed_out_probe(decision):
-            status, raw = client.get("/metrics")
+            _, status, raw = client.send("/metrics")
             metrics_read = status == 200
-            metrics = parse_metrics(raw.decode()) if metrics_read else {}
-            status, raw = client.get("/bench/info")
+            metrics = raw.decode() if metrics_read else ""
+            _, status, raw = client.send("/bench/info")
             info_after = json.loads(raw) if status == 200 else {}
         client.close()
         memory = server.worker_memory()
@@ -636,7 +529,7 @@ def measure_row(
         "error_count": sum(errors.values()),
         "stats_ms": stats,
         "fallbacks": fb,
-        "lock_hold": histogram_summary(metrics, LOCK_HOLD_METRIC),
+        "lock_hold": lock_hold(metrics),
         "notes": notes,
     }
     row["ratio_median"] = _ratio(stats, "median")
@@ -739,6 +632,12 @@ def describe_rows(target: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------ report
+MAIN_COLUMNS = "variant|size|sets x replicas|placed|to come|iters|errors|pair median|pair p99|floor median|"
+MAIN_COLUMNS += "floor p99|ratio|fallbacks|verdict"
+SETUP_COLUMNS = "variant|size|node cap|passed|first pair ms|ready s|records s|store s|RSS ready MB|RSS MB|peak MB|"
+SETUP_COLUMNS += "lock hold p99 ms|lock hold max ms"
+
+
 def report(result: dict[str, Any]) -> str:
     rows = result["detail"]["rows"]
 
@@ -746,22 +645,7 @@ def report(result: dict[str, Any]) -> str:
         return row["stats_ms"].get(metric, {}).get(field, float("nan"))
 
     main = table(
-        [
-            "variant",
-            "size",
-            "sets x replicas",
-            "placed",
-            "to come",
-            "iters",
-            "errors",
-            "pair median",
-            "pair p99",
-            "floor median",
-            "floor p99",
-            "ratio",
-            "fallbacks",
-            "verdict",
-        ],
+        MAIN_COLUMNS.split("|"),
         [
             [
                 r["variant"],
@@ -783,21 +667,7 @@ def report(result: dict[str, Any]) -> str:
         ],
     )
     setup = table(
-        [
-            "variant",
-            "size",
-            "node cap",
-            "passed",
-            "first pair ms",
-            "ready s",
-            "records s",
-            "store s",
-            "RSS ready MB",
-            "RSS MB",
-            "peak MB",
-            "lock hold p99 ms",
-            "lock hold max ms",
-        ],
+        SETUP_COLUMNS.split("|"),
         [
             [
                 r["variant"],

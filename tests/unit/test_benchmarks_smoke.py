@@ -271,20 +271,24 @@ def test_group_scaling_smoke(tmp_path: Path) -> None:
     small = group_scaling.shape(300, 30)
     records = group_scaling.build_records(small, "hard-spread")
     assert len(records["pods"]) == small.placed + 1 and group_scaling.same_as_parser(small, records)
-    # /metrics parsing: fallbacks summed over series, the lock-hold histogram summarised.
-    metrics = group_scaling.parse_metrics(
+    # /metrics: fallbacks summed over series, the lock-hold histogram summarised over its holders.
+    metrics = (
+        "# TYPE extender_decision_fallbacks_total counter\n"
         'extender_decision_fallbacks_total{reason="deadline"} 2\nextender_decision_fallbacks_total{reason="x"} 1\n'
-        'extender_store_lock_hold_seconds_bucket{le="0.001"} '
-        '98\nextender_store_lock_hold_seconds_bucket{le="0.01"} 100\n'
-        'extender_store_lock_hold_seconds_bucket{le="+Inf"} 100\nextender_store_lock_hold_seconds_sum 0.05\n'
+        "# TYPE extender_store_lock_hold_seconds histogram\n"
+        'extender_store_lock_hold_seconds_bucket{holder="watch",le="0.001"} 98\n'
+        'extender_store_lock_hold_seconds_bucket{holder="watch",le="0.01"} 100\n'
+        'extender_store_lock_hold_seconds_bucket{holder="watch",le="+Inf"} 100\n'
+        'extender_store_lock_hold_seconds_sum{holder="watch"} 0.05\n'
+        'extender_store_lock_hold_seconds_count{holder="watch"} 100\n'
     )
     assert group_scaling.fallbacks(metrics)["total"] == 3
-    declared = group_scaling.parse_metrics(
-        "# HELP extender_decision_fallbacks_total x\n# TYPE extender_decision_fallbacks_total counter\n"
-    )
+    declared = "# HELP extender_decision_fallbacks_total x\n# TYPE extender_decision_fallbacks_total counter\n"
     assert group_scaling.fallbacks(declared) == {"exported": True, "total": 0, "by_labels": {}}
-    assert not group_scaling.fallbacks({})["exported"]
-    assert group_scaling.histogram_summary(metrics, group_scaling.LOCK_HOLD_METRIC)["p99_bucket_le_ms"] == 10.0
+    assert not group_scaling.fallbacks("")["exported"]
+    hold = group_scaling.lock_hold(metrics)
+    assert hold is not None and hold["p99_bucket_le_ms"] == 10.0 and hold["count"] == 100 and hold["mean_ms"] == 0.5
+    assert group_scaling.lock_hold(declared) is None
     # A tiny end-to-end run over HTTP through the runner: 30 nodes, a 30-pod group, both variants.
     out = tmp_path / "groups.json"
     assert runner.main(["run", "group-scaling", "--smoke", "--out", str(out)]) == 0
