@@ -2,8 +2,6 @@
 soak): the local control plane with the benchmarks' tweaks, the
 StatefulSet rounds and what they read from the components' /metrics.
 
-(Moved from benchmarks/e2e_throughput.py, whose measurement is now the runner's kind `e2e`.)
-
 One LocalCluster (pinned etcd, kube-apiserver, kube-controller-manager, default kube-scheduler,
 our kube-scheduler with the extender served by gunicorn, kwok), kwok nodes over 3 zones. A round
 (`run_round`) creates, in a fresh namespace, `sets` StatefulSets x `replicas` (Parallel), on one
@@ -443,15 +441,16 @@ def run_round(
     # Clean up before the next round, so rounds never overlap.
     api.delete(f"/api/v1/namespaces/{ns}")
     try:
-        wait_for(f"namespace {ns} gone", lambda: _gone(api, ns), 180, interval=1.0)
+        wait_for(f"namespace {ns} gone", lambda: gone(api, f"/api/v1/namespaces/{ns}"), 180, interval=1.0)
     except TimeoutError:
         log(f"  (namespace {ns} still terminating after 180 s; continuing)")
     return result
 
 
-def _gone(api, ns: str) -> bool:  # noqa: ANN001
+def gone(api, path: str) -> bool:  # noqa: ANN001
+    """Whether the object at `path` is gone (404)."""
     try:
-        api.get(f"/api/v1/namespaces/{ns}")
+        api.get(path)
         return False
     except ApiError as err:
         return err.status == 404

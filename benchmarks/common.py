@@ -108,6 +108,15 @@ def vm_status(pid: int | str = "self") -> dict[str, int]:
     return out
 
 
+def worker_pid(master_pid: int) -> int | None:
+    """The gunicorn worker under a master: its first child (the extender runs one worker)."""
+    try:
+        children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     rows = [[_fmt(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, vm_status
+from benchmarks.common import REPO, vm_status, worker_pid
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
@@ -79,15 +79,8 @@ class Server:
             time.sleep(0.2)
         raise TimeoutError(f"benchmark server not ready in {timeout}s:\n{self.tail()}")
 
-    def worker_pid(self) -> int | None:
-        try:
-            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
-            return int(children[0]) if children else None
-        except OSError:
-            return None
-
     def worker_memory(self) -> dict[str, int]:
-        pid = self.worker_pid()
+        pid = worker_pid(self.proc.pid)
         return vm_status(pid) if pid else {}
 
     def tail(self, lines: int = 30) -> str:

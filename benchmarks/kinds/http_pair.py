@@ -1,7 +1,5 @@
 """Kind `http_pair`: filter + prioritize round trips over HTTP, each arm sent the same payloads.
 
-(Moved from benchmarks/http_latency.py; the server harness is benchmarks/arms/server.py.)
-
 The extender arm is a real gunicorn server in a subprocess (benchmarks/extender_app.py:
 ExtenderApplication's settings, one connection worker, a synthetic ClusterStore preloaded with
 `store.replace`); one keep-alive client sends, sequentially, the exact ExtenderArgs kube-scheduler

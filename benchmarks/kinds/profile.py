@@ -1,7 +1,5 @@
 """Kind `profile`: where a filter + prioritize pair spends its time, in-process.
 
-(Moved from benchmarks/profile_verbs.py; its settings are benchmarks/workloads/profile-*.yaml.)
-
 The same app, store and payloads as the http_pair kind (prioritize carries the nodes filter
 passed), called in-process (Flask's WSGI app through its test client, no gunicorn, no socket):
 first `requests` iterations timed unprofiled in each round (the garbage collector's share measured

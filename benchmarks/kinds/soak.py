@@ -1,7 +1,5 @@
 """Kind `soak`: a bounded churn loop on the local control plane, watching for slow leaks.
 
-(Moved from benchmarks/soak.py; its settings are benchmarks/workloads/soak.yaml.)
-
 Several capped groups (StatefulSets, Parallel, each its own group: at most 1 pod per node and
 at most 3 per zone, zones preferably even) go through random cycles of create, scale up, scale
 down and delete, each cycle waiting until the cluster shows exactly the pods it asked for, all
@@ -38,15 +36,14 @@ from typing import Any
 
 import requests
 
-from benchmarks.cluster import parallel_statefulset
-from benchmarks.common import REPO, table, vm_status
-from extender.devcluster.api import Api, ApiError, wait_for
+from benchmarks.cluster import ZONES, gone, parallel_statefulset
+from benchmarks.common import REPO, table, vm_status, worker_pid
+from extender.devcluster.api import Api, wait_for
 from extender.devcluster.cluster import HOSTNAME, SCHEDULER_NAME, ZONE, LocalCluster, zoned_nodes
 from extender.kube.client import connect
 from extender.ops.audit import audit
 from extender.state.watcher import list_once
 
-ZONES = ("zone-a", "zone-b", "zone-c")
 NODES_PER_ZONE = 4
 MAX_REPLICAS = 8
 POLICY = {
@@ -107,14 +104,6 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float:
     return sum((t - mx) * (v - my) for t, v in points) / var * 3600
 
 
-def worker_pid(master_pid: int) -> int:
-    """The gunicorn worker of the extender (the master's only child)."""
-    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
-    if len(children) != 1:
-        raise RuntimeError(f"expected one gunicorn worker under {master_pid}, found {children}")
-    return int(children[0])
-
-
 def scrape(port: int) -> tuple[float, int]:
     """(reservations held, metric series served) from the extender's /metrics."""
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
@@ -146,14 +135,6 @@ def _settled(api: Api, namespace: str, want: dict[str, int]) -> bool:
         app = pod["metadata"]["labels"]["app"]
         have[app] = have.get(app, 0) + 1
     return have == {k: v for k, v in want.items() if v}
-
-
-def _gone(api: Api, path: str) -> bool:
-    try:
-        api.get(path)
-    except ApiError as err:
-        return err.status == 404
-    return False
 
 
 def churn(
@@ -191,7 +172,7 @@ def churn(
         result.placed += max(0, replicas - want.get(name, 0))
         if action == "delete":
             want.pop(name, None)
-            wait_for(f"{name} deleted", lambda: _gone(api, f"{sts_path}/{name}"), settle_timeout)
+            wait_for(f"{name} deleted", lambda: gone(api, f"{sts_path}/{name}"), settle_timeout)
         else:
             want[name] = replicas
         wait_for(f"{namespace} settled at {want}", lambda: _settled(api, namespace, want), settle_timeout)
@@ -204,7 +185,7 @@ def churn(
         s = Sample(
             at=round(time.monotonic() - started, 1),
             cycle=result.cycles,
-            rss_kib=vm_status(worker_pid(master.popen.pid))["VmRSS"],
+            rss_kib=vm_status(worker_pid(master.popen.pid) or 0)["VmRSS"],
             reservations=reservations,
             series=series,
             pods=sum(want.values()),
