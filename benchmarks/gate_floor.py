@@ -205,6 +205,7 @@ def api_table(per_side: dict[str, dict[str, list[dict[str, Any]]]], table: str, 
 
 
 SETTLE_TIMEOUT = 60.0  # seconds a round's cluster may take to fall quiet after its last bind
+SETTLE_POLL = 0.5  # seconds between two looks (each lists the round's pods: API server work of its own, in the window)
 SETTLE_QUIET = 1.0  # ... quiet: every pod Running, and no pod or StatefulSet of the round changed for this long
 
 
@@ -258,7 +259,7 @@ class ScrapedCluster:
                 last, quiet_since = versions, now
             elif now - quiet_since >= SETTLE_QUIET:
                 return round(quiet_since - started, 2)
-            time.sleep(0.25)
+            time.sleep(SETTLE_POLL)
         return None
 
     def round_api(self) -> dict[str, Any] | None:
