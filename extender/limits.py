@@ -94,6 +94,11 @@ DEFAULT_MAX_BODY = 128 * 1024 * 1024
 # alone (logged, and counted in extender_decision_fallbacks_total). A tenth of kube-scheduler's
 # 5 s extender timeout: no workload's policy can hold the store, and so other pods, for longer.
 DEFAULT_DECISION_DEADLINE = 0.5
+# In in-scheduler mode kube-scheduler waits only 300 ms for an answer (the stanza's httpTimeout,
+# config/in-scheduler/scheduler-config.yaml: every other pod of the cluster waits behind that call),
+# so the in-scheduler install stops decisions at a third of it; a decision that ran out the call's
+# time would fail the pod's every try.
+IN_SCHEDULER_DECISION_DEADLINE = 0.1
 
 # What one hold of the cache's lock may take beyond the decision deadline: the parts of a decision
 # the deadline does not cut (reading the inputs, the hard rules over the candidate classes, one

@@ -25,6 +25,7 @@ import requests
 import yaml
 
 from ..api.policy import SCHEDULER_NAME
+from ..limits import IN_SCHEDULER_DECISION_DEADLINE
 from .api import Api, wait_for
 from .pki import PKI, ClientCert
 from .processes import Process, SigtermAsInterrupt, free_port
@@ -543,6 +544,8 @@ class LocalCluster:
                 "serve",
                 f"--listen=127.0.0.1:{port}",
                 f"--kubeconfig={kubeconfig}",
+                # as deploy/overlays/in-scheduler runs it: a decision ends well within the stanza's 300 ms
+                *([f"--decision-deadline={IN_SCHEDULER_DECISION_DEADLINE}"] if self.mode != "second-scheduler" else []),
                 *self.extender_args,
                 *extra_args,
             ],

@@ -59,7 +59,8 @@ log = logging.getLogger(__name__)
 
 # How long a filter or bind waits for the watch to show its pod before refusing (kube-scheduler
 # retries). The watch is usually ahead of kube-scheduler; the wait is the rare case's bound, well
-# inside kube-scheduler's httpTimeout (5 s in config/, 3 s in the in-scheduler stanza).
+# inside kube-scheduler's httpTimeout in config/ (5 s). The in-scheduler stanza's is 300 ms, but
+# there the pods it sends were lifted from this cache by the placeable gate, so none waits.
 BIND_WATCH_WAIT = 1.0
 # Resources the bind's room check leaves out: in-scheduler mode's opt-in resource, which no node
 # advertises and kube-scheduler's fit ignores (managedResources ignoredByScheduler).

@@ -23,6 +23,7 @@ from extender.api.policy import PolicyError, parse_spec
 from extender.devcluster.api import Api, ApiError, wait_for
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE, serves_gate_admission
 from extender.kube.versions import SUPPORTED_MINORS
+from extender.limits import IN_SCHEDULER_DECISION_DEADLINE
 from extender.state.watcher import RESOURCES
 
 pytestmark = pytest.mark.e2e
@@ -121,6 +122,30 @@ def test_version_overlays_render_the_matching_scheduler(cluster, tmp_path, minor
 
 # The optional installs, each `kubectl apply -k`'d after one of INSTALLS (docs/install/index.md).
 OPTIONAL_INSTALLS = ["deploy/optional/audit", "deploy/optional/scale-down"]
+
+
+def _seconds(duration: str) -> float:
+    """A Go duration as the stanza writes it ("300ms", "1s", "5s")."""
+    return float(duration[:-2]) / 1000 if duration.endswith("ms") else float(duration.rstrip("s"))
+
+
+@pytest.mark.parametrize("path", ["deploy/overlays/in-scheduler", "deploy/overlays/in-scheduler-before-1.36"])
+def test_in_scheduler_decisions_end_well_within_the_stanzas_timeout(cluster, path: str) -> None:
+    """kube-scheduler waits the stanza's httpTimeout for the extender inside the scheduling cycle
+    every pod of the cluster shares, 300 ms so that a partition's first retries cost ordinary pods
+    little; a decision running out that time would fail the pod's every try. So the installed
+    extender stops decisions at a third of it at most, and the e2e harness runs it that way."""
+    rendered = [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO / path)).stdout) if d]
+    stanza = next(
+        yaml.safe_load(d["data"]["scheduler-config.yaml"])["extenders"][0]
+        for d in rendered
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("placement-in-scheduler-config")
+    )
+    (extender,) = [d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"] == "placement-extender"]
+    args = extender["spec"]["template"]["spec"]["containers"][0]["args"]
+    deadlines = [float(a.split("=", 1)[1]) for a in args if a.startswith("--decision-deadline=")]
+    assert deadlines == [IN_SCHEDULER_DECISION_DEADLINE], args
+    assert round(_seconds(stanza["httpTimeout"]) / IN_SCHEDULER_DECISION_DEADLINE, 6) >= 3, stanza["httpTimeout"]
 
 
 def _pod_specs(doc: object) -> list[dict]:

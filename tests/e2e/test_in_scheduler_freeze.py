@@ -57,15 +57,15 @@ def bound_count(api, ns: str, app: str) -> int:  # noqa: ANN001
     return sum(1 for p in pods(api, ns, f"app={app}") if p["spec"].get("nodeName"))
 
 
-def ordinary_wave(api, ns: str, name: str) -> float:  # noqa: ANN001
-    """Seconds from creating a Deployment of WAVE pods that never opted in to all of them bound."""
-    manifest = deployment(name, WAVE, policy={})
+def ordinary_wave(api, ns: str, name: str, size: int = WAVE) -> float:  # noqa: ANN001
+    """Seconds from creating a Deployment of `size` pods that never opted in to all of them bound."""
+    manifest = deployment(name, size, policy={})
     spec = manifest["spec"]["template"]["spec"]
     spec["schedulerName"] = "default-scheduler"
     manifest["spec"]["template"]["metadata"].pop("annotations")
     started = time.monotonic()
     api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", manifest)
-    wait_for(f"{WAVE} pods of {name} bound", lambda: bound_count(api, ns, name) == WAVE, 600, interval=0.2)
+    wait_for(f"{size} pods of {name} bound", lambda: bound_count(api, ns, name) == size, 600, interval=0.2)
     seconds = time.monotonic() - started
     api.delete(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}")
     wait_for(f"{name} gone", lambda: not pods(api, ns, f"app={name}"), 120)

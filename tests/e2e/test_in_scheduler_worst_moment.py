@@ -9,17 +9,20 @@ and takes the worst moment deterministically: the path is cut mid-burst, which l
 has not tried its lifts); then
 
 1. frozen: the extender SIGSTOPped, the path restored: kube-scheduler retries those pods against
-   a process that accepts and never answers, each try costing its httpTimeout (1 s);
+   a process that accepts and never answers, each try costing the stanza's httpTimeout (300 ms);
 2. killed: the extender SIGKILLed, the path restored: each try is refused at once; the extender is
    then started again;
-3. cut off: the path stays silent for 5 lifts' TTLs (shortened to 5 s by --place-lifted-ttl: the
+3. cut off: a 50-pod ordinary wave starts the moment the path is cut, when the lifted pods'
+   retries come densest (kube-scheduler's backoff: 1 s, 2 s, 4 s); at a 1 s httpTimeout such a
+   wave took 3.5x its healthy time (9.07 s against 2.62 s), which set the stanza's 300 ms. Then
+   the path stays silent for 5 lifts' TTLs (shortened to 5 s by --place-lifted-ttl: the
    TTL, not the wait), the extender alive and watching, a wave after each TTL. Before, a lift
    stopped counting 60 s after it was made, asked about or not, and 4 more were lifted: 36 in the
    queue and over 50x by minute 8. Now the lifted and unbound pods stay at
    most twice the window (a lift kube-scheduler asked about just before the cut runs out its TTL
    and its slot is taken again) and do not grow.
 
-Each 100-pod ordinary wave must bind within 2x the healthy one (the mean of a healthy wave
+Each ordinary wave must bind within 2x the healthy one of its size (the mean of a healthy wave
 before the scenarios and one after them; the bound the docs promise). After each scenario every
 opted-in pod is placed, and no sample (every 0.5 s, throughout) shows a node over its cap.
 """
@@ -31,6 +34,7 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -56,6 +60,7 @@ CLUSTER_OPTIONS = {
 }
 HOST = "kubernetes.io/hostname"
 BURST, CAP, NODES, WINDOW = 100, 10, 12, 2
+FIRST_WAVE = 50  # the wave started the moment kube-scheduler is cut off
 WORST_RATIO = 2.0  # the promise in docs/operations/failure-modes.md
 
 
@@ -104,17 +109,29 @@ def _create_burst(api, ns: str, app: str) -> None:  # noqa: ANN001
         list(creators.map(create, range(BURST)))
 
 
-def _cut_mid_burst(api, ns: str, app: str) -> int:  # noqa: ANN001
+def _cut_mid_burst(api, ns: str, app: str, at_cut: Callable[[], float] | None = None) -> float | None:  # noqa: ANN001
     """Start the burst, cut the path once part of it is bound, and wait until the window's lifts
-    are in the queue: the gate lifts nothing more while kube-scheduler cannot try them."""
+    are in the queue: the gate lifts nothing more while kube-scheduler cannot try them.
+    `at_cut` (an ordinary wave) starts the moment the path is cut, when the lifted pods' retries
+    are densest (kube-scheduler's backoff starts at 1 s); its seconds are returned."""
     _create_burst(api, ns, app)
     wait_for(f"{app}: 20 bound", lambda: bound_count(api, ns, app) >= 20, 120, interval=0.1)
-    PROXY.cut()
-    wait_for(f"{app}: the window's lifts in the queue", lambda: _lifted_unbound(api, ns, app) == WINDOW, 30)
-    time.sleep(1.0)  # kube-scheduler cannot reach the extender about them: nothing more is lifted
-    in_queue = _lifted_unbound(api, ns, app)
-    assert in_queue == WINDOW, f"{in_queue} lifted and unbound while kube-scheduler could not ask"
-    return in_queue
+    with ThreadPoolExecutor(1) as beside:
+        PROXY.cut()
+        wave = beside.submit(at_cut) if at_cut else None
+        wait_for(f"{app}: the window's lifts in the queue", lambda: _lifted_unbound(api, ns, app) == WINDOW, 30)
+        time.sleep(1.0)  # kube-scheduler cannot reach the extender about them: nothing more is lifted
+        in_queue = _lifted_unbound(api, ns, app)
+        assert in_queue == WINDOW, f"{in_queue} lifted and unbound while kube-scheduler could not ask"
+        return wave.result() if wave else None
+
+
+def _alone(wave: Callable[[], float]) -> Callable[[], float]:
+    def run() -> float:
+        with machine_alone():
+            return wave()
+
+    return run
 
 
 def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) -> None:  # noqa: ANN001
@@ -123,12 +140,14 @@ def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) 
     cluster.add_nodes(zoned_nodes({"wm-a": NODES}, prefix="wm"))
     ns = cluster.namespace("worst-moment")
     waves: dict[str, float] = {}
+    small: dict[str, float] = {}  # FIRST_WAVE-pod waves: healthy before and after, and at the cut
     # Each wave runs alone (tests/parallel.py), from the failure it measures to its last pod bound;
     # the bursts' setup and placement, the extender's restart and the waits between TTLs do not
     # need the machine to themselves, and other tests run beside them.
     with Sampler(lambda: _worst_over_cap(api, ns), interval=0.5) as sampler:
         with machine_alone():
             waves["healthy"] = ordinary_wave(api, ns, "healthy")
+            small["healthy"] = ordinary_wave(api, ns, "healthy-small", FIRST_WAVE)
 
         _cut_mid_burst(api, ns, "burst-frozen")
         with machine_alone():
@@ -148,7 +167,11 @@ def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) 
         cluster.start_extender()
         wait_for("burst-killed placed", lambda: bound_count(api, ns, "burst-killed") == BURST, 180)
 
-        _cut_mid_burst(api, ns, "burst-cut")
+        first = _cut_mid_burst(
+            api, ns, "burst-cut", at_cut=_alone(lambda: ordinary_wave(api, ns, "cut-first", FIRST_WAVE))
+        )
+        assert first is not None
+        small["cut-first"] = first
         cut_at, queued = time.monotonic(), []
         for i in range(5):
             time.sleep(max(0.0, cut_at + (i + 1) * TTL - time.monotonic()))
@@ -160,16 +183,20 @@ def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) 
         wait_for("burst-cut placed", lambda: bound_count(api, ns, "burst-cut") == BURST, 180)
         with machine_alone():
             waves["healthy-after"] = ordinary_wave(api, ns, "healthy-after")
+            small["healthy-after"] = ordinary_wave(api, ns, "healthy-small-after", FIRST_WAVE)
     over = [v for _, v in sampler.samples if isinstance(v, int) and v > 0]
     # The baseline: the healthy waves before and after, averaged (one wave alone varies by a third
     # from run to run on this machine, whatever the extender does).
     healthy = (waves["healthy"] + waves["healthy-after"]) / 2
     ratios = {k: round(v / healthy, 2) for k, v in waves.items() if not k.startswith("healthy")}
-    scenario.repetitions, scenario.pods_placed = 3, 3 * BURST + 100 * len(waves)
+    healthy_small = (small["healthy"] + small["healthy-after"]) / 2
+    ratios["cut-first"] = round(small["cut-first"] / healthy_small, 2)
+    scenario.repetitions, scenario.pods_placed = 3, 3 * BURST + 100 * len(waves) + FIRST_WAVE * len(small)
     scenario.violations = len(over)
     scenario.note = (
         f"healthy 100-pod wave {healthy:.1f} s ({waves['healthy']:.1f} before, {waves['healthy-after']:.1f} after); "
-        f"with {WINDOW} lifted pods in the queue: frozen "
+        f"healthy {FIRST_WAVE}-pod wave {healthy_small:.1f} s, started at the cut {small['cut-first']:.1f} s "
+        f"({ratios['cut-first']}x); with {WINDOW} lifted pods in the queue: frozen "
         f"{ratios['frozen']}x, killed {ratios['killed']}x; cut off {cut_for:.0f} s ({cut_for / TTL:.1f} lift TTLs), "
         f"waves {[ratios[f'cut-{i}'] for i in range(1, 6)]}x, lifted-unbound after each {queued}; "
         f"{len(sampler.samples)} samples, {len(over)} over a cap; every burst placed"
@@ -181,7 +208,10 @@ def test_ordinary_pods_pay_at_most_twice_at_the_worst_moment(cluster, scenario) 
     # runs out (their slots are taken again by lifts it cannot ask about). So at most twice the
     # window, and no growth once the first TTL has passed (before: 36 and rising by minute 8).
     assert max(queued) <= 2 * WINDOW and queued[-1] <= queued[0], queued
-    # The promised 2x. Measured, the burst created by the test: frozen 1.02-1.03x, killed 1.01-1.03x,
-    # cut off at most 1.48x (2 runs). With the burst made by a Deployment it was 1.6-2.14x: the
-    # wave's ReplicaSet waited behind the burst's for kube-controller-manager's 20 writes a second.
+    # The promised 2x. Measured, the burst created by the test, at a 1 s httpTimeout: frozen
+    # 1.02-1.03x, killed 1.01-1.03x, cut off at most 1.48x (2 runs); the wave at the cut 1.48x (50
+    # pods) and 1.1x (100), and 3.5x as an outside tester measured it. At 300 ms, under a load of
+    # 10-15 from other jobs: at the cut 0.9x, cut off at most 1.07x, frozen 1.07x, killed 1.04x.
+    # With the burst made by a Deployment it was 1.6-2.14x: the wave's ReplicaSet waited behind the
+    # burst's for kube-controller-manager's 20 writes a second.
     assert all(r <= WORST_RATIO for r in ratios.values()), scenario.note
