@@ -569,6 +569,17 @@ def filter_args(node_count: int, *, node_list: bool = False, group: Group | None
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def decision_of(filter_answer: bytes) -> dict[str, Any]:
+    """What a filter answer decided: nodes passed, failed, failed and unresolvable (and its error)."""
+    answer = json.loads(filter_answer)
+    out = {
+        "passed": len(answer.get("NodeNames") or (answer.get("Nodes") or {}).get("items") or []),
+        "failed": len(answer.get("FailedNodes") or {}),
+        "unresolvable": len(answer.get("FailedAndUnresolvableNodes") or {}),
+    }
+    return out | ({"error": answer["Error"][:300]} if answer.get("Error") else {})
+
+
 def prioritize_args(filter_body: bytes, filter_answer: bytes) -> bytes:
     """The prioritize request that follows a filter: kube-scheduler scores only the nodes that
     passed filtering (its own plugins, then the extender's filter), so NodeNames (or Nodes.items)

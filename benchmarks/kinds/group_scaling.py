@@ -421,15 +421,7 @@ def measure_row(
         first_f, fs, filter_answer = client.send("/filter", filter_body)
         decision: dict[str, Any] = {"filter_status": fs, "first_filter_ms": round(first_f * 1000, 1)}
         if fs == 200:
-            answer = json.loads(filter_answer)
-            passed = answer.get("NodeNames") or []
-            decision.update(
-                passed=len(passed),
-                failed=len(answer.get("FailedNodes") or {}),
-                unresolvable=len(answer.get("FailedAndUnresolvableNodes") or {}),
-            )
-            if answer.get("Error"):
-                decision["error"] = answer["Error"][:300]
+            decision |= synthetic.decision_of(filter_answer)
             prioritize_body = synthetic.prioritize_args(filter_body, filter_answer)
         else:
             decision["answer"] = filter_answer[:300].decode(errors="replace")

@@ -27,7 +27,6 @@ An arm that cannot run (no `go`) is reported unavailable with its reason; the ru
 from __future__ import annotations
 
 import gc
-import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -130,16 +129,9 @@ def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Pat
             f"[{workload.name}] server ready in {session.ready_seconds:.1f}s (gunicorn, 1 connection worker); "
             f"filter request {len(filter_body):,} bytes, prioritize request {len(prioritize_body):,} bytes"
         )
-        answer = json.loads(filter_answer)
-        passed = len(answer.get("NodeNames") or (answer.get("Nodes") or {}).get("items") or [])
-        decision = {
-            "passed": passed,
-            "failed": len(answer.get("FailedNodes") or {}),
-            "unresolvable": len(answer.get("FailedAndUnresolvableNodes") or {}),
-            "filter_answer_bytes": len(filter_answer),
-            "prioritize_answer_bytes": len(prio_answer),
-        }
-        if passed == 0:
+        decision = synthetic.decision_of(filter_answer)
+        decision |= {"filter_answer_bytes": len(filter_answer), "prioritize_answer_bytes": len(prio_answer)}
+        if decision["passed"] == 0:
             raise RuntimeError(f"the benchmark pod passes no node: {decision}")
         endpoints = []
         for name in arms:

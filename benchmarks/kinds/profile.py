@@ -26,7 +26,6 @@ from __future__ import annotations
 import cProfile
 import gc
 import io
-import json
 import pstats
 import statistics
 import time
@@ -136,8 +135,7 @@ def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Pat
         "/filter": filter_body,
         "/prioritize": synthetic.prioritize_args(filter_body, answer),
     }  # as kube-scheduler
-    decided = json.loads(answer)
-    passed = len(decided.get("NodeNames") or (decided.get("Nodes") or {}).get("items") or [])
+    decided = synthetic.decision_of(answer)
     paths = ["/filter", "/prioritize"] if params.verb == "both" else [f"/{params.verb}"]
     verbs = "+".join(p[1:] for p in paths)
     mode = "NodeList" if params.node_list else "NodeNames"
@@ -183,7 +181,7 @@ def run(workload: Any, *, arms: list[str], rounds: int, workdir: Path, tree: Pat
         "policy": params.policy,
         "requests": params.requests,
         "verbs": paths,
-        "decision": {"passed": passed, "failed": len(decided.get("FailedNodes") or {})},
+        "decision": decided,
         "profiled_with_gc": params.keep_gc,
         "profiler": "pyinstrument" if pyinstrument is not None else "cProfile",
         "rounds": per_round,
