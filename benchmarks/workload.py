@@ -107,18 +107,6 @@ class HttpPair(Base):
         return self
 
 
-class InProcess(Base):
-    """A kind measured in-process or in its own subprocess, not over HTTP: the one arm is the
-    extender's code itself (no floor arm to stand beside it); targets are on its flat figures."""
-
-    arms: list[Literal["extender"]] = Field(default=["extender"], min_length=1)
-
-    @model_validator(mode="after")
-    def _targets(self) -> InProcess:
-        _flat_targets(self.targets)
-        return self
-
-
 class ProfileParams(Strict):
     """Filter + prioritize called in-process (Flask's test client, no gunicorn, no socket):
     `requests` iterations timed unprofiled in each round, then profiled once, under cProfile or
@@ -134,10 +122,18 @@ class ProfileParams(Strict):
     keep_gc: bool = False
 
 
-class Profile(InProcess):
+class Profile(Base):
+    """Measured in-process: the one arm is the extender's code itself (no floor arm beside it)."""
+
     kind: Literal["profile"]
     cluster: Cluster
     workload: ProfileParams = ProfileParams()
+    arms: list[Literal["extender"]] = Field(default=["extender"], min_length=1)
+
+    @model_validator(mode="after")
+    def _targets(self) -> Profile:
+        _flat_targets(self.targets)
+        return self
 
 
 class GroupCluster(Strict):
