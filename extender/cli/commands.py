@@ -34,6 +34,7 @@ from ..limits import (
     DEFAULT_THREADS,
     DEFAULT_TLS_CLIENT_NAME,
     DEFAULT_WATCH_TIMEOUT,
+    IN_SCHEDULER_DECISION_DEADLINE,
 )
 from ..logs import setup_logging
 from .errors import UsageError, explained
@@ -1026,7 +1027,8 @@ def _add_serve(sub: Subcommands) -> None:
         type=_positive_seconds,
         default=float(_env("EXTENDER_DECISION_DEADLINE", str(DEFAULT_DECISION_DEADLINE)) or DEFAULT_DECISION_DEADLINE),
         help="seconds of dead-end analysis one decision may take before the hard rules alone decide "
-        f"(default {DEFAULT_DECISION_DEADLINE}; kube-scheduler's extender timeout is 5 s)",
+        f"(default {DEFAULT_DECISION_DEADLINE}; kube-scheduler's extender timeout is 5 s; in-scheduler mode: "
+        f"{IN_SCHEDULER_DECISION_DEADLINE}, its stanza's timeout being 300 ms)",
     )
     serve.add_argument(
         "--failed-node-reasons",
