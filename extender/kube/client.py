@@ -5,8 +5,9 @@ plugins, token refresh); one transport (_Transport) carries every call, watch an
 urllib3 pool of kept connections, built from that configuration as client-go builds its own
 (tls-server-name, proxy-url, HTTPS_PROXY and NO_PROXY, CA and client certificate files re-read
 when they change, a token file re-read when it changes, one deadline per call). requests sits on
-that pool for call() (its Response is what watches read); create() uses the pool directly, a
-third of the CPU of requests on the one call per pod. Its generated model classes are not used:
+that pool for call() (its Response is what watches read); create(), the one call per pod (the
+Binding), writes its request on a connection of the pool and reads the answer with http.client,
+skipping the layers above the pool. Its generated model classes are not used:
 they are slow for large lists, its Binding model fails to decode the API's answer, and its
 low-level call signature changed between releases. It sits below the watch cache (state/watcher.py) and
 the server's effects (server/effects.py); it imports nothing of the extender.

@@ -294,3 +294,55 @@ def test_an_exec_plugins_token_is_sent(tmp_path) -> None:
     finally:
         server.close()
     assert [s["authorization"] for s in _Recorder.seen] == ["Bearer from-exec"]
+
+
+def test_an_exec_plugins_client_certificate_is_renewed_once_expired(pki, tmp_path) -> None:
+    """The client runs an exec plugin again only for tokens; one that answers with a client
+    certificate is run again once its expirationTimestamp passed, and the next request after
+    that presents the new certificate."""
+    serving = pki.server("exec-serving", ["127.0.0.1"])
+    server = _Server(_serving(pki, serving.cert, serving.key))
+    certs = {"a": pki.client("exec-a", "exec-user-a"), "b": pki.client("exec-b", "exec-user-b")}
+    which = tmp_path / "which"
+    which.write_text("a")
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json, pathlib\n"
+        f"certs = {json.dumps({k: [str(c.cert), str(c.key)] for k, c in certs.items()})}\n"
+        f"cert, key = certs[pathlib.Path({str(which)!r}).read_text()]\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        "    'status': {'clientCertificateData': pathlib.Path(cert).read_text(),\n"
+        "               'clientKeyData': pathlib.Path(key).read_text(),\n"
+        "               'expirationTimestamp': '2000-01-01T00:00:00Z'}}))\n"
+    )
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [str(plugin)],
+            "interactiveMode": "Never",
+        }
+    }
+    cluster = {"server": server.url, "certificate-authority": str(pki.ca_cert)}
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    api = connect(kubeconfig=str(path))
+    try:
+        api.create(BIND, BINDING, timeout=5)
+        which.write_text("b")
+        api._cached_headers = None  # the credentials are asked again (at most once a second otherwise)
+        api.create(BIND, BINDING, timeout=5)
+    finally:
+        server.close()
+    assert [s["user"] for s in _Recorder.seen] == ["exec-user-a", "exec-user-b"]
