@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 import yaml
@@ -29,10 +29,10 @@ from ..limits import IN_SCHEDULER_DECISION_DEADLINE
 from .api import Api, wait_for
 from .pki import PKI, ClientCert
 from .processes import Process, SigtermAsInterrupt, free_port
-from .realnode import RealNode
-from .realnode.config import WORKDIR_PREFIX
 
 log = logging.getLogger(__name__)
+
+WORKDIR_PREFIX = "placement-extender-"  # the temp work directories (a real node's restore removes a crashed run's)
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULER_CONFIG = REPO / "config" / "scheduler-config.yaml"
@@ -125,6 +125,24 @@ def zoned_nodes(layout: dict[str, int], prefix: str = "node") -> list[NodeSpec]:
     return out
 
 
+class RealNode(Protocol):
+    """A real kubelet and kube-proxy on this machine, beside kwok's fake nodes: the harness of
+    tests/realnode (tests/realnode/harness: RealNode), which configures the host's containerd, CNI
+    and iptables as root. It is not part of the installed package; the tests hand one in."""
+
+    state: Any  # the host state it recorded (prepare), told of every process the plane starts
+    processes: list[Process]
+    address: str
+    service_range: str
+    serving_ips: tuple[str, ...]
+
+    def prepare(self, log_dir: Path) -> None: ...
+    def start(self, cluster: Any) -> None: ...
+    def stop(self) -> Any: ...
+    def apiserver_args(self, pki: PKI) -> list[str]: ...
+    def controller_manager_args(self, pki: PKI, workdir: Path) -> list[str]: ...
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -140,9 +158,14 @@ class LocalCluster:
         apiserver_args: Iterable[str] = (),
         extender_config: dict[str, Any] | None = None,
         mode: str = "second-scheduler",
-        real_node: bool | RealNode = False,
+        real_node: RealNode | None = None,
         gate_admission: bool = True,
     ) -> None:
+        if isinstance(real_node, bool):  # a flag cannot make one: the node is a test harness, outside the package
+            raise TypeError(
+                "real_node takes a node, not a flag: tests/realnode/harness's RealNode() (needs root and "
+                "hack/realnode/install.sh's packages; `REALNODE=1 make test` runs the real-node tests)"
+            )
         self.owns_workdir = workdir is None and not keep_workdir  # a temp dir we remove on stop
         self._sigterm = SigtermAsInterrupt()  # a SIGTERM to the harness stops the plane, as Ctrl-C does
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
@@ -170,10 +193,10 @@ class LocalCluster:
         # held by the placeable gate (deploy/components/placeable-gate), where the API server serves
         # it (1.36+), as deploy/overlays/in-scheduler installs it. False: as on 1.34 and 1.35.
         self.gate_admission = gate_admission
-        # A real kubelet and kube-proxy on this machine (realnode/) beside kwok's fake nodes: the API
+        # A real kubelet and kube-proxy on this machine (RealNode) beside kwok's fake nodes: the API
         # server then serves on its bridge, every default controller runs, and deploy/ (applied by the
         # test) runs the extender and our kube-scheduler as pods, so the harness starts neither.
-        self.real_node = RealNode() if real_node is True else (real_node or None)
+        self.real_node = real_node
         self.processes: list[Process] = []
         self.ports: dict[str, int] = {}
         self.admin: Api | None = None

@@ -33,7 +33,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VERSIONS_PY="${HERE}/../../extender/kube/versions.py"
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
-# --node: the binaries of a real node instead, only for the real-node mode (extender/devcluster/realnode/);
+# --node: the binaries of a real node instead, only for the real-node mode (tests/realnode/harness/);
 # the default call builds exactly the control plane, as ever.
 NODE=0
 if [[ "${1:-}" == "--node" ]]; then

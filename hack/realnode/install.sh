@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the host packages the real-node mode (extender/devcluster/realnode/) needs, from the
+# Install the host packages the real-node mode (tests/realnode/harness/) needs, from the
 # distribution's own package index, only those missing. Idempotent: a second run installs nothing.
 #
 #   sudo hack/realnode/install.sh

@@ -20,7 +20,9 @@ import pytest
 import yaml
 
 from extender.devcluster.cluster import REPO, LocalCluster, NodeSpec
-from extender.devcluster.realnode import (
+
+from .failover import burst_nodes
+from .harness import (
     STATE_FILE,
     RealNode,
     compare,
@@ -28,8 +30,6 @@ from extender.devcluster.realnode import (
     snapshot,
     unavailable,
 )
-
-from .failover import burst_nodes
 from .installs import KWOK_TAINT, ZONE, Images, figure, render
 from .registry import Registry, local_registry, push
 from .releases import Released, release

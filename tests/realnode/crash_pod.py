@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import LocalCluster
-from extender.devcluster.realnode import PAUSE_IMAGE
+
+from .harness import PAUSE_IMAGE
 
 
 def run_pod(cluster: LocalCluster, name: str) -> None:

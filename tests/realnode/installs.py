@@ -21,7 +21,8 @@ from extender.api.policy import OPT_IN_RESOURCE
 from extender.devcluster.api import Api, wait_for
 from extender.devcluster.cluster import REPO, SYSTEM_NAMESPACE, LocalCluster
 from extender.devcluster.pki import PKI, ClientCert
-from extender.devcluster.realnode import PAUSE_IMAGE, RealNode
+
+from .harness import PAUSE_IMAGE, RealNode
 
 ZONE = "zone-real"
 # On the kwok nodes beside the real one: a pod there never runs, so only the test's workloads,

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from extender.devcluster.cluster import REPO, LocalCluster
-from extender.devcluster.realnode import STATE_FILE, RealNode, compare, restore_by_hand, snapshot
 
 from .crash_pod import run_pod
+from .harness import STATE_FILE, RealNode, compare, restore_by_hand, snapshot
 from .installs import figure
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.e2e
 CRASHING = """
 import sys, time
 from extender.devcluster.cluster import LocalCluster
-from extender.devcluster.realnode import RealNode
+from tests.realnode.harness import RealNode
 cluster = LocalCluster(real_node=RealNode(zone="zone-crash"))
 cluster.start()
 from tests.realnode.crash_pod import run_pod

@@ -1,4 +1,4 @@
-"""The real node's rendered configuration and host-state arithmetic (extender/devcluster/realnode/),
+"""The real node's rendered configuration and host-state arithmetic (tests/realnode/harness/),
 checked without a node: what keeps pods on this machine, what the kubelet needs here, and how the
 host's iptables are given back."""
 
@@ -9,9 +9,9 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from extender.devcluster.realnode import config as rn
-from extender.devcluster.realnode.config import WORKDIR_PREFIX
-from extender.devcluster.realnode.host import HostState, compare
+from extender.devcluster.cluster import WORKDIR_PREFIX
+from realnode.harness import config as rn
+from realnode.harness.host import HostState, compare
 
 PATHS = rn.NodePaths(Path("/var/lib/placement-extender-realnode"))
 
@@ -168,7 +168,7 @@ def test_compare_names_each_difference() -> None:
 
 
 def test_unavailable_says_what_is_missing_and_what_to_do(monkeypatch) -> None:
-    from extender.devcluster.realnode import node
+    from realnode.harness import node
 
     monkeypatch.setattr(node.sys, "platform", "darwin")
     assert "needs Linux" in node.unavailable()

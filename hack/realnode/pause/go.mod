@@ -1,4 +1,4 @@
-// The real node's pod sandbox image: one static binary, built by extender/devcluster/realnode/.
+// The real node's pod sandbox image: one static binary, built by tests/realnode/harness/.
 module placementextender/pause
 
 go 1.26.0

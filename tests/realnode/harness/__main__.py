@@ -1,8 +1,8 @@
 """The host state by hand:
 
-python -m extender.devcluster.realnode --restore     # after a crashed run (or to check: nothing to do)
-python -m extender.devcluster.realnode --snapshot F  # the host state the restore must give back, as JSON
-python -m extender.devcluster.realnode --compare F   # differences from such a snapshot (exit 1 if any)
+python -m tests.realnode.harness --restore     # after a crashed run (or to check: nothing to do)
+python -m tests.realnode.harness --snapshot F  # the host state the restore must give back, as JSON
+python -m tests.realnode.harness --compare F   # differences from such a snapshot (exit 1 if any)
 """
 
 from __future__ import annotations

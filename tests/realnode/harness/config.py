@@ -28,7 +28,6 @@ BRIDGE = "pxrn0"
 GUARD_FORWARD = "PXRN-FORWARD"
 GUARD_INPUT = "PXRN-INPUT"
 
-WORKDIR_PREFIX = "placement-extender-"  # LocalCluster's temp work directories (tempfile.mkdtemp)
 STATE_DIR = Path("/run/placement-extender-realnode")
 STATE_FILE = STATE_DIR / "state.json"
 LOCK_FILE = STATE_DIR / "lock"

@@ -17,9 +17,10 @@ from typing import Protocol
 
 import yaml
 
-from ..api import Api, wait_for
-from ..pki import PKI, ClientCert
-from ..processes import Process, free_port
+from extender.devcluster.api import Api, wait_for
+from extender.devcluster.pki import PKI, ClientCert
+from extender.devcluster.processes import Process, free_port
+
 from .config import (
     BRIDGE,
     BRIDGE_IP,

@@ -11,12 +11,17 @@ All of that changes host-wide state: sysctls (the kubelet's own and IP forwardin
 links, mounts, cgroups, a few well-known paths. It is recorded in STATE_FILE before anything is
 touched, and restored by `stop()`, by the next start after a crashed run, or by hand:
 
-    python -m extender.devcluster.realnode --restore     # after a crashed run (or to check: nothing to do)
-    python -m extender.devcluster.realnode --snapshot F  # the host state the restore must give back, as JSON
-    python -m extender.devcluster.realnode --compare F   # differences from such a snapshot (exit 1 if any)
+    python -m tests.realnode.harness --restore     # after a crashed run (or to check: nothing to do)
+    python -m tests.realnode.harness --snapshot F  # the host state the restore must give back, as JSON
+    python -m tests.realnode.harness --compare F   # differences from such a snapshot (exit 1 if any)
 
 One real node per machine at a time (LOCK_FILE): the bridge, cgroups and rules are host-wide.
 Needs root, and hack/realnode/install.sh's packages.
+
+It lives with the tests, outside the extender package: what `pip install placement-extender`
+installs should not carry code that rewrites a host's network as root, and only these tests (and
+the restore by hand, above, run from the repository's root) use it. LocalCluster takes the node
+it is handed (tests/realnode/conftest.py makes it).
 
 The package: config.py renders what the node's daemons read (pure), host.py records, checks and
 restores the host state, node.py starts and stops the node, `__main__` the restore by hand.

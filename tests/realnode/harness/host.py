@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from extender.devcluster.cluster import WORKDIR_PREFIX
+
 from .config import (
     BRIDGE,
     FIXED_PATHS,
@@ -29,7 +31,6 @@ from .config import (
     STATE_DIR,
     STATE_FILE,
     SYSCTLS,
-    WORKDIR_PREFIX,
     NodePaths,
     RealNodeError,
     normalize_rules,
