@@ -21,7 +21,8 @@ SCANNED = ("extender", "tests", "docs", "deploy", "hack", "config", "benchmarks"
 NOT_YET: set[str] = set()
 NOT_YET_UNDER: tuple[str, ...] = ()
 # Case-insensitive: a docstring opening with the capitalised word and a number cites the tracker too.
-CITATION = re.compile(r"issue ?[0-9]+|session ?[0-9]+|seeds? 0[0-9]{2}", re.IGNORECASE)
+# Across a line break too: wrapped prose and comments split "issue" from its number ("issue\n  53's").
+CITATION = re.compile(r"issue[\s#]*[0-9]+|session[\s#]*[0-9]+|seeds?[\s#]+0[0-9]{2}", re.IGNORECASE)
 BINARY = {".png", ".jpg", ".jpeg", ".gif", ".ico", ".gz", ".tgz", ".whl", ".pyc"}
 
 
@@ -42,14 +43,16 @@ def scanned_files() -> list[Path]:
 
 
 def citations(text: str) -> list[tuple[int, str]]:
-    """The lines of a text that cite an issue, a work period or a seed by number."""
-    return [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if CITATION.search(line)]
+    """Where a text cites an issue, a work period or a seed by number: (line, the citation)."""
+    return [(text.count("\n", 0, m.start()) + 1, " ".join(m.group(0).split())) for m in CITATION.finditer(text)]
 
 
 def test_the_pattern_catches_each_kind_of_citation() -> None:
     # Each example is assembled, so that this module itself passes the grep it stands for.
     issue, session, seed = "issue", "session", "seed"
-    assert citations(f"before {issue} 34 the filter") == [(1, f"before {issue} 34 the filter")]
+    assert citations(f"before {issue} 34 the filter") == [(1, f"{issue} 34")]
+    assert citations(f"the end to end run (\n{issue}\n  53's second run)") == [(2, f"{issue} 53")]
+    assert citations(f"# measured before {issue}\n# 34 the filter")
     assert citations(f'"""{issue.title()} 13 (b): minDomains')
     assert citations(f"measured in {session} 12") and citations(f"{session}12's report")
     assert citations(f"({seed} 002, appendix 2)") and citations(f"# {seed.title()} 003 (crl-scheduler)")
