@@ -17,7 +17,7 @@ from extender.api.policy import (
     POLICY_REF_ANNOTATION,
     parse_spec,
 )
-from extender.cli.commands import _workload_path
+from extender.cli.workloads import workload_path as _workload_path
 from extender.engine import Exactness
 from extender.ops.adopt import adopt, retire
 

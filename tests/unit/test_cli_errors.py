@@ -94,7 +94,7 @@ def test_a_closed_pipe_is_quiet_and_exits_141(tmp_path) -> None:  # noqa: ANN001
 
 def test_explain_takes_a_pod_with_n_as_well_as_namespace_slash_pod(monkeypatch, capsys) -> None:  # noqa: ANN001
     seen = []
-    monkeypatch.setattr("extender.cli.commands._live_store", lambda args: None)
+    monkeypatch.setattr("extender.cli.inspection.live_store", lambda args: None)
     monkeypatch.setattr("extender.ops.explain.explain", lambda store, ns, name: seen.append((ns, name)) or _Result())
     monkeypatch.setattr("extender.ops.explain.render", lambda result: "")
     assert main(["explain", "crdb-0", "-n", "demo"]) == 0

@@ -122,7 +122,8 @@ def test_operator_commands_log_only_warnings_unless_asked(argv: list[str], level
 
 def test_adopt_parses_every_option_its_function_takes() -> None:
     """The CLI's adopt passes mode and node pool through (a missing flag once broke every adopt)."""
-    from extender.cli.commands import _node_pool, parser
+    from extender.cli.commands import parser
+    from extender.cli.workloads import _node_pool
 
     args = parser().parse_args(
         ["adopt", "statefulset/db", "--policy-name", "p", "--mode", "in-scheduler", "--node-pool", "pool=db"]
