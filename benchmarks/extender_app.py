@@ -72,7 +72,7 @@ class NullBinder:
 
 
 def add_floor_routes(app: Flask, verbs: Verbs) -> None:
-    """The floors, answered in front of Flask like the verbs (extender/server/app.py VerbRoutes)."""
+    """The floors, answered in front of Flask like the verbs (extender/server/app.py RouteTable)."""
     answer = NOOP_ANSWER.encode()
     raw_only = {"/noop-raw": False, "/noop": True}
     behind = app.wsgi_app

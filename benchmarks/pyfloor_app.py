@@ -4,7 +4,7 @@ What the e2e kind's `py-floor` variant calls instead of the extender (benchmarks
 PyFloorCluster), as `go-floor` calls benchmarks/gofloor: filter passes every candidate, prioritize
 scores each 0, kube-scheduler binds by itself (no bindVerb), and nothing is watched. Everything
 else is the extender's: gunicorn with its ConnectionWorker and settings (ExtenderApplication),
-the verbs answered in front of Flask (VerbRoutes: request id, metrics), each request parsed as the
+the verbs answered from the route table in front of Flask (RouteTable: request id, metrics), each request parsed as the
 verbs parse it (orjson, then the wire models) and answered through the same encoders. So its
 CPU per placed pod is what serving the protocol costs in Python before any rule, watch or bind,
 against the Go floor's in the same run.
