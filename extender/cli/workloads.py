@@ -123,88 +123,7 @@ def register(sub: Subcommands, quiet: argparse.ArgumentParser) -> None:
             cmd.add_argument("--no-translate", action="store_true", help="do not write translate's constraints")
 
 
-def workload_path(ref: str, namespace: str) -> tuple[str, str]:
-    from ..ops.adopt import KINDS
-
-    alias, _, name = ref.partition("/")
-    kind = KINDS.get({"sts": "statefulset", "deploy": "deployment"}.get(alias.lower(), alias.lower().removesuffix("s")))
-    if not kind or not name:
-        raise UsageError(f"{ref!r}: name the workload as statefulset/NAME or deployment/NAME")
-    plural = kind.lower() + "s"
-    return kind, f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}"
-
-
-def named_policy(api, namespace: str, name: str) -> PlacementPolicySpec:
-    from ..api.policy import API_GROUP, API_VERSION, PLURAL
-
-    obj = api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}")
-    return parse_spec((obj or {}).get("spec") or {}, f"{KIND} {namespace}/{name}")
-
-
-def policy_file(path: str) -> PlacementPolicySpec:
-    text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise ValueError(f"{path}: expected one PlacementPolicy or one bare policy spec")
-    doc = docs[0]
-    return parse_spec(doc.get("spec") or {}, f"{KIND} in {path}") if doc.get("kind") == KIND else parse_spec(doc, path)
-
-
-def _show_change(  # noqa: PLR0913
-    args: argparse.Namespace,
-    verb: str,
-    kind: str,
-    change,  # noqa: ANN001
-    rollout=None,  # noqa: ANN001
-    record: dict | None = None,
-    policy: dict | None = None,
-    before: dict | None = None,
-    others: list[dict] | None = None,
-) -> None:
-    """What adopt or retire wrote (or, with --dry-run or -f, would write): the header first, then
-    the native mirrors, notes, the rollout it starts, and for a dry run the template it would
-    write. With -o yaml the objects go to stdout as YAML (ops/manifests.py) and the rest to stderr."""
-    from ..engine import Exactness
-    from ..ops.manifests import adopt_documents, committable, dump, with_api_version
-
-    as_yaml = args.output == "yaml"
-    out = sys.stderr if as_yaml else sys.stdout
-    name = change.workload["metadata"]["name"]
-    done = {"adopt": "adopted", "retire": "retired"}[verb]
-    if args.filename:
-        print(f"{verb} {kind} {args.namespace}/{name} from {args.filename}; nothing written", file=out)
-    elif args.dry_run:
-        print(f"dry run: would {verb} {kind} {args.namespace}/{name}; nothing written", file=out)
-    else:
-        print(f"{done} {kind} {args.namespace}/{name}", file=out)
-    for m in change.mirrors:
-        mark = {Exactness.EXACT: "exact", Exactness.RELAXED: "relaxed", Exactness.NONE: "NOT MIRRORED"}[m.exactness]
-        print(f"  {m.rule:<20} {mark:<13} {m.native}", file=out)
-    for note in change.notes:
-        print(f"  note: {note}", file=out)
-    if rollout is not None:
-        _show_rollout(rollout, out)
-    if args.filename and getattr(args, "kustomize", None):
-        _write_component(args, policy, record, before or change.workload, change.workload, verb == "retire")
-    elif args.filename:
-        sys.stdout.write(dump(adopt_documents(policy, record, change.workload, others)))
-    elif as_yaml:
-        documents = [record] if record is not None else []
-        sys.stdout.write(dump([*documents, committable(with_api_version(change.workload))]))
-    elif args.dry_run:
-        print("# the pod template it would write:")
-        sys.stdout.write(yaml.safe_dump(change.workload["spec"]["template"], sort_keys=False))
-
-
-def _check_output(args: argparse.Namespace) -> None:
-    if args.output == "yaml" and not (args.dry_run or args.filename):
-        raise UsageError("-o yaml prints what would be written: give --dry-run, or -f FILE (which never writes)")
-    if args.filename is None and args.workload is None:
-        raise UsageError("name the workload (statefulset/NAME or deployment/NAME), or give its manifest with -f FILE")
-    if args.offline and args.filename is None:
-        raise UsageError("--offline reads no cluster, so it needs the workload's manifest: -f FILE")
-    if args.kustomize and args.filename is None:
-        raise UsageError("--kustomize DIR writes a component for the app's manifest: give it with -f FILE")
+# adopt and retire on the live cluster: read, decide, write (again on a 409).
 
 
 def _adopt(args: argparse.Namespace) -> int:
@@ -227,14 +146,92 @@ def _adopt(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def record_document(rollout) -> dict | None:  # noqa: ANN001
-    """The ZoneRotation adopt writes for this rollout, as an object (None: none to write)."""
-    from ..api.rotation import rotation_object
+def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: PlacementPolicySpec | None):  # noqa: ANN001, ANN202
+    """One read-decide-write of adopt: the change and the rollout check (None for a Deployment);
+    nothing is written when the rollout would stall."""
+    from ..ops.rollout import check_adoption
+    from ..server.effects import update_workload, write_adopted_rotation
+    from ..state.watcher import list_once
 
-    if rollout is None or rollout.record is None:
+    workload = {"kind": kind, **api.call("GET", path)}
+    if from_file is None:
+        spec = named_policy(api, args.namespace, args.policy_name)
+        named = {"policy_name": args.policy_name}
+    else:
+        spec = from_file
+        named = {"inline_policy": spec.model_dump_json(exclude_defaults=True)}
+    change = _adopted(args, workload, spec, named)
+    rollout = None
+    if kind == "StatefulSet":
+        rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
+        if not rollout.completes:
+            return change, rollout
+    if not args.dry_run:
+        if rollout is not None and rollout.record is not None:
+            write_adopted_rotation(api, rollout.record, rollout.record_exists)
+        update_workload(api, path, change.workload)
+    return change, rollout
+
+
+def _adopted(args: argparse.Namespace, workload: dict, spec: PlacementPolicySpec, named: dict, declared: bool = False):  # noqa: ANN202
+    """adopt() with the command line's scheduler name, mode and node pool (live and -f alike);
+    `declared`: the set's ZoneRotation is committed with it (-f)."""
+    from ..ops.adopt import adopt
+
+    pool = _node_pool(args.node_pool)
+    return adopt(
+        workload,
+        spec,
+        scheduler_name=args.scheduler_name,
+        mode=args.mode,
+        node_pool=pool,
+        rotation_declared=declared,
+        **named,
+    )
+
+
+def _node_pool(text: str | None) -> tuple[str, str] | None:
+    if text is None:
         return None
-    record = rollout.record
-    return rotation_object(record.namespace, record.statefulset, record.order, record.adopted)
+    key, sep, value = text.partition("=")
+    if not sep or not key or not value:
+        raise ValueError(f"--node-pool {text!r}: give it as KEY=VALUE, the label (and taint) of the pool's nodes")
+    return key, value
+
+
+def _retire(args: argparse.Namespace) -> int:
+    from ..kube.client import connect, retry_on_conflict
+
+    _check_output(args)
+    if args.filename:
+        return _retire_manifest(args)
+    kind, path = workload_path(args.workload, args.namespace)
+    api = connect(args.kubeconfig, args.context)
+    change = retry_on_conflict(lambda: _retire_once(args, api, kind, path))
+    _show_change(args, "retire", kind, change)
+    return ExitCode.OK
+
+
+def _retire_once(args: argparse.Namespace, api, kind: str, path: str):  # noqa: ANN001, ANN202
+    """One read-decide-write of retire (again on a 409, as adopt)."""
+    from ..ops.adopt import retire
+    from ..server.effects import update_workload
+
+    workload = {"kind": kind, **api.call("GET", path)}
+    annotations = ((workload["spec"].get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    spec = None
+    if INLINE_POLICY_ANNOTATION in annotations:
+        spec = parse_annotation(annotations[INLINE_POLICY_ANNOTATION], f"{kind} {workload['metadata']['name']}")
+    elif POLICY_REF_ANNOTATION in annotations:
+        spec = named_policy(api, args.namespace, annotations[POLICY_REF_ANNOTATION])
+    change = retire(workload, spec, translated=not args.no_translate)
+    if not args.dry_run:
+        update_workload(api, path, change.workload)
+    return change
+
+
+# -f FILE, for GitOps: the workload from its manifest, every object to commit printed (or written as
+# a kustomize component); nothing is written to the cluster.
 
 
 def _manifest_input(args: argparse.Namespace):  # noqa: ANN202
@@ -352,161 +349,6 @@ def _live_adoption(api, namespace: str, name: str, spec: PlacementPolicySpec):  
     return rollout, record
 
 
-def live_rotation(api, namespace: str, statefulset: str) -> dict | None:  # noqa: ANN001
-    """The set's ZoneRotation in the cluster, as stored (None: none, or no CRD)."""
-    from ..api.policy import API_GROUP, API_VERSION
-    from ..api.rotation import PLURAL as ROTATIONS
-    from ..kube.client import KubeApiError
-
-    try:
-        items = (api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{ROTATIONS}") or {}).get(
-            "items"
-        ) or []
-    except KubeApiError as err:
-        if err.status == 404:
-            return None
-        raise
-    for item in items:
-        if (item.get("spec") or {}).get("statefulSet") == statefulset:
-            return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "ZoneRotation", **item}
-    return None
-
-
-def _named_policy_object(api, namespace: str, name: str) -> dict:  # noqa: ANN001
-    from ..api.policy import API_GROUP, API_VERSION, PLURAL
-
-    obj = api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}") or {}
-    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, **obj}
-
-
-def _write_component(  # noqa: PLR0913
-    args: argparse.Namespace,
-    policy: dict | None,
-    record: dict | None,
-    before: dict,
-    workload: dict,
-    patch_only: bool,
-) -> None:
-    """--kustomize DIR: the component's files (ops/component.py); the line the app's kustomization
-    needs on stderr when it does not list the component yet. `patch_only` (retire): the policy and
-    the record stay committed as they are, only the workload's patch changes."""
-    from pathlib import Path
-
-    from ..ops.component import PATCH, component_files, lists_component
-
-    folder = Path(args.kustomize)
-    folder.mkdir(parents=True, exist_ok=True)
-    for file, text in component_files(policy, record, before, workload).items():
-        if not patch_only or file == PATCH:
-            (folder / file).write_text(text, encoding="utf-8")
-    print(f"wrote the kustomize component {folder}/", file=sys.stderr)
-    parent = folder.parent / "kustomization.yaml"
-    relative = folder.name
-    listed = False
-    if parent.exists():
-        listed = lists_component(yaml.safe_load(parent.read_text(encoding="utf-8")) or {}, relative)
-    if not listed:
-        print(f"add to {parent}, once:\ncomponents:\n- {relative}", file=sys.stderr)
-
-
-def _adopt_once(args: argparse.Namespace, api, kind: str, path: str, from_file: PlacementPolicySpec | None):  # noqa: ANN001, ANN202
-    """One read-decide-write of adopt: the change and the rollout check (None for a Deployment);
-    nothing is written when the rollout would stall."""
-    from ..ops.rollout import check_adoption
-    from ..server.effects import update_workload, write_adopted_rotation
-    from ..state.watcher import list_once
-
-    workload = {"kind": kind, **api.call("GET", path)}
-    if from_file is None:
-        spec = named_policy(api, args.namespace, args.policy_name)
-        named = {"policy_name": args.policy_name}
-    else:
-        spec = from_file
-        named = {"inline_policy": spec.model_dump_json(exclude_defaults=True)}
-    change = _adopted(args, workload, spec, named)
-    rollout = None
-    if kind == "StatefulSet":
-        rollout = check_adoption(list_once(api), args.namespace, workload["metadata"]["name"], spec)
-        if not rollout.completes:
-            return change, rollout
-    if not args.dry_run:
-        if rollout is not None and rollout.record is not None:
-            write_adopted_rotation(api, rollout.record, rollout.record_exists)
-        update_workload(api, path, change.workload)
-    return change, rollout
-
-
-def _adopted(args: argparse.Namespace, workload: dict, spec: PlacementPolicySpec, named: dict, declared: bool = False):  # noqa: ANN202
-    """adopt() with the command line's scheduler name, mode and node pool (live and -f alike);
-    `declared`: the set's ZoneRotation is committed with it (-f)."""
-    from ..ops.adopt import adopt
-
-    pool = _node_pool(args.node_pool)
-    return adopt(
-        workload,
-        spec,
-        scheduler_name=args.scheduler_name,
-        mode=args.mode,
-        node_pool=pool,
-        rotation_declared=declared,
-        **named,
-    )
-
-
-def _node_pool(text: str | None) -> tuple[str, str] | None:
-    if text is None:
-        return None
-    key, sep, value = text.partition("=")
-    if not sep or not key or not value:
-        raise ValueError(f"--node-pool {text!r}: give it as KEY=VALUE, the label (and taint) of the pool's nodes")
-    return key, value
-
-
-def _show_rollout(rollout, out=None) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck
-    """What the rollout adopt starts will do (ops/rollout.py), or why it would stall."""
-    out = out or sys.stdout
-    if rollout.adopted:
-        kept = ", ".join(f"ordinal {o} in {z}" for o, z in sorted(rollout.adopted.items()))
-        print(
-            f"  rotation: running pods outside it stay in their zones ({kept}), recorded in the ZoneRotation", file=out
-        )
-    for step in rollout.steps:
-        print(f"  rollout: {step}", file=out)
-    for problem in rollout.problems:
-        print(f"  rollout: {problem}", file=sys.stderr)
-
-
-def _retire(args: argparse.Namespace) -> int:
-    from ..kube.client import connect, retry_on_conflict
-
-    _check_output(args)
-    if args.filename:
-        return _retire_manifest(args)
-    kind, path = workload_path(args.workload, args.namespace)
-    api = connect(args.kubeconfig, args.context)
-    change = retry_on_conflict(lambda: _retire_once(args, api, kind, path))
-    _show_change(args, "retire", kind, change)
-    return ExitCode.OK
-
-
-def _retire_once(args: argparse.Namespace, api, kind: str, path: str):  # noqa: ANN001, ANN202
-    """One read-decide-write of retire (again on a 409, as adopt)."""
-    from ..ops.adopt import retire
-    from ..server.effects import update_workload
-
-    workload = {"kind": kind, **api.call("GET", path)}
-    annotations = ((workload["spec"].get("template") or {}).get("metadata") or {}).get("annotations") or {}
-    spec = None
-    if INLINE_POLICY_ANNOTATION in annotations:
-        spec = parse_annotation(annotations[INLINE_POLICY_ANNOTATION], f"{kind} {workload['metadata']['name']}")
-    elif POLICY_REF_ANNOTATION in annotations:
-        spec = named_policy(api, args.namespace, annotations[POLICY_REF_ANNOTATION])
-    change = retire(workload, spec, translated=not args.no_translate)
-    if not args.dry_run:
-        update_workload(api, path, change.workload)
-    return change
-
-
 def _retire_manifest(args: argparse.Namespace) -> int:
     """retire -f: the workload from a manifest, retired, printed as YAML; the policy from its
     inline annotation, the manifests, or (unless --offline) the cluster. Nothing is written."""
@@ -546,3 +388,174 @@ def _retire_manifest(args: argparse.Namespace) -> int:
     others = [] if args.kustomize else other_documents(docs, before)
     _show_change(args, "retire", kind, change, before=before, others=others)
     return ExitCode.OK
+
+
+# What adopt and retire print, and the component -f --kustomize writes.
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    if args.output == "yaml" and not (args.dry_run or args.filename):
+        raise UsageError("-o yaml prints what would be written: give --dry-run, or -f FILE (which never writes)")
+    if args.filename is None and args.workload is None:
+        raise UsageError("name the workload (statefulset/NAME or deployment/NAME), or give its manifest with -f FILE")
+    if args.offline and args.filename is None:
+        raise UsageError("--offline reads no cluster, so it needs the workload's manifest: -f FILE")
+    if args.kustomize and args.filename is None:
+        raise UsageError("--kustomize DIR writes a component for the app's manifest: give it with -f FILE")
+
+
+def _show_change(  # noqa: PLR0913
+    args: argparse.Namespace,
+    verb: str,
+    kind: str,
+    change,  # noqa: ANN001
+    rollout=None,  # noqa: ANN001
+    record: dict | None = None,
+    policy: dict | None = None,
+    before: dict | None = None,
+    others: list[dict] | None = None,
+) -> None:
+    """What adopt or retire wrote (or, with --dry-run or -f, would write): the header first, then
+    the native mirrors, notes, the rollout it starts, and for a dry run the template it would
+    write. With -o yaml the objects go to stdout as YAML (ops/manifests.py) and the rest to stderr."""
+    from ..engine import Exactness
+    from ..ops.manifests import adopt_documents, committable, dump, with_api_version
+
+    as_yaml = args.output == "yaml"
+    out = sys.stderr if as_yaml else sys.stdout
+    name = change.workload["metadata"]["name"]
+    done = {"adopt": "adopted", "retire": "retired"}[verb]
+    if args.filename:
+        print(f"{verb} {kind} {args.namespace}/{name} from {args.filename}; nothing written", file=out)
+    elif args.dry_run:
+        print(f"dry run: would {verb} {kind} {args.namespace}/{name}; nothing written", file=out)
+    else:
+        print(f"{done} {kind} {args.namespace}/{name}", file=out)
+    for m in change.mirrors:
+        mark = {Exactness.EXACT: "exact", Exactness.RELAXED: "relaxed", Exactness.NONE: "NOT MIRRORED"}[m.exactness]
+        print(f"  {m.rule:<20} {mark:<13} {m.native}", file=out)
+    for note in change.notes:
+        print(f"  note: {note}", file=out)
+    if rollout is not None:
+        _show_rollout(rollout, out)
+    if args.filename and getattr(args, "kustomize", None):
+        _write_component(args, policy, record, before or change.workload, change.workload, verb == "retire")
+    elif args.filename:
+        sys.stdout.write(dump(adopt_documents(policy, record, change.workload, others)))
+    elif as_yaml:
+        documents = [record] if record is not None else []
+        sys.stdout.write(dump([*documents, committable(with_api_version(change.workload))]))
+    elif args.dry_run:
+        print("# the pod template it would write:")
+        sys.stdout.write(yaml.safe_dump(change.workload["spec"]["template"], sort_keys=False))
+
+
+def _show_rollout(rollout, out=None) -> None:  # noqa: ANN001 - ops.rollout.RolloutCheck
+    """What the rollout adopt starts will do (ops/rollout.py), or why it would stall."""
+    out = out or sys.stdout
+    if rollout.adopted:
+        kept = ", ".join(f"ordinal {o} in {z}" for o, z in sorted(rollout.adopted.items()))
+        print(
+            f"  rotation: running pods outside it stay in their zones ({kept}), recorded in the ZoneRotation", file=out
+        )
+    for step in rollout.steps:
+        print(f"  rollout: {step}", file=out)
+    for problem in rollout.problems:
+        print(f"  rollout: {problem}", file=sys.stderr)
+
+
+def _write_component(  # noqa: PLR0913
+    args: argparse.Namespace,
+    policy: dict | None,
+    record: dict | None,
+    before: dict,
+    workload: dict,
+    patch_only: bool,
+) -> None:
+    """--kustomize DIR: the component's files (ops/component.py); the line the app's kustomization
+    needs on stderr when it does not list the component yet. `patch_only` (retire): the policy and
+    the record stay committed as they are, only the workload's patch changes."""
+    from pathlib import Path
+
+    from ..ops.component import PATCH, component_files, lists_component
+
+    folder = Path(args.kustomize)
+    folder.mkdir(parents=True, exist_ok=True)
+    for file, text in component_files(policy, record, before, workload).items():
+        if not patch_only or file == PATCH:
+            (folder / file).write_text(text, encoding="utf-8")
+    print(f"wrote the kustomize component {folder}/", file=sys.stderr)
+    parent = folder.parent / "kustomization.yaml"
+    relative = folder.name
+    listed = False
+    if parent.exists():
+        listed = lists_component(yaml.safe_load(parent.read_text(encoding="utf-8")) or {}, relative)
+    if not listed:
+        print(f"add to {parent}, once:\ncomponents:\n- {relative}", file=sys.stderr)
+
+
+# Looking up the workload, its policy and its ZoneRotation (rotation export uses these too).
+
+
+def workload_path(ref: str, namespace: str) -> tuple[str, str]:
+    from ..ops.adopt import KINDS
+
+    alias, _, name = ref.partition("/")
+    kind = KINDS.get({"sts": "statefulset", "deploy": "deployment"}.get(alias.lower(), alias.lower().removesuffix("s")))
+    if not kind or not name:
+        raise UsageError(f"{ref!r}: name the workload as statefulset/NAME or deployment/NAME")
+    plural = kind.lower() + "s"
+    return kind, f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}"
+
+
+def named_policy(api, namespace: str, name: str) -> PlacementPolicySpec:
+    from ..api.policy import API_GROUP, API_VERSION, PLURAL
+
+    obj = api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}")
+    return parse_spec((obj or {}).get("spec") or {}, f"{KIND} {namespace}/{name}")
+
+
+def _named_policy_object(api, namespace: str, name: str) -> dict:  # noqa: ANN001
+    from ..api.policy import API_GROUP, API_VERSION, PLURAL
+
+    obj = api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}") or {}
+    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, **obj}
+
+
+def policy_file(path: str) -> PlacementPolicySpec:
+    text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ValueError(f"{path}: expected one PlacementPolicy or one bare policy spec")
+    doc = docs[0]
+    return parse_spec(doc.get("spec") or {}, f"{KIND} in {path}") if doc.get("kind") == KIND else parse_spec(doc, path)
+
+
+def live_rotation(api, namespace: str, statefulset: str) -> dict | None:  # noqa: ANN001
+    """The set's ZoneRotation in the cluster, as stored (None: none, or no CRD)."""
+    from ..api.policy import API_GROUP, API_VERSION
+    from ..api.rotation import PLURAL as ROTATIONS
+    from ..kube.client import KubeApiError
+
+    try:
+        items = (api.call("GET", f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{ROTATIONS}") or {}).get(
+            "items"
+        ) or []
+    except KubeApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    for item in items:
+        if (item.get("spec") or {}).get("statefulSet") == statefulset:
+            return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "ZoneRotation", **item}
+    return None
+
+
+def record_document(rollout) -> dict | None:  # noqa: ANN001
+    """The ZoneRotation adopt writes for this rollout, as an object (None: none to write)."""
+    from ..api.rotation import rotation_object
+
+    if rollout is None or rollout.record is None:
+        return None
+    record = rollout.record
+    return rotation_object(record.namespace, record.statefulset, record.order, record.adopted)
