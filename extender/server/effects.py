@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -51,11 +52,16 @@ from ..state.objects import DELETION_COST_ANNOTATION, PodRecord, RotationRecord
 from .gate_answers import GateAnswer
 from .gate_patch import carries_gate, lift_patch
 from .leader import LeaseConflict
-from .ports import BindError
+from .ports import AlreadyBound, BindError, BindOutcomeUnknown
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "placement-extender"
+
+
+# The API server's answer to a Binding for a pod that has a node (pkg/registry/core/pod/storage):
+# 409 Conflict, "pod NAME is already assigned to node "NODE"".
+ALREADY_ASSIGNED = re.compile(r'already assigned to node "([^"]+)"')
 
 
 class KubeBinder:
@@ -73,9 +79,12 @@ class KubeBinder:
         try:
             self.api.create(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body, timeout=self.timeout)
         except KubeApiError as err:
+            assigned = ALREADY_ASSIGNED.search(str(err)) if err.status == 409 else None
+            if assigned is not None:
+                raise AlreadyBound(f"{namespace}/{name} is bound to {assigned[1]} already", assigned[1]) from None
             raise BindError(f"binding {namespace}/{name} to {node} failed: {err}") from None
         except Exception as err:  # network faults: the scheduler retries the pod
-            raise BindError(f"binding {namespace}/{name} to {node} failed: {err}") from None
+            raise BindOutcomeUnknown(f"binding {namespace}/{name} to {node} got no answer: {err}") from None
 
 
 class KubeEventSink:

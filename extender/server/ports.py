@@ -13,6 +13,19 @@ class BindError(Exception):
     pass
 
 
+class BindOutcomeUnknown(BindError):
+    """No answer came (a network fault, the deadline): the Binding may have landed or not."""
+
+
+class AlreadyBound(BindError):
+    """The API server refused the Binding because the pod is bound already, to `node`: one of
+    our own Bindings that landed after kube-scheduler stopped waiting for it, found by its retry."""
+
+    def __init__(self, message: str, node: str) -> None:
+        super().__init__(message)
+        self.node = node
+
+
 class Binder(Protocol):
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Create the pod's Binding; raise BindError with a readable message on failure."""

@@ -47,7 +47,7 @@ from ..state.store import ClusterStore
 from .bind_check import hard_rule_refusal, node_refusal, ownership_refusal, resource_refusal
 from .disagreements import DisagreementWarner
 from .gate_answers import GateAnswer, gate_answer
-from .ports import Binder, BindError, EventSink, RecordWriter
+from .ports import AlreadyBound, Binder, BindError, BindOutcomeUnknown, EventSink, RecordWriter
 from .preemption import victims_allowed
 from .remedies import RemedyDesk
 from .reuse import DecisionInputs, FilterMemo, narrowed, reused
@@ -228,11 +228,26 @@ class Verbs:
                 self.metrics.binds.inc(result="not_ours")
                 log.warning("refused to bind %s to %s: %s", pod.key, args.Node, foreign)
                 return ExtenderBindingResult(Error=f"refused to bind: {foreign}")
-            refusal = self._recheck(pod, args.Node)
-            if refusal is not None:
-                return ExtenderBindingResult(Error=refusal)
+            landed = self.store.reservations.get(pod.uid)
+            landed_on = landed.node if landed is not None and landed.written else None
+            refusal = None if landed_on is not None else self._recheck(pod, args.Node)
+        if landed_on is not None:  # our Binding for it was accepted: this is a retry (_already_bound)
+            return self._already_bound(pod, args.Node, landed_on)
+        if refusal is not None:
+            return ExtenderBindingResult(Error=refusal)
+        return self._write_binding(pod, args)
+
+    def _write_binding(self, pod: PodRecord, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         try:
             self.binder.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+        except AlreadyBound as err:
+            return self._already_bound(pod, args.Node, err.node)
+        except BindOutcomeUnknown as err:
+            # No answer: the Binding may have landed, so the pod stays counted on the node until the
+            # watch shows where it is (or the committed reservation expires).
+            self.metrics.binds.inc(result="failed")
+            log.warning("%s", err)
+            return ExtenderBindingResult(Error=str(err))
         except BindError as err:
             with self.store.lock.held("bind"):
                 self.store.reservations.release(pod.uid)
@@ -241,13 +256,29 @@ class Verbs:
             return ExtenderBindingResult(Error=str(err))
         return self._bound(pod)
 
+    def _already_bound(self, pod: PodRecord, node: str, bound_to: str) -> ExtenderBindingResult:
+        """The pod is on `bound_to`, the API server says, whatever the watch shows yet: a Binding
+        of ours landed after kube-scheduler stopped waiting for it (the in-scheduler stanza waits
+        300 ms), and this is its retry. The pod is counted on that node until the watch shows it.
+        Releasing it instead, as any failed bind does, let other pods of its group onto that node
+        in the meantime: 6-12 pods over a cap a round in a burst whose binds outlasted the wait."""
+        with self.store.lock.held("bind"):
+            self.store.reservations.commit(pod, bound_to)
+            self.store.reservations.confirm(pod.uid)
+        if bound_to == node:
+            log.info("%s was bound to %s already (an earlier try's Binding)", pod.key, node)
+            return self._bound(pod)
+        self.metrics.binds.inc(result="failed")
+        log.warning("refused to bind %s to %s: it is bound to %s already", pod.key, node, bound_to)
+        return ExtenderBindingResult(Error=f"{pod.key} is bound to {bound_to} already")
+
     def _bound(self, pod: PodRecord) -> ExtenderBindingResult:
         """The API server accepted the Binding. An opted-in pod's (in-scheduler mode) lift frees
         its slot of the placeable gate's window now, one watch round trip before the watch shows
         it bound: the gate's next lift follows at once (place_gate.py)."""
+        with self.store.lock.held("bind"):
+            self.store.reservations.confirm(pod.uid)
         if pod.opted_in:
-            with self.store.lock.held("bind"):
-                self.store.reservations.confirm(pod.uid)
             self.store.gate_work.set()
         self.metrics.binds.inc(result="bound")
         return ExtenderBindingResult()

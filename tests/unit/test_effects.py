@@ -1,13 +1,17 @@
-"""The event sink's dedup table stays bounded and cheap under churn; events reach the API."""
+"""The event sink's dedup table stays bounded and cheap under churn; events reach the API; a
+Binding's errors say what the API server knows."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.server.effects import KubeEventSink
+from extender.kube.client import KubeApiError
+from extender.server.effects import KubeBinder, KubeEventSink
+from extender.server.ports import AlreadyBound, BindError, BindOutcomeUnknown
 from extender.state.objects import PodRecord, parse_pod
 
 from builders import pod
@@ -112,3 +116,36 @@ def test_a_placeable_lift_is_one_patch_deleting_the_gate_with_the_uid_as_precond
         writer = KubeGateWriter(PatchingApi(KubeApiError(status, "Invalid", message)))  # type: ignore[arg-type]
         writer.lift(answer)
         assert writer.lifted == 0
+
+
+class AnsweringApi:
+    """Answers every create with one error, as the API server would."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def create(self, path: str, body: dict, timeout: float = 0) -> dict:
+        raise self.error
+
+
+ASSIGNED = 'Operation cannot be fulfilled on pods/binding "r-0": pod r-0 is already assigned to node "n-7"'
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "node"),
+    [
+        (KubeApiError(409, "Conflict", ASSIGNED), AlreadyBound, "n-7"),
+        (KubeApiError(409, "Conflict", "the object has been modified"), BindError, None),
+        (KubeApiError(404, "NotFound", 'pods "r-0" not found'), BindError, None),
+        (TimeoutError("read timed out"), BindOutcomeUnknown, None),
+        (ConnectionResetError("reset by peer"), BindOutcomeUnknown, None),
+    ],
+    ids=["already assigned: the node it has", "another conflict", "gone", "no answer", "cut off"],
+)
+def test_a_binding_error_says_what_the_api_server_knows(error: Exception, kind: type, node: str | None) -> None:
+    """A 409 naming the node the pod has is where the pod is (the extender keeps counting it
+    there); no answer at all may have landed; anything else did not."""
+    with pytest.raises(BindError) as raised:
+        KubeBinder(AnsweringApi(error)).bind("db", "r-0", "u0", "n-1")  # type: ignore[arg-type]
+    assert type(raised.value) is kind
+    assert getattr(raised.value, "node", None) == node

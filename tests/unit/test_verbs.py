@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from extender.api.policy import OPT_IN_RESOURCE
 from extender.api.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
-from extender.server.ports import BindError
+from extender.server.ports import AlreadyBound, BindError
 from extender.state.objects import parse_pod
 from extender.state.reservations import Reservations
 from extender.state.store import KINDS, ClusterStore
@@ -153,22 +153,79 @@ def test_failed_binding_releases_the_reservation() -> None:
     assert store.reservations.get(p["metadata"]["uid"]) is None
 
 
+class ApiServerBindings:
+    """Bindings as the API server keeps them: a pod's first Binding wins; any later one is refused
+    with 409 naming the node it has (what kube-scheduler's retry meets when an earlier try's
+    Binding landed after the stanza's timeout)."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, str] = {}
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        key = f"{namespace}/{name}"
+        if key in self.nodes:
+            raise AlreadyBound(f"{key} is bound to {self.nodes[key]} already", self.nodes[key])
+        self.nodes[key] = node
+
+
 @pytest.mark.parametrize(
-    ("opted_in", "fail", "written"),
-    [(True, False, True), (True, True, False), (False, False, False)],
-    ids=["opted in, bound: written", "opted in, Binding refused: nothing", "second-scheduler pod: not marked"],
+    ("retry_node", "answer"),
+    [("n1", ""), ("n2", "bound to n1 already")],
+    ids=["retried on the same node: bound", "retried elsewhere: refused, counted where it is"],
 )
-def test_an_accepted_binding_of_an_opted_in_pod_is_marked_written_and_wakes_the_gate(opted_in, fail, written) -> None:
-    """In-scheduler mode: the placeable gate frees the lift's slot on this mark (place_gate.py)."""
+def test_a_retried_bind_of_a_pod_already_bound_counts_it_on_its_node(retry_node: str, answer: str) -> None:
+    """kube-scheduler gave up on the first bind (its timeout), the Binding landed all the same, and
+    the retry meets 409. The pod must stay counted on n1 until the watch shows it there: released,
+    the next pod of a cap-1 group was placed on n1 beside it."""
+    store, _, verbs = make([node("n1", "a"), node("n2", "a")])
+    verbs.binder = api = ApiServerBindings()
+    p1, p2 = pod("r-0", sts="r", policy=CAP1), pod("r-1", sts="r", policy=CAP1)
+    for p in (p1, p2):
+        store.apply("pods", "ADDED", p)
+    assert do_bind(verbs, p1, "n1").Error == ""  # kube-scheduler stopped waiting before this answer
+    assert (do_bind(verbs, p1, retry_node).Error or "").endswith(answer)
+    assert do_filter(verbs, p2, ["n1", "n2"]).NodeNames == ["n2"]
+    assert "allows 1" in do_bind(verbs, p2, "n1").Error
+    assert api.nodes == {"db/r-0": "n1"}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(attempts=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2)), max_size=12))
+def test_binds_retried_in_any_order_never_put_two_pods_of_a_cap_1_group_on_a_node(attempts) -> None:
+    """Whatever kube-scheduler retries where, before the watch shows any binding, the API server
+    ends with at most one pod of the group a node."""
+    store, _, verbs = make([node(f"n{i}", "a") for i in range(3)])
+    verbs.binder = api = ApiServerBindings()
+    pods = [pod(f"r-{i}", sts="r", policy=CAP1) for i in range(4)]
+    for p in pods:
+        store.apply("pods", "ADDED", p)
+    for which, target in attempts:
+        do_bind(verbs, pods[which], f"n{target}")
+        per_node = list(api.nodes.values())
+        assert len(per_node) == len(set(per_node)), api.nodes
+
+
+@pytest.mark.parametrize(
+    ("opted_in", "fail", "written", "wakes"),
+    [(True, False, True, True), (True, True, False, False), (False, False, True, False)],
+    ids=[
+        "opted in, bound: written, the gate woken",
+        "opted in, Binding refused: nothing",
+        "second-scheduler pod, bound: written (a retry finds it), no gate to wake",
+    ],
+)
+def test_an_accepted_binding_is_marked_written_and_an_opted_in_one_wakes_the_gate(opted_in, fail, written, wakes):
+    """In-scheduler mode: the placeable gate frees the lift's slot on this mark (place_gate.py);
+    and a retried bind of any pod finds it where the API server has it."""
     store, binder, verbs = make([node("n1", "a")], fail=fail)
-    p = pod("r-0", sts="r", policy=CAP1, scheduler="default-scheduler" if opted_in else None)
+    p = pod("r-0", sts="r", policy=CAP1, scheduler="default-scheduler" if opted_in else "placement-scheduler")
     if opted_in:
         p["spec"]["containers"][0]["resources"] = {"requests": {OPT_IN_RESOURCE: "1"}}
     store.apply("pods", "ADDED", p)
     store.gate_work.clear()
     do_bind(verbs, p, "n1")
     assert store.reservations.written(p["metadata"]["uid"]) is written
-    assert store.gate_work.is_set() is written
+    assert store.gate_work.is_set() is wakes
 
 
 def test_bind_of_an_unknown_pod_is_refused_not_blind() -> None:
