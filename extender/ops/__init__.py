@@ -8,6 +8,6 @@
     load.py       the one way they read a live cluster: the extender's own cache, listed once
 
 They read a cluster as the extender does (state/), decide with the engine (engine/), and write
-nothing but what adopt and retire write (through server/effects.py). The CLI (extender/cli/commands.py) and
-the kubectl plugin are their front ends.
+nothing but what adopt and retire write (through server/effects.py). The CLI (extender/cli/, a
+module per command group) and the kubectl plugin are their front ends.
 """

@@ -5,7 +5,7 @@ cluster, and print, as YAML, every object adopt would write: the workload with i
 template and, for a running StatefulSet under ordinal zones, its ZoneRotation record (the record
 "nothing running moves" depends on: the zones its running pods are kept in). The live
 `adopt --dry-run -o yaml` prints the same documents from the live object. Nothing here does I/O:
-the CLI reads the files and the cluster (extender/cli/commands.py).
+the CLI reads the files and the cluster (extender/cli/workloads.py).
 
 Invariant: the printed workload is the input with only adopt's (or retire's) changes, and is
 committable: none of the API server's own fields (status, uid, resourceVersion, managedFields,
