@@ -349,13 +349,17 @@ def read_histograms(text: str, name: str) -> dict[tuple[tuple[str, str], ...], H
 
 
 def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of process `pid` and every descendant, from /proc."""
-    total = 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-            total += tree_cpu(int(child))
-    except (OSError, IndexError, ValueError):
-        pass
+    """CPU seconds (user + system) of live process `pid` and its live descendants, from /proc: the
+    children of every thread, as a Go program (kube-apiserver, the scheduler_perf harness) starts its
+    children from any of its threads."""
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
     return total

@@ -61,7 +61,7 @@ import requests
 import yaml
 
 from benchmarks.arms.server import GoFloorServer, free_port
-from benchmarks.common import REPO, build_go_floor, loadavg, table
+from benchmarks.common import REPO, build_go_floor, loadavg, table, tree_cpu
 from extender.api.policy import INLINE_POLICY_ANNOTATION, OPT_IN_RESOURCE
 from extender.devcluster.cluster import IN_SCHEDULER_CONFIG, kube_binaries
 
@@ -190,20 +190,6 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of a live process and its live descendants (the harness's etcd, gunicorn's worker)."""
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            total += cpu_seconds(current)
-            for task in Path(f"/proc/{current}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue  # exited meanwhile
-    return total
-
-
 class CpuSampler(threading.Thread):
     """Every `interval` seconds, the CPU seconds of each named process tree, stamped with time.time(): what
     a run's measured stretch cost each, read afterwards between two instants. CPU time, unlike a rate, barely
@@ -219,7 +205,7 @@ class CpuSampler(threading.Thread):
     def run(self) -> None:
         while not self.halt.wait(self.interval):
             now = time.time()
-            self.samples.append((now, {name: tree_cpu_seconds(pid) for name, pid in list(self.roots.items())}))
+            self.samples.append((now, {name: tree_cpu(pid) for name, pid in list(self.roots.items())}))
 
     def stop(self) -> None:
         self.halt.set()
@@ -251,12 +237,6 @@ def measured_stretch(log_text: str) -> tuple[float, float, int] | None:
 
     (d0, c0, n0), (d1, c1, n1) = found[0], found[-1]
     return instant(d0, c0), instant(d1, c1), int(n1) - int(n0)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a live process (its own threads, not its children)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Extender:
@@ -390,7 +370,7 @@ def run_one(
                 extender_cpu = extender.stop()
                 extender = None
             if floor is not None:
-                extender_cpu = round(cpu_seconds(floor.proc.pid), 2)
+                extender_cpu = round(tree_cpu(floor.proc.pid), 2)
                 floor.stop()
                 floor = None
             done.unlink(missing_ok=True)
