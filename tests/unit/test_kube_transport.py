@@ -120,7 +120,8 @@ class _Recorder(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers["Content-Length"]))
         peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
         common_name = dict(item[0] for item in peer["subject"])["commonName"] if peer else None
-        type(self).seen.append({"authorization": self.headers.get("Authorization"), "user": common_name})
+        seen = {"authorization": self.headers.get("Authorization"), "user": common_name}
+        type(self).seen.append(seen | {"target": self.path, "host": self.headers.get("Host")})
         self.send_response(201)
         self.send_header("Content-Length", "2")
         self.end_headers()
@@ -181,7 +182,7 @@ def test_tls_server_name_is_the_name_sent_and_verified(pki, named_server) -> Non
     admin = pki.client("tsn-admin", "tsn-admin")
     api = KubeHttp(_tls_cfg(named_server.url, pki.ca_cert, admin.cert, admin.key, "api.internal.test"))
     api.create(BIND, BINDING, timeout=5)
-    assert _Recorder.seen == [{"authorization": None, "user": "tsn-admin"}]
+    assert [(s["authorization"], s["user"]) for s in _Recorder.seen] == [(None, "tsn-admin")]
     without = KubeHttp(_tls_cfg(named_server.url, pki.ca_cert, admin.cert, admin.key, None))
     with pytest.raises(Exception, match="(?i)certificate|hostname|match"):
         without.create(BIND, BINDING, timeout=5)  # 127.0.0.1 is not in the certificate
@@ -346,3 +347,21 @@ def test_an_exec_plugins_client_certificate_is_renewed_once_expired(pki, tmp_pat
     finally:
         server.close()
     assert [s["user"] for s in _Recorder.seen] == ["exec-user-a", "exec-user-b"]
+
+
+def test_plain_http_through_a_proxy_names_the_whole_url(monkeypatch) -> None:
+    """An http:// API server behind a forwarding proxy (no CONNECT): every request goes to the
+    proxy naming the server's whole URL, the Binding's as the calls'. The stand-in answers as
+    the proxy would relay; the server's name resolves nowhere, so only the proxy is reached."""
+    proxy = _Server()
+    cfg = _cfg(monkeypatch, "http://api.kube-transport.test:8080", {})
+    cfg.proxy = proxy.url  # a kubeconfig's proxy-url
+    api = KubeHttp(cfg)
+    try:
+        api.create(BIND, BINDING, timeout=5)
+        api.call("POST", BIND, body=BINDING, timeout=5)
+    finally:
+        proxy.close()
+    assert [(s["target"], s["host"]) for s in _Recorder.seen] == [
+        ("http://api.kube-transport.test:8080" + BIND, "api.kube-transport.test:8080")
+    ] * 2
