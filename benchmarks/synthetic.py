@@ -9,9 +9,13 @@ cost in production; tests/fixtures/wire holds the shapes kube-scheduler itself m
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from extender.api.policy import POLICY_REF_ANNOTATION
 from extender.api.rotation import rotation_object
@@ -148,6 +152,10 @@ def nodes(count: int, *, not_ready_every: int = 200) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------------------- pods
+# What every rich pod shares, as the API server lists it (benchmarks/synthetic_pod.yaml).
+RICH_POD = yaml.safe_load((Path(__file__).with_name("synthetic_pod.yaml")).read_text())
+
+
 def pod_obj(
     *,
     name: str,
@@ -184,175 +192,13 @@ def pod_obj(
     if rich:
         if generate_name:
             meta["generateName"] = generate_name
-        meta["managedFields"] = [
-            {
-                "manager": "kube-controller-manager",
-                "operation": "Update",
-                "apiVersion": "v1",
-                "time": "2024-01-02T03:00:00Z",
-                "fieldsType": "FieldsV1",
-                "fieldsV1": {
-                    "f:metadata": {
-                        "f:generateName": {},
-                        "f:labels": {".": {}, **{f"f:{k}": {} for k in labels}},
-                        "f:ownerReferences": {".": {}, f'k:{{"uid":"{owner["uid"]}"}}': {}},
-                    },
-                    "f:spec": {
-                        "f:containers": {
-                            'k:{"name":"main"}': {".": {}, "f:image": {}, "f:name": {}, "f:resources": {}}
-                        },
-                        "f:dnsPolicy": {},
-                        "f:restartPolicy": {},
-                        "f:schedulerName": {},
-                    },
-                },
-            },
-            {
-                "manager": "kubelet",
-                "operation": "Update",
-                "apiVersion": "v1",
-                "time": "2024-01-02T03:00:05Z",
-                "fieldsType": "FieldsV1",
-                "subresource": "status",
-                "fieldsV1": {
-                    "f:status": {
-                        "f:conditions": {'k:{"type":"Ready"}': {".": {}, "f:status": {}, "f:type": {}}},
-                        "f:containerStatuses": {},
-                        "f:hostIP": {},
-                        "f:phase": {},
-                        "f:podIP": {},
-                        "f:startTime": {},
-                    }
-                },
-            },
-        ]
-        volumes.append(
-            {
-                "name": "kube-api-access",
-                "projected": {
-                    "defaultMode": 420,
-                    "sources": [
-                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                        {
-                            "downwardAPI": {
-                                "items": [
-                                    {
-                                        "path": "namespace",
-                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                    }
-                                ]
-                            }
-                        },
-                    ],
-                },
-            }
-        )
-        spec.update(
-            {
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "registry.example.com/team/app:1.27.3",
-                        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-                        "env": [
-                            {
-                                "name": "POD_NAME",
-                                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
-                            },
-                            {"name": "LOG_LEVEL", "value": "info"},
-                        ],
-                        "resources": {
-                            "limits": {"cpu": "1", "memory": "1Gi"},
-                            "requests": {"cpu": "250m", "memory": "512Mi"},
-                        },
-                        "volumeMounts": [
-                            {
-                                "name": "kube-api-access",
-                                "readOnly": True,
-                                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                            }
-                        ],
-                        "readinessProbe": {
-                            "httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
-                            "timeoutSeconds": 1,
-                            "periodSeconds": 10,
-                            "successThreshold": 1,
-                            "failureThreshold": 3,
-                        },
-                        "terminationMessagePath": "/dev/termination-log",
-                        "terminationMessagePolicy": "File",
-                        "imagePullPolicy": "IfNotPresent",
-                    }
-                ],
-                "restartPolicy": "Always",
-                "terminationGracePeriodSeconds": 30,
-                "dnsPolicy": "ClusterFirst",
-                "serviceAccountName": "default",
-                "serviceAccount": "default",
-                "securityContext": {},
-                "tolerations": [
-                    {
-                        "key": f"node.kubernetes.io/{key}",
-                        "operator": "Exists",
-                        "effect": "NoExecute",
-                        "tolerationSeconds": 300,
-                    }
-                    for key in ("not-ready", "unreachable")
-                ],
-                "priority": 0,
-                "enableServiceLinks": True,
-                "preemptionPolicy": "PreemptLowerPriority",
-            }
-        )
-        if node:
-            status.update(
-                {
-                    "conditions": [
-                        {
-                            "type": kind,
-                            "status": "True",
-                            "lastProbeTime": None,
-                            "lastTransitionTime": f"2024-01-02T03:00:0{s}Z",
-                        }
-                        for kind, s in (("Initialized", 2), ("Ready", 5), ("ContainersReady", 5), ("PodScheduled", 1))
-                    ],
-                    "hostIP": "10.0.1.11",
-                    "podIP": "10.244.1.17",
-                    "podIPs": [{"ip": "10.244.1.17"}],
-                    "startTime": "2024-01-02T03:00:02Z",
-                    "containerStatuses": [
-                        {
-                            "name": "main",
-                            "state": {"running": {"startedAt": "2024-01-02T03:00:04Z"}},
-                            "lastState": {},
-                            "ready": True,
-                            "restartCount": 0,
-                            "image": "registry.example.com/team/app:1.27.3",
-                            "imageID": "registry.example.com/team/app@sha256:" + "ab" * 32,
-                            "containerID": "containerd://" + "cd" * 32,
-                            "started": True,
-                        }
-                    ],
-                    "qosClass": "Burstable",
-                }
-            )
-        else:
-            status.update(
-                {
-                    "conditions": [
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "lastProbeTime": None,
-                            "lastTransitionTime": "2024-01-02T03:00:01Z",
-                            "reason": "Unschedulable",
-                            "message": "0/6 nodes are available: 4 ordinal zone mismatch.",
-                        }
-                    ],
-                    "qosClass": "Burstable",
-                }
-            )
+        meta["managedFields"] = managed = copy.deepcopy(RICH_POD["managedFields"])
+        fields = managed[0]["fieldsV1"]["f:metadata"]
+        fields["f:labels"].update({f"f:{k}": {} for k in labels})
+        fields["f:ownerReferences"][f'k:{{"uid":"{owner["uid"]}"}}'] = {}
+        volumes.append(copy.deepcopy(RICH_POD["apiAccessVolume"]))
+        spec.update(copy.deepcopy(RICH_POD["spec"]))
+        status.update(copy.deepcopy(RICH_POD["boundStatus" if node else "pendingStatus"]))
     return {"metadata": meta, "spec": spec, "status": status}
 
 
