@@ -51,7 +51,7 @@ CREDENTIALS_REUSE = 1.0  # seconds
 
 def decode_json(data: bytes) -> Any:
     """JSON from the API server, decoded by orjson: half the CPU of the standard library on a
-    watch event, a fifth less on a list page (benchmarks/kinds/watch_cost.py).
+    watch event, a fifth less on a list page (measured by the benchmark kind watch_cost, retired after 94a233e).
 
     A document orjson refuses but the standard library reads (a lone surrogate escape, NaN, a
     number beyond a double) goes to the standard library, so it decodes as before. The one
