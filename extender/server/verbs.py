@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 # How long a filter or bind waits for the watch to show its pod before refusing (kube-scheduler
 # retries). The watch is usually ahead of kube-scheduler; the wait is the rare case's bound, well
-# inside kube-scheduler's httpTimeout in config/ (5 s). The in-scheduler stanza's is 100 ms, but
+# inside kube-scheduler's httpTimeout in config/ (5 s). The in-scheduler stanza's is 300 ms, but
 # there the pods it sends were lifted from this cache by the placeable gate, so none waits.
 BIND_WATCH_WAIT = 1.0
 # Resources the bind's room check leaves out: in-scheduler mode's opt-in resource, which no node
@@ -259,7 +259,7 @@ class Verbs:
     def _already_bound(self, pod: PodRecord, node: str, bound_to: str) -> ExtenderBindingResult:
         """The pod is on `bound_to`, the API server says, whatever the watch shows yet: a Binding
         of ours landed after kube-scheduler stopped waiting for it (the in-scheduler stanza waits
-        100 ms), and this is its retry. The pod is counted on that node until the watch shows it.
+        300 ms), and this is its retry. The pod is counted on that node until the watch shows it.
         Releasing it instead, as any failed bind does, let other pods of its group onto that node
         in the meantime: 6-12 pods over a cap a round in a burst whose binds outlasted the wait."""
         with self.store.lock.held("bind"):
