@@ -6,6 +6,8 @@ from typing import Any
 
 from extender.server.verbs import Verbs
 from extender.state.objects import ObjectError, PodRecord, parse_pod
+from extender.state.reservations import Reservations
+from extender.state.store import KINDS, ClusterStore
 
 
 class RecordedEvents:
@@ -45,3 +47,15 @@ class ShownVerbs(Verbs):
     def preempt(self, args):  # noqa: ANN001, ANN201
         self._show(args.Pod)
         return super().preempt(args)
+
+
+def synced_store(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterStore:
+    """A store as the watch leaves it after its first sync: every kind listed, these nodes and pods."""
+    store = ClusterStore(Reservations())
+    for kind in KINDS:
+        store.replace(kind, [])
+    for n in nodes:
+        store.apply("nodes", "ADDED", n)
+    for p in pods:
+        store.apply("pods", "ADDED", p)
+    return store

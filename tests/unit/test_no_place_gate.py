@@ -10,11 +10,10 @@ from extender.server.gate_lifter import GateLifter
 from extender.server.place_gate import PlaceGate
 from extender.server.serve import ServeOptions, placeable_gate
 from extender.server.verbs import Verbs
-from extender.state.reservations import Reservations
-from extender.state.store import KINDS, ClusterStore
+from extender.state.store import ClusterStore
 
 from builders import HOST, node, pod
-from fakes import RecordedEvents
+from fakes import RecordedEvents, synced_store
 
 
 def held(name: str) -> dict:
@@ -27,14 +26,7 @@ def held(name: str) -> dict:
 
 
 def cluster(nodes: int, pods: list[dict]) -> ClusterStore:
-    store = ClusterStore(Reservations())
-    for kind in KINDS:
-        store.replace(kind, [])
-    for i in range(nodes):
-        store.apply("nodes", "ADDED", node(f"n{i}", "a"))
-    for p in pods:
-        store.apply("pods", "ADDED", p)
-    return store
+    return synced_store([node(f"n{i}", "a") for i in range(nodes)], pods)
 
 
 class Writer:

@@ -14,11 +14,10 @@ from hypothesis import strategies as st
 from extender.api.policy import OPT_IN_RESOURCE, ORDINAL_ZONE_GATE, PLACEABLE_GATE, parse_spec
 from extender.engine.implied import add_to_spec, implied
 from extender.server.place_gate import PlaceGate
-from extender.state.reservations import Reservations
-from extender.state.store import KINDS, ClusterStore
+from extender.state.store import ClusterStore
 
 from builders import HOST, node, pod
-from fakes import RecordedEvents
+from fakes import RecordedEvents, synced_store
 
 CAP1 = "cap 1"  # a per-node cap of 1 over the pods of its app
 
@@ -56,14 +55,7 @@ def bound(name: str, on: str, *, app: str = "db", policy=CAP1, **kw) -> dict:
 
 
 def cluster(nodes: int, pods: list[dict]) -> ClusterStore:
-    store = ClusterStore(Reservations())
-    for kind in KINDS:
-        store.replace(kind, [])
-    for i in range(nodes):
-        store.apply("nodes", "ADDED", node(f"n{i}", "a"))
-    for p in pods:
-        store.apply("pods", "ADDED", p)
-    return store
+    return synced_store([node(f"n{i}", "a") for i in range(nodes)], pods)
 
 
 def lifted_names(gate: PlaceGate, now: float = 0.0) -> list[str]:
