@@ -99,8 +99,10 @@ def register(sub: Subcommands, quiet: argparse.ArgumentParser) -> None:
         cmd.set_defaults(func=func)
         if verb == "adopt":
             source = cmd.add_mutually_exclusive_group(required=True)
-            source.add_argument("--policy-name", help="a PlacementPolicy in the workload's namespace")
-            source.add_argument("--policy-file", help="a policy file to inline in the template ('-' for stdin)")
+            source.add_argument("--policy-name", type=_not_empty, help="a PlacementPolicy in the workload's namespace")
+            source.add_argument(
+                "--policy-file", type=_not_empty, help="a policy file to inline in the template ('-' for stdin)"
+            )
             cmd.add_argument(
                 "--scheduler-name",
                 default=SCHEDULER_NAME,
@@ -188,6 +190,15 @@ def _adopted(args: argparse.Namespace, workload: dict, spec: PlacementPolicySpec
         rotation_declared=declared,
         **named,
     )
+
+
+def _not_empty(text: str) -> str:
+    """--policy-name or --policy-file: an empty one named neither (it fell through to reading no file)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "is empty: name a PlacementPolicy in the workload's namespace or a policy file"
+        )
+    return text
 
 
 def _node_pool(text: str | None) -> tuple[str, str] | None:

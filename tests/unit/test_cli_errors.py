@@ -109,3 +109,18 @@ def test_explain_takes_a_pod_with_n_as_well_as_namespace_slash_pod(monkeypatch, 
 class _Result:
     def as_dict(self) -> dict:
         return {}
+
+
+@pytest.mark.parametrize("flag", ["--policy-name", "--policy-file"])
+def test_adopt_refuses_an_empty_policy_source_as_a_usage_error(flag: str, tmp_path, capsys) -> None:  # noqa: ANN001
+    """An empty --policy-name once fell through to reading a policy file named None: a traceback."""
+    workload = tmp_path / "sts.yaml"
+    workload.write_text(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: 3\n"
+        "  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n"
+        "    spec: {containers: [{name: m, image: x}]}\n"
+    )
+    with pytest.raises(SystemExit) as exited:
+        main(["adopt", "-f", str(workload), flag, "", "--offline"])
+    err = capsys.readouterr().err
+    assert exited.value.code == ExitCode.USAGE and "is empty" in err and "Traceback" not in err, err
