@@ -94,11 +94,11 @@ DEFAULT_MAX_BODY = 128 * 1024 * 1024
 # alone (logged, and counted in extender_decision_fallbacks_total). A tenth of kube-scheduler's
 # 5 s extender timeout: no workload's policy can hold the store, and so other pods, for longer.
 DEFAULT_DECISION_DEADLINE = 0.5
-# In in-scheduler mode kube-scheduler waits only 300 ms for an answer (the stanza's httpTimeout,
+# In in-scheduler mode kube-scheduler waits only 100 ms for an answer (the stanza's httpTimeout,
 # config/in-scheduler/scheduler-config.yaml: every other pod of the cluster waits behind that call),
-# so the in-scheduler install stops decisions at a third of it; a decision that ran out the call's
-# time would fail the pod's every try.
-IN_SCHEDULER_DECISION_DEADLINE = 0.1
+# so the in-scheduler install stops decisions at under a third of it; a decision that ran out the
+# call's time would fail the pod's every try. Decisions take 1-10 ms at 1,000-5,000 nodes.
+IN_SCHEDULER_DECISION_DEADLINE = 0.03
 
 # What one hold of the cache's lock may take beyond the decision deadline: the parts of a decision
 # the deadline does not cut (reading the inputs, the hard rules over the candidate classes, one
@@ -140,10 +140,10 @@ DEFAULT_COMMITTED_TTL = 120.0
 # In-scheduler mode's placeable gate (server/place_gate.py): at most this many pods it lifted are
 # in kube-scheduler's queue unbound at once, plus this many lifted with no place for autoscalers.
 # Together they bound what a hung extender costs the cluster's other pods (docs/operations/failure-modes.md).
-# 2 x the stanza's 300 ms per retry round. It holds the rate too: opted-in pods were placed at 0.41 of
-# the rate with every gate lifted at once (BENCHMARKS.md, the gate floor); 6 x 100 ms matched that
-# rate within the same bound, but a 100 ms bind overfills shared nodes (the stanza's comment).
-DEFAULT_PLACE_WINDOW = 2
+# 6 x the stanza's 100 ms per retry round: as much as 2 x 300 ms, and opted-in pods placed at the
+# gate floor's rate (every gate lifted at once); at 2 lifts they were placed at 0.41 of it. The
+# stanza can be that short because it has no bind: kube-scheduler binds to the node filter chose.
+DEFAULT_PLACE_WINDOW = 6
 DEFAULT_PLACE_VISIBLE = 1
 # Seconds a lifted pod keeps its slot once kube-scheduler has tried it without binding it (it lost
 # its place); until kube-scheduler has tried it, it keeps the slot (a partition lifts nothing more).

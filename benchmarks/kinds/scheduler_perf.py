@@ -122,8 +122,7 @@ def stanza(port: int, *, floor: bool) -> dict[str, Any]:
     extender["urlPrefix"] = f"http://127.0.0.1:{port}"
     extender["enableHTTPS"] = False
     extender.pop("tlsConfig", None)
-    if floor:  # the Go floor binds nothing (kube-scheduler does) and has nothing to preempt
-        extender.pop("bindVerb", None)
+    if floor:  # the Go floor has nothing to preempt (kube-scheduler binds, as for the extender)
         extender.pop("preemptVerb", None)
     return extender
 

@@ -230,7 +230,7 @@ def _add_decisions(serve: argparse.ArgumentParser) -> None:
         default=float(env("EXTENDER_DECISION_DEADLINE", str(DEFAULT_DECISION_DEADLINE)) or DEFAULT_DECISION_DEADLINE),
         help="seconds of dead-end analysis one decision may take before the hard rules alone decide "
         f"(default {DEFAULT_DECISION_DEADLINE}; kube-scheduler's extender timeout is 5 s; in-scheduler mode: "
-        f"{IN_SCHEDULER_DECISION_DEADLINE}, its stanza's timeout being 300 ms)",
+        f"{IN_SCHEDULER_DECISION_DEADLINE}, its stanza's timeout being 100 ms)",
     )
     serve.add_argument(
         "--failed-node-reasons",

@@ -591,7 +591,7 @@ class LocalCluster:
                 "serve",
                 f"--listen=127.0.0.1:{port}",
                 f"--kubeconfig={kubeconfig}",
-                # as deploy/overlays/in-scheduler runs it: a decision ends well within the stanza's 300 ms
+                # as deploy/overlays/in-scheduler runs it: a decision ends well within the stanza's 100 ms
                 *([f"--decision-deadline={IN_SCHEDULER_DECISION_DEADLINE}"] if self.mode != "second-scheduler" else []),
                 *self.extender_args,
                 *extra_args,

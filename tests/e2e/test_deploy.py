@@ -125,14 +125,14 @@ OPTIONAL_INSTALLS = ["deploy/optional/audit", "deploy/optional/scale-down"]
 
 
 def _seconds(duration: str) -> float:
-    """A Go duration as the stanza writes it ("300ms", "1s", "5s")."""
+    """A Go duration as the stanza writes it ("100ms", "1s", "5s")."""
     return float(duration[:-2]) / 1000 if duration.endswith("ms") else float(duration.rstrip("s"))
 
 
 @pytest.mark.parametrize("path", ["deploy/overlays/in-scheduler", "deploy/overlays/in-scheduler-before-1.36"])
 def test_in_scheduler_decisions_end_well_within_the_stanzas_timeout(cluster, path: str) -> None:
     """kube-scheduler waits the stanza's httpTimeout for the extender inside the scheduling cycle
-    every pod of the cluster shares, 300 ms so that a partition's first retries cost ordinary pods
+    every pod of the cluster shares, 100 ms so that a partition's first retries cost ordinary pods
     little; a decision running out that time would fail the pod's every try. So the installed
     extender stops decisions at a third of it at most, and the e2e harness runs it that way."""
     rendered = [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO / path)).stdout) if d]

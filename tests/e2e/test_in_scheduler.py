@@ -5,7 +5,8 @@ workload on `schedulerName: default-scheduler`, opting in by requesting the opt-
 1. Pods that do not opt in are never sent to the extender: its request counters do not move while
    a Deployment of 10 is placed.
 2. The core rules hold, read from the API server: a per-node cap of 1, ordinal zones with a cap of
-   1, a zone spread, and an extender restart while pods wait.
+   1, a zone spread, and an extender restart while pods wait; kube-scheduler binds every pod itself,
+   to the one node the extender's filter chose (the stanza has no bindVerb).
 3. The shared-nodes burst (a Deployment of 40 x 1 CPU without opt-in beside an opted-in
    StatefulSet of 40 x 1 CPU, at once, onto 10 nodes of 4 CPU), 5 repetitions: 0 nodes over
    allocatable every time, and every pod that fits placed (40 bound). One cache, no race.
@@ -68,6 +69,7 @@ def test_core_rules_hold_in_the_cluster_scheduler(cluster, scenario) -> None:  #
     zones = ["core-a", "core-b", "core-c"]
     cluster.add_nodes(zoned_nodes({z: 2 for z in zones}, prefix="core"))
     ns = cluster.namespace("core")
+    binds_before = extender_requests(cluster.ports["extender"], "bind")
     cap = {"zones": {"allowed": zones}, "caps": [{"topologyKey": HOST, "max": 1}]}
     ordinal_policy = {
         "zones": {"allowed": zones},
@@ -98,6 +100,8 @@ def test_core_rules_hold_in_the_cluster_scheduler(cluster, scenario) -> None:  #
     placed = wait_settled(api, ns, "app=spread", 9, timeout=90)
     counts = Counter(zone_of[p["spec"]["nodeName"]] for p in placed)
     assert max(counts.values()) - min(counts.values()) <= 1 and len(counts) == 3, counts
+    # The shipped stanza names no bindVerb: kube-scheduler bound all 21 to the node filter chose.
+    assert extender_requests(cluster.ports["extender"], "bind") == binds_before
     scenario.repetitions += 3
     scenario.pods_placed += 21
     scenario.note = f"cap 1: 6 on 6 nodes; ordinal zones: 6 in order; zone spread 9: {dict(counts)}"

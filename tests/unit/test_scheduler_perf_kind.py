@@ -81,7 +81,8 @@ def test_stanza_arms_add_the_shipped_extender_and_nothing_else(upstream: Path, t
     cwd, _ = sp.write_case(tmp_path / "a", upstream, spec(), "5Nodes", "shipped", "stanza-extender", 8123)
     config = yaml.safe_load(Path(written(cwd)["schedulerConfigPath"]).read_text())
     (extender,) = config["extenders"]
-    assert extender["urlPrefix"] == "http://127.0.0.1:8123" and extender["bindVerb"] == "bind"
+    assert extender["urlPrefix"] == "http://127.0.0.1:8123" and extender["preemptVerb"] == "preempt"
+    assert "bindVerb" not in extender  # kube-scheduler binds to the one node filter chose
     assert extender["managedResources"][0]["name"] == "placement.extender.dev/opt-in"
     assert "tlsConfig" not in extender and extender["enableHTTPS"] is False and "profiles" not in config
     assert written(cwd)["workloadTemplate"] == CASE["workloadTemplate"]  # nobody opted in

@@ -8,6 +8,7 @@ word when a guess was wrong.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -203,6 +204,91 @@ def test_binds_retried_in_any_order_never_put_two_pods_of_a_cap_1_group_on_a_nod
         do_bind(verbs, pods[which], f"n{target}")
         per_node = list(api.nodes.values())
         assert len(per_node) == len(set(per_node)), api.nodes
+
+
+def _opted_in(name: str, policy: dict, node_name: str | None = None) -> dict:
+    """A pod as `adopt --mode in-scheduler` leaves it: the cluster's scheduler, the opt-in resource."""
+    p = pod(name, sts="r", policy=policy, scheduler="default-scheduler", node_name=node_name)
+    p["spec"]["containers"][0]["resources"] = {"requests": {OPT_IN_RESOURCE: "1"}}
+    return p
+
+
+@pytest.mark.parametrize(
+    ("opted_in", "policy", "answered"),
+    [
+        (True, CAP1, 1),
+        (True, None, 4),
+        (False, CAP1, 4),
+    ],
+    ids=[
+        "in-scheduler pod with a policy: the one node chosen",
+        "in-scheduler pod without a policy: every node (nothing to choose by)",
+        "second-scheduler pod: every passing node (its scheduler binds through the extender)",
+    ],
+)
+def test_filter_answers_an_opted_in_pod_the_one_node_it_chose(opted_in: bool, policy, answered: int) -> None:
+    """The in-scheduler stanza has no bindVerb: kube-scheduler binds to the one node it is left."""
+    store, _, verbs = make([node(f"n{i}", "a") for i in range(4)])
+    p = _opted_in("r-0", policy) if opted_in else pod("r-0", sts="r", policy=policy)
+    store.apply("pods", "ADDED", p)
+    result = do_filter(verbs, p, names(store))
+    assert result.Error == "" and len(result.NodeNames) == answered, result
+    held = store.reservations.get(p["metadata"]["uid"])
+    if opted_in and policy is not None:
+        assert held is not None and held.node == result.NodeNames[0]
+
+
+def test_the_chosen_node_is_the_best_scored_one() -> None:
+    """A zone spread: the chosen node is in the emptiest zone (the score kube-scheduler no longer adds)."""
+    store, _, verbs = make([node("a1", "a"), node("a2", "a"), node("b1", "b"), node("b2", "b")])
+    spread = {"spread": [{"topologyKey": ZONE, "maxSkew": 3}]}
+    for i, on in enumerate(["a1", "a2"]):
+        store.apply("pods", "ADDED", _opted_in(f"r-{i}", spread, node_name=on))
+    p = _opted_in("r-2", spread)
+    store.apply("pods", "ADDED", p)
+    assert do_filter(verbs, p, names(store)).NodeNames in (["b1"], ["b2"])
+
+
+CAPS = st.sampled_from(
+    [
+        CAP1,
+        {"caps": [{"topologyKey": HOST, "max": 2}]},
+        {"caps": [{"topologyKey": ZONE, "max": 3}, {"topologyKey": HOST, "max": 1}]},
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    policy=CAPS,
+    steps=st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["bound", "bind failed", "watch"])), max_size=30),
+)
+def test_kube_scheduler_binding_the_chosen_nodes_never_breaks_a_cap(policy, steps) -> None:
+    """In-scheduler mode, whatever the order: kube-scheduler binds a pod to the node filter answered
+    (or its bind fails and it is filtered again later), and the watch shows a binding whenever it
+    does, or never. The API server never holds more of the group on a node or zone than the caps."""
+    nodes = [node(f"{z}{i}", z) for z in "ab" for i in range(3)]
+    store, _, verbs = make(nodes)
+    zone_of = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in nodes}
+    pods_ = [_opted_in(f"r-{i}", policy) for i in range(6)]
+    for p in pods_:
+        store.apply("pods", "ADDED", p)
+    bound: dict[int, str] = {}  # as the API server has it
+    for which, step in steps:
+        if step == "watch":
+            if which in bound:
+                store.apply("pods", "MODIFIED", _opted_in(f"r-{which}", policy, node_name=bound[which]))
+            continue
+        if which in bound:
+            continue  # kube-scheduler never filters a bound pod again
+        answer = do_filter(verbs, pods_[which], names(store)).NodeNames or []
+        assert len(answer) <= 1, answer
+        if answer and step == "bound":
+            bound[which] = answer[0]
+        for key, of in ((HOST, lambda n: n), (ZONE, zone_of.get)):
+            limit = next((c["max"] for c in policy["caps"] if c["topologyKey"] == key), None)
+            if limit is not None:
+                assert max(Counter(of(n) for n in bound.values()).values(), default=0) <= limit, bound
 
 
 @pytest.mark.parametrize(
