@@ -15,16 +15,19 @@ only while the extender runs) removes it from one of its own pods when
   * the cache is synced (a frozen, dead or partitioned extender lifts nothing), and
   * some node its own node constraints allow passes the pod's rules now (a place), with fewer of
     its group's pods lifted and still unbound than the group has passing nodes, and
-  * fewer than `window` pods it lifted still count: a lift counts until its pod is bound (the API
-    server accepted the extender's Binding: the slot frees then, not when the watch shows it) or gone,
+  * fewer than `window` pods it lifted still count: a lift counts until filter has answered its
+    pod the one node it chose (kube-scheduler binds it there without the extender: the slot frees
+    then, not when the watch shows it bound; once only, see _forget), or its pod is bound or gone,
     or `lifted_ttl` after kube-scheduler has tried it (a filter request naming it, or its own
     Unschedulable condition); never merely because time passed.
 
 The invariant it keeps: the pods carrying the gate that are in kube-scheduler's queue are at most
-`window` (lifted with a place, normally bound within one cycle) plus `visible` (below, never sent
-to the extender), plus any that lost their place after kube-scheduler tried them (they stop
-counting `lifted_ttl` later). So whatever the extender does, at most `window` opted-in pods make
-kube-scheduler wait: frozen, each try at one costs the stanza's `httpTimeout` (100 ms) once per
+`window` (lifted with a place, normally answered and bound within one cycle) plus `visible`
+(below, never sent to the extender), plus any that lost their place after kube-scheduler tried
+them (they stop counting `lifted_ttl` later), plus answered pods whose bind failed until
+kube-scheduler asks about them again (then they count again, for good: a bind fails only when
+the API server refuses it or a PreBind step fails, and such a pod frees a slot once). So whatever
+the extender does, at most `window` opted-in pods (and those few) make kube-scheduler wait: frozen, each try at one costs the stanza's `httpTimeout` (100 ms) once per
 kube-scheduler retry (1 s doubling to 10 s); cut off from kube-scheduler while it keeps running
 (a partition, a broken Service path), its lifts are never tried, so they keep counting: the
 queue holds at most twice `window` (those, plus lifts tried just before the cut, whose slots free
@@ -37,9 +40,9 @@ rate of every gate lifted at once) every wave, at the cut, frozen, killed or cut
 took at most 1.15x (tests/e2e/test_in_scheduler_worst_moment.py holds 2x;
 docs/operations/failure-modes.md).
 
-Lifts follow binds: the watch wakes the gate loop when an opted-in pod is bound or a pod is held
-(ClusterStore.gate_work), so the next pod is lifted as soon as a slot frees, not at the next
-tick; evaluations stay a budget per period (_refill) however often passes run.
+Lifts follow answers: filter wakes the gate loop when it answers an opted-in pod its node, and the
+watch when one is bound or a pod is held (ClusterStore.gate_work), so the next pod is lifted as
+soon as a slot frees, not at the next tick; evaluations stay a budget per period (_refill) however often passes run.
 
 Fair across tenants: a pass evaluates at most `max_evaluations` held pods (a pass over many
 waiting pods stays short), starting after the last pod the previous pass evaluated (round robin
@@ -108,6 +111,15 @@ class Lifted:
     asks: int = 0  # the filter requests that had named the pod when it was lifted (ClusterStore.asks)
     reached_at: float | None = None  # when this gate first saw that kube-scheduler had tried the pod
     namespace: str = ""  # whose visible budget it takes (one per namespace)
+    # Filter answered it the one node it chose after this lift (ClusterStore.answered): kube-scheduler
+    # binds it without the extender, so it stops counting, unless kube-scheduler asks about it again.
+    answered: bool = False
+    retried: bool = False  # asked again after that answer (its bind failed): it counts again, for good
+
+    @property
+    def in_flight(self) -> bool:
+        """Counts against the window: it may still make kube-scheduler wait on the extender."""
+        return not self.visible and (not self.answered or self.retried)
 
 
 @dataclass
@@ -146,7 +158,7 @@ class PlaceGate:
                 (p for u in store.held if (p := store.pods.get(u)) is not None and self._waiting(p)), key=_turn
             )
             out: list[GateAnswer] = []
-            in_flight = sum(1 for entry in self.lifted.values() if not entry.visible)
+            in_flight = sum(1 for entry in self.lifted.values() if entry.in_flight)
             shown = Counter(entry.namespace for entry in self.lifted.values() if entry.visible)
             log.debug("place gate: %d held, %d lifts in flight, %d shown", len(held), in_flight, shown.total())
             for pod in _from_cursor(held, self.cursor)[: self.max_evaluations]:
@@ -188,8 +200,11 @@ class PlaceGate:
         self._filled_at = now
 
     def _forget(self, now: float) -> None:
-        """A lift stops counting once its pod is bound (the API server accepted the extender's
-        Binding, or the watch shows it on a node) or gone. A lift with a place also stops
+        """A lift stops counting once its pod is bound (the watch shows it on a node, or the API
+        server accepted the extender's Binding) or gone, and while filter has answered it its one
+        node (kube-scheduler then binds it without asking the extender again; asked again, its bind
+        having failed, it counts again for good: a pod whose binds keep failing never frees a slot
+        twice, so such pods cannot pile up in the queue). A lift with a place also stops
         `lifted_ttl` after kube-scheduler has tried its pod (it lost its place: it must not hold
         the window for good), and only then: the evidence is a filter request naming it
         (ClusterStore.asks) or kube-scheduler's own Unschedulable condition on it. While
@@ -197,13 +212,17 @@ class PlaceGate:
         keep counting, so the queue that would wait its httpTimeout on each stops growing: at
         most twice `window` pods (the lifts tried just before the cut free their slots once, to
         lifts that then keep counting) however long the partition lasts."""
-        asks = self.store.asks
+        asks, answered = self.store.asks, self.store.answered
         written = self.store.reservations.written
         for uid, entry in list(self.lifted.items()):
             pod = self.store.pods.get(uid)
             if pod is None or pod.node is not None or pod.finished or written(uid):
                 del self.lifted[uid]
                 continue
+            first_answer = answered.get(uid)
+            if first_answer is not None and first_answer > entry.asks:
+                entry.answered = True
+                entry.retried = entry.retried or asks.get(uid, 0) > first_answer
             if entry.reached_at is None and (asks.get(uid, 0) > entry.asks or pod.tried_unschedulable):
                 entry.reached_at = now
             if not entry.visible and entry.reached_at is not None and now - entry.reached_at > self.lifted_ttl:
@@ -231,7 +250,8 @@ class PlaceGate:
             self._tell(pod, "InvalidPlacementPolicy", f"held by {PLACEABLE_GATE} until its policy is fixed: {err}")
             return None, None, False
         if places:
-            busy = sum(1 for u, e in self.lifted.items() if not e.visible and e.group == group and group is not None)
+            # An answered lift holds its node as a reservation, which the decision counted already.
+            busy = sum(1 for e in self.lifted.values() if e.in_flight and e.group == group and group is not None)
             if may_place and busy < places:
                 return GateAnswer(pod, None, f"a place on {places} node(s)", PLACEABLE_GATE), group, False
             return None, None, False  # its place is being taken by another lift, or the window is full

@@ -119,6 +119,8 @@ class Verbs:
             answer = self._answer(pod, decision) if inputs is not None else decision.passed()
             if inputs is not None:
                 self.store.reservations.hold(pod, answer, lambda _passed: passed_domains(decision))
+                if pod.opted_in and len(answer) == 1:
+                    self._answered(pod)
                 if spec is not None and spec.ordinalZones is not None:
                     self.rotations.record(pod, zone_order(decision))
                 # After its own hold and record, which the decision does not read (a pod's own
@@ -130,6 +132,14 @@ class Verbs:
         if waiting:
             return self._not_synced(pod, f"node {waiting} is not in the extender's cache yet", "node_not_cached")
         return self._filter_answer(args, pod, spec, decision, inputs, answer)
+
+    def _answered(self, pod: PodRecord) -> None:
+        """An opted-in pod was answered its one node: kube-scheduler binds it without the extender,
+        so its lift stops holding the placeable gate's window (the first answer only: a pod asked
+        again after it, its bind having failed, holds it again; place_gate.py). The gate loop is
+        woken to lift the next pod now, not when the watch shows this one bound."""
+        self.store.answered.setdefault(pod.uid, self.store.asks.get(pod.uid, 0))
+        self.store.gate_work.set()
 
     @staticmethod
     def _answer(pod: PodRecord, decision: Decision) -> list[str]:
@@ -276,7 +286,8 @@ class Verbs:
     def _already_bound(self, pod: PodRecord, node: str, bound_to: str) -> ExtenderBindingResult:
         """The pod is on `bound_to`, the API server says, whatever the watch shows yet: a Binding
         of ours landed after kube-scheduler stopped waiting for it (its httpTimeout: a stanza naming
-        bindVerb with a short one, as the in-scheduler stanza did at 300 ms), and this is its retry. The pod is counted on that node until the watch shows it.
+        bindVerb with a short one, as the in-scheduler stanza did at 300 ms), and this is its
+        retry. The pod is counted on that node until the watch shows it.
         Releasing it instead, as any failed bind does, let other pods of its group onto that node
         in the meantime: 6-12 pods over a cap a round in a burst whose binds outlasted the wait."""
         with self.store.lock.held("bind"):

@@ -87,6 +87,9 @@ class ClusterStore:
         # uid -> how many filter requests named the pod (the verbs count them): that kube-scheduler
         # reached the extender about it, which the placeable gate waits for (place_gate.py)
         self.asks: dict[str, int] = {}
+        # uid -> the ask (its count above) that filter first answered with the one node it chose, for
+        # an opted-in pod: kube-scheduler binds it there without the extender (place_gate.py)
+        self.answered: dict[str, int] = {}
         # Set when the gate loop has work sooner than its period (a pod held, an opted-in pod bound
         # or gone): lifts follow binds, not a timer (extender/server/gate_lifter.py).
         self.gate_work = threading.Event()
@@ -156,6 +159,7 @@ class ClusterStore:
                 put(False, record)
             if kind == "pods":  # a pod deleted while the watch was lost is not seen DELETED
                 self.asks = {uid: n for uid, n in self.asks.items() if uid in self.pods}
+                self.answered = {uid: n for uid, n in self.answered.items() if uid in self.pods}
             self._policies_before = {}
             self.synced[kind] = True
             self.listed[kind] = True
@@ -270,6 +274,7 @@ class ClusterStore:
         if deleted:
             self.reservations.release(record.uid)
             self.asks.pop(record.uid, None)
+            self.answered.pop(record.uid, None)
             if old is not None and old.opted_in:
                 self.gate_work.set()
             return

@@ -170,6 +170,75 @@ def test_a_binding_the_api_server_accepted_frees_the_slot_before_the_watch_shows
     assert lifted_names(gate, 3) == [], "a failed bind frees nothing"
 
 
+def _ask(store: ClusterStore, uid: str, *, answered: bool) -> None:
+    """A filter request naming the pod, as Verbs.filter records it: an ask, and for an answer of its
+    one chosen node the first such ask (kube-scheduler then binds it without the extender)."""
+    store.asks[uid] = store.asks.get(uid, 0) + 1
+    if answered:
+        store.answered.setdefault(uid, store.asks[uid])
+
+
+def test_a_lift_answered_its_node_frees_the_slot_once() -> None:
+    """In-scheduler mode, kube-scheduler binds: the slot frees when filter answers the pod its node,
+    not a bind and a watch round trip later. Asked again after that (its bind failed: it is back in
+    kube-scheduler's queue), it counts again for good, so pods whose binds keep failing cannot free
+    slots over and over and fill the queue."""
+    store = cluster(20, [held(f"x{i}", app=f"a{i}") for i in range(5)])
+    gate = PlaceGate(store, RecordedEvents(), window=1, visible=0, lifted_ttl=60)
+    assert lifted_names(gate, 0) == ["x0"]
+    _ask(store, "uid-db-x0", answered=False)  # an Error (say, a node not cached yet): still in the queue
+    assert lifted_names(gate, 1) == []
+    _ask(store, "uid-db-x0", answered=True)
+    assert lifted_names(gate, 2) == ["x1"], "x0 was answered its node: kube-scheduler binds it"
+    _ask(store, "uid-db-x0", answered=True)  # x0's bind failed, kube-scheduler tried it again
+    _ask(store, "uid-db-x1", answered=True)
+    assert lifted_names(gate, 3) == [], "x0 counts again: x1's answer frees nothing for x2"
+    store.apply("pods", "MODIFIED", bound("x0", "n0", app="a0"))
+    assert lifted_names(gate, 4) == ["x2"], "x0 bound"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    nodes=st.integers(1, 6),
+    groups=st.lists(st.integers(1, 5), min_size=1, max_size=4),
+    window=st.integers(0, 4),
+    steps=st.lists(
+        st.tuples(st.sampled_from(["pass", "answer", "ask", "bind", "delete"]), st.integers(0, 40)), max_size=30
+    ),
+)
+def test_lifts_that_may_still_ask_the_extender_never_exceed_the_window(nodes, groups, window, steps) -> None:
+    """Property (kube-scheduler binding, in-scheduler mode): whatever filter answers, asks again,
+    binds and deletions interleave, the lifted pods that may still make kube-scheduler wait on the
+    extender (unbound and never answered, or asked again after their first answer) are at most
+    `window`; an answered pod frees its slot at most once."""
+    store = cluster(nodes, [held(f"g{g}-{i}", app=f"g{g}") for g, size in enumerate(groups) for i in range(size)])
+    gate = PlaceGate(store, RecordedEvents(), window=window, visible=0, lifted_ttl=60)
+    released: list[str] = []
+    for action, arg in steps:
+        live = [u for u in released if u in store.pods and store.pods[u].node is None]
+        if action == "pass":
+            for answer in gate.answers(0.0):
+                released.append(answer.pod.uid)
+                store.apply("pods", "MODIFIED", store_obj(store, answer.pod.uid))
+        elif live:
+            uid = live[arg % len(live)]
+            if action in ("answer", "ask"):
+                _ask(store, uid, answered=action == "answer")
+            elif action == "bind":
+                record = store.pods[uid]
+                store.apply("pods", "MODIFIED", bound(record.name, f"n{arg % nodes}", app=record.labels["app"]))
+            else:
+                store.apply("pods", "DELETED", store_obj(store, uid))
+        may_ask = [
+            u
+            for u in released
+            if u in store.pods
+            and store.pods[u].node is None
+            and (u not in store.answered or store.asks[u] > store.answered[u])
+        ]
+        assert len(may_ask) <= window, (may_ask, window)
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     nodes=st.integers(1, 6),
