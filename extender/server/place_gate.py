@@ -27,7 +27,8 @@ The invariant it keeps: the pods carrying the gate that are in kube-scheduler's 
 them (they stop counting `lifted_ttl` later), plus answered pods whose bind failed until
 kube-scheduler asks about them again (then they count again, for good: a bind fails only when
 the API server refuses it or a PreBind step fails, and such a pod frees a slot once). So whatever
-the extender does, at most `window` opted-in pods (and those few) make kube-scheduler wait: frozen, each try at one costs the stanza's `httpTimeout` (100 ms) once per
+the extender does, at most `window` opted-in pods (and those few) make kube-scheduler wait:
+frozen, each try at one costs the stanza's `httpTimeout` (100 ms) once per
 kube-scheduler retry (1 s doubling to 10 s); cut off from kube-scheduler while it keeps running
 (a partition, a broken Service path), its lifts are never tried, so they keep counting: the
 queue holds at most twice `window` (those, plus lifts tried just before the cut, whose slots free
