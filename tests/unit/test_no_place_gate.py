@@ -64,5 +64,6 @@ def test_without_the_place_gate_the_loop_lifts_no_pod_that_has_a_place() -> None
     on = placeable_gate(store, events, ServeOptions(place_window=2))
     assert isinstance(on, PlaceGate) and on.window == 2
     writer = Writer()
-    assert GateLifter(verbs, writer, place=on).pass_once(now=0.0) == 2
+    lifter = GateLifter(verbs, writer, place=on)
+    assert lifter.pass_once(now=0.0) == 2 and lifter.drain(timeout=10) == 2
     assert sorted(writer.lifted) == ["db-0", "db-1"]

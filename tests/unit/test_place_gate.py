@@ -5,6 +5,7 @@ extender's cost to other pods is bounded whatever waits."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import pytest
@@ -13,7 +14,9 @@ from hypothesis import strategies as st
 
 from extender.api.policy import OPT_IN_RESOURCE, ORDINAL_ZONE_GATE, PLACEABLE_GATE, parse_spec
 from extender.engine.implied import add_to_spec, implied
+from extender.server.gate_lifter import GateLifter
 from extender.server.place_gate import PlaceGate
+from extender.server.verbs import Verbs
 from extender.state.store import ClusterStore
 
 from builders import HOST, node, pod
@@ -381,3 +384,57 @@ def test_a_node_the_pods_own_selector_refuses_is_no_place(policy) -> None:  # no
     gate = PlaceGate(cluster(2, [nowhere, somewhere]), events, window=4, visible=0)
     assert lifted_names(gate) == ["db-1"]
     assert [(key, reason) for key, reason, _ in events.events] == [("db/db-0", "WaitingForPlace")]
+
+
+# -- the lifts' writes (GateLifter._lift_placeable): a pass hands them to writer threads and returns, so
+# the slots filter's answers free during a slow PATCH are taken by the next pass, not after it
+
+
+class SlowWriter:
+    """A lift that takes until `release` is set (a busy API server); `fail` names pods it refuses."""
+
+    def __init__(self, fail: frozenset[str] = frozenset()) -> None:
+        self.release = threading.Event()
+        self.fail = fail
+        self.started: list[str] = []
+        self.lifted: list[str] = []
+        self._lock = threading.Lock()
+
+    def lift(self, answer) -> None:  # noqa: ANN001
+        with self._lock:
+            self.started.append(answer.pod.name)
+        assert self.release.wait(10)
+        if answer.pod.name in self.fail:
+            raise RuntimeError("500 Internal Server Error")
+        with self._lock:
+            self.lifted.append(answer.pod.name)
+
+
+def _lifter(pods: int, window: int, writer: SlowWriter) -> tuple[GateLifter, PlaceGate]:
+    store = cluster(pods, [held(f"db-{i}") for i in range(pods)])  # one group, at most 1 a node
+    gate = PlaceGate(store, RecordedEvents(), window=window, visible=0)
+    return GateLifter(Verbs(store, None, RecordedEvents()), writer, place=gate), gate  # type: ignore[arg-type]
+
+
+def test_a_pass_does_not_wait_for_its_writes_and_the_next_one_takes_a_freed_slot() -> None:
+    writer = SlowWriter()
+    lifter, gate = _lifter(6, 2, writer)
+    assert lifter.pass_once(now=0.0) == 2, "handed over while both writes still hang"
+    store = gate.store
+    first = next(iter(gate.lifted))
+    store.asks[first] = 1
+    store.answered[first] = 1  # filter answered it its node while the writes hang
+    assert lifter.pass_once(now=0.1) == 1, "the freed slot is taken by the next pass"
+    assert lifter.pass_once(now=0.2) == 0, "the window holds: two lifts still count"
+    writer.release.set()
+    assert lifter.drain(timeout=10) == 3 and len(writer.lifted) == 3
+
+
+def test_a_failed_write_frees_its_slot_and_is_retried_only_after_retry_after() -> None:
+    writer = SlowWriter(fail=frozenset({"db-0"}))
+    lifter, gate = _lifter(3, 1, writer)
+    writer.release.set()
+    assert lifter.pass_once(now=0.0) == 1 and lifter.drain(timeout=10) == 0
+    assert gate.lifted == {} and lifter._retry_at, "not lifted: it holds no slot and waits"
+    assert lifter.pass_once(now=1.0) == 1 and lifter.drain(timeout=10) == 1
+    assert writer.lifted == ["db-1"], "another pod took the slot; db-0 waits retry_after (5 s)"
