@@ -18,8 +18,9 @@ workloads (or the data file's own size of it) and one arm's scheduler configurat
   anti-affinity) taken out of their template and written as the case's PlacementPolicy instead (the
   `placement.extender.dev/policy` annotation, the group being the pods with the template's labels), the pods
   opted in (they request the opt-in resource, so kube-scheduler sends them to the stanza's extender): through
-  the extender, which enforces the rule and binds, and through the Go floor, which enforces nothing and leaves
-  the bind to kube-scheduler (the protocol's ceiling). The harness has no admission policy, so the pods carry
+  the extender, which enforces the rule and answers the one node it chose, and through the Go floor, which
+  enforces nothing and answers every node (the protocol's ceiling); kube-scheduler binds in both (the stanza
+  names no bindVerb). The harness has no admission policy, so the pods carry
   no scheduling gate: this is what kube-scheduler does per opted-in pod in either mode.
 
 `configs` per case: `shipped` is the case's own schedulerConfigPath (upstream's batching cases turn default

@@ -34,6 +34,9 @@ class GateWriter(Protocol):
 
 class GateLifter(PeriodicPass):
     name = "gate-lifter"
+    # A lift follows a freed slot within this (a filter's answer wakes the loop): at 20 ms the wait
+    # was a tenth of a lift's round trip. A pass over a full window sorts no held pod (place_gate.py).
+    min_gap = 0.005
 
     def __init__(
         self,

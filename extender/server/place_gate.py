@@ -155,11 +155,21 @@ class PlaceGate:
                 return []
             self._forget(now)
             self._refill(now)
+            in_flight = sum(1 for entry in self.lifted.values() if entry.in_flight)
+            # A full window leaves only pods that may be shown to an autoscaler: the pass over a
+            # burst's held pods then sorts none of the others (passes follow every held pod's event).
+            showable_only = in_flight >= self.window
             held = sorted(
-                (p for u in store.held if (p := store.pods.get(u)) is not None and self._waiting(p)), key=_turn
+                (
+                    p
+                    for u in store.held
+                    if (p := store.pods.get(u)) is not None
+                    and (not showable_only or p.hard_native is not None)
+                    and self._waiting(p)
+                ),
+                key=_turn,
             )
             out: list[GateAnswer] = []
-            in_flight = sum(1 for entry in self.lifted.values() if entry.in_flight)
             shown = Counter(entry.namespace for entry in self.lifted.values() if entry.visible)
             log.debug("place gate: %d held, %d lifts in flight, %d shown", len(held), in_flight, shown.total())
             for pod in _from_cursor(held, self.cursor)[: self.max_evaluations]:

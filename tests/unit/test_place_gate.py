@@ -211,16 +211,19 @@ def test_a_lift_answered_its_node_frees_the_slot_once() -> None:
 )
 def test_lifts_that_may_still_ask_the_extender_never_exceed_the_window(nodes, groups, window, steps) -> None:
     """Property (kube-scheduler binding, in-scheduler mode): whatever filter answers, asks again,
-    binds and deletions interleave, the lifted pods that may still make kube-scheduler wait on the
-    extender (unbound and never answered, or asked again after their first answer) are at most
-    `window`; an answered pod frees its slot at most once."""
+    binds and deletions interleave, a pass leaves at most `window` lifted pods that may still make
+    kube-scheduler wait on the extender (unbound and never answered, or asked again after their
+    first answer); between passes only pods asked again after their answer (their bind failed)
+    can add to that, each once, and the gate lifts nothing until they are below the window."""
     store = cluster(nodes, [held(f"g{g}-{i}", app=f"g{g}") for g, size in enumerate(groups) for i in range(size)])
     gate = PlaceGate(store, RecordedEvents(), window=window, visible=0, lifted_ttl=60)
     released: list[str] = []
     for action, arg in steps:
         live = [u for u in released if u in store.pods and store.pods[u].node is None]
+        lifted = []
         if action == "pass":
-            for answer in gate.answers(0.0):
+            lifted = gate.answers(0.0)
+            for answer in lifted:
                 released.append(answer.pod.uid)
                 store.apply("pods", "MODIFIED", store_obj(store, answer.pod.uid))
         elif live:
@@ -239,7 +242,10 @@ def test_lifts_that_may_still_ask_the_extender_never_exceed_the_window(nodes, gr
             and store.pods[u].node is None
             and (u not in store.answered or store.asks[u] > store.answered[u])
         ]
-        assert len(may_ask) <= window, (may_ask, window)
+        retried = [u for u in may_ask if u in store.answered]
+        assert len(may_ask) <= window + len(retried), (may_ask, retried, window)
+        if lifted:
+            assert len(may_ask) <= window, (may_ask, window)
 
 
 @settings(max_examples=100, deadline=None)
