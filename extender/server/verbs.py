@@ -116,22 +116,28 @@ class Verbs:
                 decision, inputs = self._decide(pod, spec, candidates)
             except PolicyError as err:
                 return self._invalid(args, pod, err)
-            answer = self._answer(pod, decision) if inputs is not None else decision.passed()
-            if inputs is not None:
-                self.store.reservations.hold(pod, answer, lambda _passed: passed_domains(decision))
-                if pod.opted_in and len(answer) == 1:
-                    self._answered(pod)
-                if spec is not None and spec.ordinalZones is not None:
-                    self.rotations.record(pod, zone_order(decision))
-                # After its own hold and record, which the decision does not read (a pod's own
-                # reservation is never counted; a recorded rotation is the order it decided).
-                self._last = FilterMemo(pod.uid, inputs, decision, pod, self.store.version)
+            answer = self._keep(pod, spec, decision, inputs) if inputs is not None else decision.passed()
             if self._uncached:
                 self._uncached.forget(self.store.topology.nodes)
             waiting = self._uncached.young(decision) if spec is not None and not decision.passed() else None
         if waiting:
             return self._not_synced(pod, f"node {waiting} is not in the extender's cache yet", "node_not_cached")
         return self._filter_answer(args, pod, spec, decision, inputs, answer)
+
+    def _keep(self, pod: PodRecord, spec: PlacementPolicySpec, decision: Decision, inputs: DecisionInputs) -> list[str]:
+        """The nodes answered, and what filter keeps of its decision: the pod held there for the
+        next pod's filter, the placeable gate told of a one-node answer, the rotation recorded, and
+        the decision remembered for the prioritize that may follow."""
+        answer = self._answer(pod, decision)
+        self.store.reservations.hold(pod, answer, lambda _passed: passed_domains(decision))
+        if pod.opted_in and len(answer) == 1:
+            self._answered(pod)
+        if spec.ordinalZones is not None:
+            self.rotations.record(pod, zone_order(decision))
+        # After its own hold and record, which the decision does not read (a pod's own
+        # reservation is never counted; a recorded rotation is the order it decided).
+        self._last = FilterMemo(pod.uid, inputs, decision, pod, self.store.version)
+        return answer
 
     def _answered(self, pod: PodRecord) -> None:
         """An opted-in pod was answered its one node: kube-scheduler binds it without the extender,
