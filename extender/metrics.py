@@ -49,8 +49,19 @@ class _Series:
 
 
 class Counter(_Series):
-    def __init__(self, registry: CollectorRegistry, name: str, help_text: str, labels: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        name: str,
+        help_text: str,
+        labels: tuple[str, ...] = (),
+        initial: tuple[dict[str, str], ...] = (),
+    ) -> None:
+        """`initial`: label values exported at 0 from the start, for a counter some installs never
+        move (a rule reading a series that does not exist sees nothing, not a zero)."""
         super().__init__(registry, name, prometheus_client.Counter(name, help_text, labels, registry=registry))
+        for values in initial:
+            self._series(values)
 
     def inc(self, amount: float = 1, **labels: str) -> None:
         self._series(labels).inc(amount)
@@ -94,6 +105,21 @@ class _Gauges(Collector):
             yield family
 
 
+# Every result of the bind verb, exported at 0 before the first bind: the shipped alert and dashboard
+# (deploy/optional) read them, and an in-scheduler install, where kube-scheduler binds, never moves them.
+BIND_RESULTS = (
+    "bound",
+    "refused",
+    "refused_resources",
+    "refused_node",
+    "not_ours",
+    "failed",
+    "unknown_pod",
+    "not_synced",
+    "not_seen",
+)
+
+
 class Metrics:
     """Everything the extender exports; one instance per process."""
 
@@ -128,8 +154,10 @@ class Metrics:
             "Bind calls by result: bound, refused (a hard rule), refused_resources (the node's room, counting every"
             " scheduler's pods), refused_node (the pod's own node selector, affinity or taints exclude the node),"
             " not_ours (not a pod of a scheduler it serves, nor opted in), failed (API error), unknown_pod, not_synced,"
-            " not_seen (the watch had not shown the pod within the bind's wait).",
+            " not_seen (the watch had not shown the pod within the bind's wait). In-scheduler mode binds in"
+            " kube-scheduler (its stanza names no bind verb), so there every result stays at 0.",
             ("result",),
+            initial=tuple({"result": r} for r in BIND_RESULTS),
         )
         self.bind_watch_waits = Counter(
             registry,

@@ -165,3 +165,28 @@ def test_readyz_and_metrics_answer_while_a_decision_holds_the_cache() -> None:
     release.set()
     holder.join(10)
     assert still_held and answered == {"readyz": 200, "metrics": 200}, answered
+
+
+def test_every_bind_result_is_exported_at_zero_before_any_bind() -> None:
+    """In-scheduler mode never calls bind (kube-scheduler binds), yet the shipped alert and dashboard
+    read extender_binds_total: every result the bind verb can count exists from the start, at 0,
+    and the verbs count no result outside that list."""
+    import re
+    from pathlib import Path
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from extender.metrics import BIND_RESULTS, Metrics
+
+    samples = {
+        s.labels["result"]: s.value
+        for f in text_string_to_metric_families(Metrics().render())
+        if f.name == "extender_binds"
+        for s in f.samples
+    }
+    assert samples == dict.fromkeys(BIND_RESULTS, 0.0)
+    source = (Path(__file__).resolve().parents[2] / "extender" / "server" / "verbs.py").read_text()
+    counted = set(re.findall(r'binds\.inc\(result="([a-z_]+)"\)', source))
+    counted |= set(re.findall(r'reason, result = .*, "([a-z_]+)"', source))  # the bind re-check's refusals
+    assert {"bound", "refused", "refused_node", "refused_resources"} <= counted, counted
+    assert counted <= set(BIND_RESULTS), counted - set(BIND_RESULTS)
