@@ -16,8 +16,10 @@ only while the extender runs) removes it from one of its own pods when
   * some node its own node constraints allow passes the pod's rules now (a place), with fewer of
     its group's pods lifted and still unbound than the group has passing nodes, and
   * fewer than `window` pods it lifted still count: a lift counts until filter has answered its
-    pod the one node it chose (kube-scheduler binds it there without the extender: the slot frees
-    then, not when the watch shows it bound; once only, see _forget), or its pod is bound or gone,
+    pod the one node it chose and kube-scheduler is seen to have received the answer (its next
+    request, about any pod: its scheduling cycle is serial). kube-scheduler binds the pod there
+    without the extender, so the slot frees then, not when the watch shows it bound (once only,
+    see _forget). It also stops counting when its pod is bound or gone,
     or `lifted_ttl` after kube-scheduler has tried it (a filter request naming it, or its own
     Unschedulable condition); never merely because time passed.
 
@@ -41,8 +43,8 @@ the rate of every gate lifted at once, against 0.41 at 2 x 300 ms) every wave, a
 killed or cut off for minutes, took at most 1.15x (tests/e2e/test_in_scheduler_worst_moment.py holds 2x;
 docs/operations/failure-modes.md).
 
-Lifts follow answers: filter wakes the gate loop when it answers an opted-in pod its node, and the
-watch when one is bound or a pod is held (ClusterStore.gate_work), so the next pod is lifted as
+Lifts follow answers: kube-scheduler's first request after an answer wakes the gate loop, and the
+watch does when an opted-in pod is bound or a pod is held (ClusterStore.gate_work), so the next pod is lifted as
 soon as a slot frees, not at the next tick; evaluations stay a budget per period (_refill) however often passes run.
 
 Fair across tenants: a pass evaluates at most `max_evaluations` held pods (a pass over many
@@ -112,8 +114,9 @@ class Lifted:
     asks: int = 0  # the filter requests that had named the pod when it was lifted (ClusterStore.asks)
     reached_at: float | None = None  # when this gate first saw that kube-scheduler had tried the pod
     namespace: str = ""  # whose visible budget it takes (one per namespace)
-    # Filter answered it the one node it chose after this lift (ClusterStore.answered): kube-scheduler
-    # binds it without the extender, so it stops counting, unless kube-scheduler asks about it again.
+    # Filter answered it the one node it chose after this lift (ClusterStore.answered), and a later
+    # request showed kube-scheduler got that answer (a request cut off mid-answer never frees the
+    # slot): kube-scheduler binds it without the extender, so it stops counting, unless asked again.
     answered: bool = False
     retried: bool = False  # asked again after that answer (its bind failed): it counts again, for good
 
@@ -213,7 +216,9 @@ class PlaceGate:
     def _forget(self, now: float) -> None:
         """A lift stops counting once its pod is bound (the watch shows it on a node, or the API
         server accepted the extender's Binding) or gone, and while filter has answered it its one
-        node (kube-scheduler then binds it without asking the extender again; asked again, its bind
+        node and a later request shows kube-scheduler received that answer (an answer lost to a
+        partition mid-call frees nothing: its pod is back in the queue, and is counted). Then
+        kube-scheduler binds it without asking the extender again; asked again, its bind
         having failed, it counts again for good: a pod whose binds keep failing never frees a slot
         twice, so such pods cannot pile up in the queue). A lift with a place also stops
         `lifted_ttl` after kube-scheduler has tried its pod (it lost its place: it must not hold
@@ -223,17 +228,17 @@ class PlaceGate:
         keep counting, so the queue that would wait its httpTimeout on each stops growing: at
         most twice `window` pods (the lifts tried just before the cut free their slots once, to
         lifts that then keep counting) however long the partition lasts."""
-        asks, answered = self.store.asks, self.store.answered
+        asks, answered, seq = self.store.asks, self.store.answered, self.store.ask_seq
         written = self.store.reservations.written
         for uid, entry in list(self.lifted.items()):
             pod = self.store.pods.get(uid)
             if pod is None or pod.node is not None or pod.finished or written(uid):
                 del self.lifted[uid]
                 continue
-            first_answer = answered.get(uid)
-            if first_answer is not None and first_answer > entry.asks:
+            first = answered.get(uid)  # (its asks, the request sequence) at its first one-node answer
+            if first is not None and first[0] > entry.asks and seq > first[1]:  # and kube-scheduler got it
                 entry.answered = True
-                entry.retried = entry.retried or asks.get(uid, 0) > first_answer
+                entry.retried = entry.retried or asks.get(uid, 0) > first[0]
             if entry.reached_at is None and (asks.get(uid, 0) > entry.asks or pod.tried_unschedulable):
                 entry.reached_at = now
             if not entry.visible and entry.reached_at is not None and now - entry.reached_at > self.lifted_ttl:

@@ -141,11 +141,12 @@ class Verbs:
 
     def _answered(self, pod: PodRecord) -> None:
         """An opted-in pod was answered its one node: kube-scheduler binds it without the extender,
-        so its lift stops holding the placeable gate's window (the first answer only: a pod asked
-        again after it, its bind having failed, holds it again; place_gate.py). The gate loop is
-        woken to lift the next pod now, not when the watch shows this one bound."""
-        self.store.answered.setdefault(pod.uid, self.store.asks.get(pod.uid, 0))
-        self.store.gate_work.set()
+        so its lift stops holding the placeable gate's window once kube-scheduler is seen to have
+        received the answer: its next request, about any pod (its cycle is serial), which wakes the
+        gate loop (_watched). Only the first answer: a pod asked again after it, its bind having
+        failed, holds its slot again (place_gate.py)."""
+        self.store.answered.setdefault(pod.uid, (self.store.asks.get(pod.uid, 0), self.store.ask_seq))
+        self.store.answer_seq = self.store.ask_seq
 
     @staticmethod
     def _answer(pod: PodRecord, decision: Decision) -> list[str]:
@@ -356,6 +357,9 @@ class Verbs:
         if pod is None or (pod.namespace, pod.name) != (named.namespace, named.name):
             return None
         self.store.asks[pod.uid] = self.store.asks.get(pod.uid, 0) + 1  # reached about it (place_gate.py)
+        if self.store.answer_seq == self.store.ask_seq:  # the last answer reached kube-scheduler: its slot frees
+            self.store.gate_work.set()
+        self.store.ask_seq += 1
         return pod
 
     def _wait_for_watch(self, named: PodIdentity) -> None:

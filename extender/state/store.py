@@ -87,9 +87,13 @@ class ClusterStore:
         # uid -> how many filter requests named the pod (the verbs count them): that kube-scheduler
         # reached the extender about it, which the placeable gate waits for (place_gate.py)
         self.asks: dict[str, int] = {}
-        # uid -> the ask (its count above) that filter first answered with the one node it chose, for
-        # an opted-in pod: kube-scheduler binds it there without the extender (place_gate.py)
-        self.answered: dict[str, int] = {}
+        # Every request naming a pod, counted (the verbs count them): kube-scheduler's scheduling
+        # cycle is serial, so a request after an answer says that answer reached it (place_gate.py)
+        self.ask_seq = 0
+        self.answer_seq = -1  # ask_seq at the latest such answer (below)
+        # uid -> (its ask count, ask_seq) when filter first answered an opted-in pod the one node it
+        # chose: kube-scheduler binds it there without the extender (place_gate.py)
+        self.answered: dict[str, tuple[int, int]] = {}
         # Set when the gate loop has work sooner than its period (a pod held, an opted-in pod bound
         # or gone): lifts follow binds, not a timer (extender/server/gate_lifter.py).
         self.gate_work = threading.Event()

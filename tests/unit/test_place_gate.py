@@ -174,11 +174,14 @@ def test_a_binding_the_api_server_accepted_frees_the_slot_before_the_watch_shows
 
 
 def _ask(store: ClusterStore, uid: str, *, answered: bool) -> None:
-    """A filter request naming the pod, as Verbs.filter records it: an ask, and for an answer of its
-    one chosen node the first such ask (kube-scheduler then binds it without the extender)."""
+    """A filter request naming the pod, as Verbs.filter records it: an ask (counted for the pod and
+    in the sequence of all requests), and for an answer of its one chosen node the first such
+    answer (kube-scheduler then binds it without the extender, once it has received it)."""
     store.asks[uid] = store.asks.get(uid, 0) + 1
+    store.ask_seq += 1
     if answered:
-        store.answered.setdefault(uid, store.asks[uid])
+        store.answered.setdefault(uid, (store.asks[uid], store.ask_seq))
+        store.answer_seq = store.ask_seq
 
 
 def test_a_lift_answered_its_node_frees_the_slot_once() -> None:
@@ -192,9 +195,12 @@ def test_a_lift_answered_its_node_frees_the_slot_once() -> None:
     _ask(store, "uid-db-x0", answered=False)  # an Error (say, a node not cached yet): still in the queue
     assert lifted_names(gate, 1) == []
     _ask(store, "uid-db-x0", answered=True)
-    assert lifted_names(gate, 2) == ["x1"], "x0 was answered its node: kube-scheduler binds it"
+    assert lifted_names(gate, 2) == [], "answered, but nothing shows kube-scheduler got it (a cut mid-call)"
+    _ask(store, "uid-db-x4", answered=False)  # kube-scheduler's next request, about another pod
+    assert lifted_names(gate, 2.5) == ["x1"], "x0 was answered its node and kube-scheduler got it: it binds it"
     _ask(store, "uid-db-x0", answered=True)  # x0's bind failed, kube-scheduler tried it again
     _ask(store, "uid-db-x1", answered=True)
+    _ask(store, "uid-db-x4", answered=False)
     assert lifted_names(gate, 3) == [], "x0 counts again: x1's answer frees nothing for x2"
     store.apply("pods", "MODIFIED", bound("x0", "n0", app="a0"))
     assert lifted_names(gate, 4) == ["x2"], "x0 bound"
@@ -240,7 +246,11 @@ def test_lifts_that_may_still_ask_the_extender_never_exceed_the_window(nodes, gr
             for u in released
             if u in store.pods
             and store.pods[u].node is None
-            and (u not in store.answered or store.asks[u] > store.answered[u])
+            and (
+                u not in store.answered
+                or store.asks[u] > store.answered[u][0]  # asked again: its bind failed
+                or store.ask_seq == store.answered[u][1]  # nothing shows kube-scheduler got the answer
+            )
         ]
         retried = [u for u in may_ask if u in store.answered]
         assert len(may_ask) <= window + len(retried), (may_ask, retried, window)
@@ -429,7 +439,9 @@ def test_a_pass_does_not_wait_for_its_writes_and_the_next_one_takes_a_freed_slot
     store = gate.store
     first = next(iter(gate.lifted))
     store.asks[first] = 1
-    store.answered[first] = 1  # filter answered it its node while the writes hang
+    store.asks[first] = 1
+    store.answered[first] = (1, store.ask_seq)  # filter answered it its node while the writes hang
+    store.ask_seq += 1  # and kube-scheduler's next request shows it got the answer
     assert lifter.pass_once(now=0.1) == 1, "the freed slot is taken by the next pass"
     assert lifter.pass_once(now=0.2) == 0, "the window holds: two lifts still count"
     writer.release.set()
