@@ -15,22 +15,17 @@ only while the extender runs) removes it from one of its own pods when
   * the cache is synced (a frozen, dead or partitioned extender lifts nothing), and
   * some node its own node constraints allow passes the pod's rules now (a place), with fewer of
     its group's pods lifted and still unbound than the group has passing nodes, and
-  * fewer than `window` pods it lifted still count: a lift counts until filter has answered its
-    pod the one node it chose and kube-scheduler is seen to have received the answer (its next
-    request, about any pod: its scheduling cycle is serial). kube-scheduler binds the pod there
-    without the extender, so the slot frees then, not when the watch shows it bound (once only,
-    see _forget). It also stops counting when its pod is bound or gone,
+  * fewer than `window` pods it lifted still count: a lift counts until its pod is bound (the watch
+    shows it on a node: kube-scheduler binds in this mode, to the one node filter answered; the
+    extender's own Binding, accepted, where an older stanza still binds through it) or gone,
     or `lifted_ttl` after kube-scheduler has tried it (a filter request naming it, or its own
     Unschedulable condition); never merely because time passed.
 
 The invariant it keeps: the pods carrying the gate that are in kube-scheduler's queue are at most
-`window` (lifted with a place, normally answered and bound within one cycle) plus `visible`
-(below, never sent to the extender), plus any that lost their place after kube-scheduler tried
-them (they stop counting `lifted_ttl` later), plus answered pods whose bind failed until
-kube-scheduler asks about them again (then they count again, for good: a bind fails only when
-the API server refuses it or a PreBind step fails, and such a pod frees a slot once). So whatever
-the extender does, at most `window` opted-in pods (and those few) make kube-scheduler wait:
-frozen, each try at one costs the stanza's `httpTimeout` (100 ms) once per
+`window` (lifted with a place, normally bound within one cycle) plus `visible` (below, never sent
+to the extender), plus any that lost their place after kube-scheduler tried them (they stop
+counting `lifted_ttl` later). So whatever the extender does, at most `window` opted-in pods make
+kube-scheduler wait: frozen, each try at one costs the stanza's `httpTimeout` (100 ms) once per
 kube-scheduler retry (1 s doubling to 10 s); cut off from kube-scheduler while it keeps running
 (a partition, a broken Service path), its lifts are never tried, so they keep counting: the
 queue holds at most twice `window` (those, plus lifts tried just before the cut, whose slots free
@@ -38,14 +33,14 @@ queue holds at most twice `window` (those, plus lifts tried just before the cut,
 after it was made and 4 more followed: 36 in the queue after 8.5 minutes); killed, each try is refused at
 once. The retries come densest in the first seconds (1 s, 2 s, 4 s apart): at `window` 2 and
 `httpTimeout` 1 s a 50-pod ordinary wave started at a cut took 3.5x its healthy time; at `window`
-6 and 100 ms (shipped: as many tries a round, for a third the time; opted-in pods placed at 0.77 of
+6 and 100 ms (shipped: as many tries a round, for a third the time; opted-in pods placed at 0.59 of
 the rate of every gate lifted at once, against 0.41 at 2 x 300 ms) every wave, at the cut, frozen,
 killed or cut off for minutes, took at most 1.15x (tests/e2e/test_in_scheduler_worst_moment.py holds 2x;
 docs/operations/failure-modes.md).
 
-Lifts follow answers: kube-scheduler's first request after an answer wakes the gate loop, and the
-watch does when an opted-in pod is bound or a pod is held (ClusterStore.gate_work), so the next pod is lifted as
-soon as a slot frees, not at the next tick; evaluations stay a budget per period (_refill) however often passes run.
+Lifts follow binds: the watch wakes the gate loop when an opted-in pod is bound or a pod is held
+(ClusterStore.gate_work), so the next pod is lifted as soon as a slot frees, not at the next
+tick; evaluations stay a budget per period (_refill) however often passes run.
 
 Fair across tenants: a pass evaluates at most `max_evaluations` held pods (a pass over many
 waiting pods stays short), starting after the last pod the previous pass evaluated (round robin
@@ -114,16 +109,11 @@ class Lifted:
     asks: int = 0  # the filter requests that had named the pod when it was lifted (ClusterStore.asks)
     reached_at: float | None = None  # when this gate first saw that kube-scheduler had tried the pod
     namespace: str = ""  # whose visible budget it takes (one per namespace)
-    # Filter answered it the one node it chose after this lift (ClusterStore.answered), and a later
-    # request showed kube-scheduler got that answer (a request cut off mid-answer never frees the
-    # slot): kube-scheduler binds it without the extender, so it stops counting, unless asked again.
-    answered: bool = False
-    retried: bool = False  # asked again after that answer (its bind failed): it counts again, for good
 
     @property
     def in_flight(self) -> bool:
         """Counts against the window: it may still make kube-scheduler wait on the extender."""
-        return not self.visible and (not self.answered or self.retried)
+        return not self.visible
 
 
 @dataclass
@@ -215,12 +205,9 @@ class PlaceGate:
 
     def _forget(self, now: float) -> None:
         """A lift stops counting once its pod is bound (the watch shows it on a node, or the API
-        server accepted the extender's Binding) or gone, and while filter has answered it its one
-        node and a later request shows kube-scheduler received that answer (an answer lost to a
-        partition mid-call frees nothing: its pod is back in the queue, and is counted). Then
-        kube-scheduler binds it without asking the extender again; asked again, its bind
-        having failed, it counts again for good: a pod whose binds keep failing never frees a slot
-        twice, so such pods cannot pile up in the queue). A lift with a place also stops
+        server accepted the extender's Binding) or gone. (Not when filter answers it: an answer
+        kube-scheduler gave up on, or a partition swallowed mid-call, put a pod back in its queue
+        uncounted, 7 lifted pods in it where the window is 6.) A lift with a place also stops
         `lifted_ttl` after kube-scheduler has tried its pod (it lost its place: it must not hold
         the window for good), and only then: the evidence is a filter request naming it
         (ClusterStore.asks) or kube-scheduler's own Unschedulable condition on it. While
@@ -228,17 +215,13 @@ class PlaceGate:
         keep counting, so the queue that would wait its httpTimeout on each stops growing: at
         most twice `window` pods (the lifts tried just before the cut free their slots once, to
         lifts that then keep counting) however long the partition lasts."""
-        asks, answered, seq = self.store.asks, self.store.answered, self.store.ask_seq
+        asks = self.store.asks
         written = self.store.reservations.written
         for uid, entry in list(self.lifted.items()):
             pod = self.store.pods.get(uid)
             if pod is None or pod.node is not None or pod.finished or written(uid):
                 del self.lifted[uid]
                 continue
-            first = answered.get(uid)  # (its asks, the request sequence) at its first one-node answer
-            if first is not None and first[0] > entry.asks and seq > first[1]:  # and kube-scheduler got it
-                entry.answered = True
-                entry.retried = entry.retried or asks.get(uid, 0) > first[0]
             if entry.reached_at is None and (asks.get(uid, 0) > entry.asks or pod.tried_unschedulable):
                 entry.reached_at = now
             if not entry.visible and entry.reached_at is not None and now - entry.reached_at > self.lifted_ttl:
@@ -266,7 +249,6 @@ class PlaceGate:
             self._tell(pod, "InvalidPlacementPolicy", f"held by {PLACEABLE_GATE} until its policy is fixed: {err}")
             return None, None, False
         if places:
-            # An answered lift holds its node as a reservation, which the decision counted already.
             busy = sum(1 for e in self.lifted.values() if e.in_flight and e.group == group and group is not None)
             if may_place and busy < places:
                 return GateAnswer(pod, None, f"a place on {places} node(s)", PLACEABLE_GATE), group, False

@@ -126,27 +126,16 @@ class Verbs:
 
     def _keep(self, pod: PodRecord, spec: PlacementPolicySpec, decision: Decision, inputs: DecisionInputs) -> list[str]:
         """The nodes answered, and what filter keeps of its decision: the pod held there for the
-        next pod's filter, the placeable gate told of a one-node answer, the rotation recorded, and
+        next pod's filter, the rotation recorded, and
         the decision remembered for the prioritize that may follow."""
         answer = self._answer(pod, decision)
         self.store.reservations.hold(pod, answer, lambda _passed: passed_domains(decision))
-        if pod.opted_in and len(answer) == 1:
-            self._answered(pod)
         if spec.ordinalZones is not None:
             self.rotations.record(pod, zone_order(decision))
         # After its own hold and record, which the decision does not read (a pod's own
         # reservation is never counted; a recorded rotation is the order it decided).
         self._last = FilterMemo(pod.uid, inputs, decision, pod, self.store.version)
         return answer
-
-    def _answered(self, pod: PodRecord) -> None:
-        """An opted-in pod was answered its one node: kube-scheduler binds it without the extender,
-        so its lift stops holding the placeable gate's window once kube-scheduler is seen to have
-        received the answer: its next request, about any pod (its cycle is serial), which wakes the
-        gate loop (_watched). Only the first answer: a pod asked again after it, its bind having
-        failed, holds its slot again (place_gate.py)."""
-        self.store.answered.setdefault(pod.uid, (self.store.asks.get(pod.uid, 0), self.store.ask_seq))
-        self.store.answer_seq = self.store.ask_seq
 
     @staticmethod
     def _answer(pod: PodRecord, decision: Decision) -> list[str]:
@@ -357,9 +346,6 @@ class Verbs:
         if pod is None or (pod.namespace, pod.name) != (named.namespace, named.name):
             return None
         self.store.asks[pod.uid] = self.store.asks.get(pod.uid, 0) + 1  # reached about it (place_gate.py)
-        if self.store.answer_seq == self.store.ask_seq:  # the last answer reached kube-scheduler: its slot frees
-            self.store.gate_work.set()
-        self.store.ask_seq += 1
         return pod
 
     def _wait_for_watch(self, named: PodIdentity) -> None:

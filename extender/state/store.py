@@ -87,13 +87,6 @@ class ClusterStore:
         # uid -> how many filter requests named the pod (the verbs count them): that kube-scheduler
         # reached the extender about it, which the placeable gate waits for (place_gate.py)
         self.asks: dict[str, int] = {}
-        # Every request naming a pod, counted (the verbs count them): kube-scheduler's scheduling
-        # cycle is serial, so a request after an answer says that answer reached it (place_gate.py)
-        self.ask_seq = 0
-        self.answer_seq = -1  # ask_seq at the latest such answer (below)
-        # uid -> (its ask count, ask_seq) when filter first answered an opted-in pod the one node it
-        # chose: kube-scheduler binds it there without the extender (place_gate.py)
-        self.answered: dict[str, tuple[int, int]] = {}
         # Set when the gate loop has work sooner than its period (a pod held, an opted-in pod bound
         # or gone): lifts follow binds, not a timer (extender/server/gate_lifter.py).
         self.gate_work = threading.Event()
@@ -163,7 +156,6 @@ class ClusterStore:
                 put(False, record)
             if kind == "pods":  # a pod deleted while the watch was lost is not seen DELETED
                 self.asks = {uid: n for uid, n in self.asks.items() if uid in self.pods}
-                self.answered = {uid: n for uid, n in self.answered.items() if uid in self.pods}
             self._policies_before = {}
             self.synced[kind] = True
             self.listed[kind] = True
@@ -278,7 +270,6 @@ class ClusterStore:
         if deleted:
             self.reservations.release(record.uid)
             self.asks.pop(record.uid, None)
-            self.answered.pop(record.uid, None)
             if old is not None and old.opted_in:
                 self.gate_work.set()
             return

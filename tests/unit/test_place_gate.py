@@ -173,89 +173,18 @@ def test_a_binding_the_api_server_accepted_frees_the_slot_before_the_watch_shows
     assert lifted_names(gate, 3) == [], "a failed bind frees nothing"
 
 
-def _ask(store: ClusterStore, uid: str, *, answered: bool) -> None:
-    """A filter request naming the pod, as Verbs.filter records it: an ask (counted for the pod and
-    in the sequence of all requests), and for an answer of its one chosen node the first such
-    answer (kube-scheduler then binds it without the extender, once it has received it)."""
-    store.asks[uid] = store.asks.get(uid, 0) + 1
-    store.ask_seq += 1
-    if answered:
-        store.answered.setdefault(uid, (store.asks[uid], store.ask_seq))
-        store.answer_seq = store.ask_seq
-
-
-def test_a_lift_answered_its_node_frees_the_slot_once() -> None:
-    """In-scheduler mode, kube-scheduler binds: the slot frees when filter answers the pod its node,
-    not a bind and a watch round trip later. Asked again after that (its bind failed: it is back in
-    kube-scheduler's queue), it counts again for good, so pods whose binds keep failing cannot free
-    slots over and over and fill the queue."""
-    store = cluster(20, [held(f"x{i}", app=f"a{i}") for i in range(5)])
+def test_a_lift_answered_by_filter_still_counts_until_its_pod_is_bound() -> None:
+    """In-scheduler mode, filter answers one node and kube-scheduler binds. The slot frees when the
+    watch shows the pod bound, not at the answer: an answer kube-scheduler gave up on (its 100 ms),
+    or one a partition swallowed mid-call, put the pod back in its queue uncounted, and the clean
+    clone's worst-moment test found 7 lifted pods in the queue where the window is 6."""
+    store = cluster(20, [held(f"x{i}", app=f"a{i}") for i in range(4)])
     gate = PlaceGate(store, RecordedEvents(), window=1, visible=0, lifted_ttl=60)
     assert lifted_names(gate, 0) == ["x0"]
-    _ask(store, "uid-db-x0", answered=False)  # an Error (say, a node not cached yet): still in the queue
-    assert lifted_names(gate, 1) == []
-    _ask(store, "uid-db-x0", answered=True)
-    assert lifted_names(gate, 2) == [], "answered, but nothing shows kube-scheduler got it (a cut mid-call)"
-    _ask(store, "uid-db-x4", answered=False)  # kube-scheduler's next request, about another pod
-    assert lifted_names(gate, 2.5) == ["x1"], "x0 was answered its node and kube-scheduler got it: it binds it"
-    _ask(store, "uid-db-x0", answered=True)  # x0's bind failed, kube-scheduler tried it again
-    _ask(store, "uid-db-x1", answered=True)
-    _ask(store, "uid-db-x4", answered=False)
-    assert lifted_names(gate, 3) == [], "x0 counts again: x1's answer frees nothing for x2"
+    store.asks["uid-db-x0"] = 1  # filter answered x0 its node
+    assert lifted_names(gate, 1) == [], "answered, not bound: it still counts"
     store.apply("pods", "MODIFIED", bound("x0", "n0", app="a0"))
-    assert lifted_names(gate, 4) == ["x2"], "x0 bound"
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    nodes=st.integers(1, 6),
-    groups=st.lists(st.integers(1, 5), min_size=1, max_size=4),
-    window=st.integers(0, 4),
-    steps=st.lists(
-        st.tuples(st.sampled_from(["pass", "answer", "ask", "bind", "delete"]), st.integers(0, 40)), max_size=30
-    ),
-)
-def test_lifts_that_may_still_ask_the_extender_never_exceed_the_window(nodes, groups, window, steps) -> None:
-    """Property (kube-scheduler binding, in-scheduler mode): whatever filter answers, asks again,
-    binds and deletions interleave, a pass leaves at most `window` lifted pods that may still make
-    kube-scheduler wait on the extender (unbound and never answered, or asked again after their
-    first answer); between passes only pods asked again after their answer (their bind failed)
-    can add to that, each once, and the gate lifts nothing until they are below the window."""
-    store = cluster(nodes, [held(f"g{g}-{i}", app=f"g{g}") for g, size in enumerate(groups) for i in range(size)])
-    gate = PlaceGate(store, RecordedEvents(), window=window, visible=0, lifted_ttl=60)
-    released: list[str] = []
-    for action, arg in steps:
-        live = [u for u in released if u in store.pods and store.pods[u].node is None]
-        lifted = []
-        if action == "pass":
-            lifted = gate.answers(0.0)
-            for answer in lifted:
-                released.append(answer.pod.uid)
-                store.apply("pods", "MODIFIED", store_obj(store, answer.pod.uid))
-        elif live:
-            uid = live[arg % len(live)]
-            if action in ("answer", "ask"):
-                _ask(store, uid, answered=action == "answer")
-            elif action == "bind":
-                record = store.pods[uid]
-                store.apply("pods", "MODIFIED", bound(record.name, f"n{arg % nodes}", app=record.labels["app"]))
-            else:
-                store.apply("pods", "DELETED", store_obj(store, uid))
-        may_ask = [
-            u
-            for u in released
-            if u in store.pods
-            and store.pods[u].node is None
-            and (
-                u not in store.answered
-                or store.asks[u] > store.answered[u][0]  # asked again: its bind failed
-                or store.ask_seq == store.answered[u][1]  # nothing shows kube-scheduler got the answer
-            )
-        ]
-        retried = [u for u in may_ask if u in store.answered]
-        assert len(may_ask) <= window + len(retried), (may_ask, retried, window)
-        if lifted:
-            assert len(may_ask) <= window, (may_ask, window)
+    assert lifted_names(gate, 2) == ["x1"], "x0 bound"
 
 
 @settings(max_examples=100, deadline=None)
@@ -437,12 +366,9 @@ def test_a_pass_does_not_wait_for_its_writes_and_the_next_one_takes_a_freed_slot
     lifter, gate = _lifter(6, 2, writer)
     assert lifter.pass_once(now=0.0) == 2, "handed over while both writes still hang"
     store = gate.store
-    first = next(iter(gate.lifted))
-    store.asks[first] = 1
-    store.asks[first] = 1
-    store.answered[first] = (1, store.ask_seq)  # filter answered it its node while the writes hang
-    store.ask_seq += 1  # and kube-scheduler's next request shows it got the answer
-    assert lifter.pass_once(now=0.1) == 1, "the freed slot is taken by the next pass"
+    first = store.pods[next(iter(gate.lifted))]
+    store.apply("pods", "MODIFIED", bound(first.name, "n0", app=first.labels["app"], namespace=first.namespace))
+    assert lifter.pass_once(now=0.1) == 1, "the slot its bind freed is taken by the next pass"
     assert lifter.pass_once(now=0.2) == 0, "the window holds: two lifts still count"
     writer.release.set()
     assert lifter.drain(timeout=10) == 3 and len(writer.lifted) == 3
