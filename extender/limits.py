@@ -140,8 +140,8 @@ DEFAULT_COMMITTED_TTL = 120.0
 # In-scheduler mode's placeable gate (server/place_gate.py): at most this many pods it lifted are
 # in kube-scheduler's queue unbound at once, plus this many lifted with no place for autoscalers.
 # Together they bound what a hung extender costs the cluster's other pods (docs/operations/failure-modes.md).
-# 6 x the stanza's 100 ms per retry round: as much as 2 x 300 ms, and opted-in pods placed at 0.77
-# of the gate floor's rate (every gate lifted at once; 8 placed them no faster); at 2 lifts, 0.41. The
+# 6 x the stanza's 100 ms per retry round: as much as 2 x 300 ms, and opted-in pods placed at 0.71
+# of the gate floor's rate (every gate lifted at once; 12 gave 0.81); at 2 lifts, 0.41. The
 # stanza can be that short because it has no bind: kube-scheduler binds to the node filter chose.
 DEFAULT_PLACE_WINDOW = 6
 DEFAULT_PLACE_VISIBLE = 1

@@ -33,7 +33,7 @@ queue holds at most twice `window` (those, plus lifts tried just before the cut,
 after it was made and 4 more followed: 36 in the queue after 8.5 minutes); killed, each try is refused at
 once. The retries come densest in the first seconds (1 s, 2 s, 4 s apart): at `window` 2 and
 `httpTimeout` 1 s a 50-pod ordinary wave started at a cut took 3.5x its healthy time; at `window`
-6 and 100 ms (shipped: as many tries a round, for a third the time; opted-in pods placed at 0.59 of
+6 and 100 ms (shipped: as many tries a round, for a third the time; opted-in pods placed at 0.71 of
 the rate of every gate lifted at once, against 0.41 at 2 x 300 ms) every wave, at the cut, frozen,
 killed or cut off for minutes, took at most 1.15x (tests/e2e/test_in_scheduler_worst_moment.py holds 2x;
 docs/operations/failure-modes.md).
