@@ -3,16 +3,25 @@ file, and always stopped (SIGTERM, then SIGKILL) so no process outlives the harn
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 _handed_out: set[int] = set()
+
+# Ports handed out by every process on this machine that runs a local control plane: `make test`
+# runs three pytest workers, and each one's bind test sees another's port free in the seconds
+# before that one's component binds it (CI once lost a run to "address already in use" on a
+# kube-scheduler's port this way). A claim is a file named by the port holding its owner's pid;
+# a dead owner's claim is taken over, and each process removes its own on exit.
+PORT_CLAIMS = Path(tempfile.gettempdir()) / "placement-extender-port-claims"
 
 
 class SigtermAsInterrupt:
@@ -72,9 +81,62 @@ def free_port() -> int:
             except OSError:
                 continue
             port = s.getsockname()[1]
+        if not claim_port(port):
+            continue
         _handed_out.add(port)
         return port
     raise RuntimeError("no free loopback port found below the ephemeral range")
+
+
+def claim_port(port: int, claims: Path = PORT_CLAIMS) -> bool:
+    """True when this process now owns `port` among the processes on this machine that claim
+    ports here; False when a live process claimed it first."""
+    path = claims / str(port)
+    for _ in range(3):
+        claims.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileNotFoundError:
+            continue  # the last other claimant removed the directory just now
+        except FileExistsError:
+            if not _stale(path):
+                return False
+            path.unlink(missing_ok=True)  # its owner ended without removing it (SIGKILL)
+            continue
+        with os.fdopen(fd, "w") as file:
+            file.write(str(os.getpid()))
+        if not _claimed:
+            atexit.register(_remove_claims)
+        _claimed.append(path)
+        return True
+    return False
+
+
+_claimed: list[Path] = []
+
+
+def _stale(path: Path) -> bool:
+    """A claim whose owner has ended. An empty one is being written, unless it is a minute old."""
+    try:
+        text = path.read_text().strip()
+        if not text:
+            return time.time() - path.stat().st_mtime > 60
+        os.kill(int(text), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def _remove_claims() -> None:
+    for path in _claimed:
+        path.unlink(missing_ok=True)
+    _claimed.clear()
+    try:
+        PORT_CLAIMS.rmdir()  # the last one out leaves no trace on the machine
+    except OSError:
+        pass
 
 
 class Process:
