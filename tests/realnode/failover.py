@@ -87,8 +87,14 @@ def kill_container(cluster: LocalCluster, pod: str) -> None:
     listed = node.ctr("tasks", "ps", container).stdout.splitlines()[1:]
     pids = [int(line.split()[0]) for line in listed if line]
     assert pids
+    killed = 0
     for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except ProcessLookupError:  # it ended between the listing and now (the master's SIGKILL reaps its workers)
+            pass
+    assert killed, f"every process of {pod}'s extender container had ended before the kill"
 
 
 def evict(cluster: LocalCluster, pod: str) -> None:
