@@ -153,15 +153,36 @@ class PyDutiesCluster(PyFloorCluster):
         return self._serve_floor("Python duties", argv, {"PYTHONPATH": str(REPO)})
 
 
-def extender_histograms(cluster: LocalCluster) -> dict[str, Histogram]:
-    """{verb: histogram} of the extender's request durations (its /metrics); {} when it serves none
-    (the Go floor answers /metrics with a 404 page)."""
+def extender_histograms(
+    cluster: LocalCluster, name: str = "extender_request_duration_seconds", label: str = "verb"
+) -> dict[str, Histogram]:
+    """{verb: histogram} of the extender's request durations (its /metrics), or of another of its
+    histograms by `label`; {} when it serves none (the Go floor answers /metrics with a 404 page)."""
     try:
         text = requests.get(f"http://127.0.0.1:{cluster.ports['extender']}/metrics", timeout=5).text
-        series = read_histograms(text, "extender_request_duration_seconds")
+        series = read_histograms(text, name)
     except (requests.RequestException, ValueError):
         return {}
-    return {dict(labels)["verb"]: hist for labels, hist in series.items() if "verb" in dict(labels)}
+    return {dict(labels)[label]: hist for labels, hist in series.items() if label in dict(labels)}
+
+
+def gate_lift_totals(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
+    """{stage: (lifts, seconds)} of the placeable gate's lifts (in-scheduler mode), each stage timed
+    from the pass that decided the lift (extender_placeable_gate_lift_seconds)."""
+    series = extender_histograms(cluster, "extender_placeable_gate_lift_seconds", "stage")
+    return {stage: (hist.count, hist.total) for stage, hist in series.items()}
+
+
+def gate_lift_delta(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """Per stage over a round: lifts and their mean ms from the deciding pass. The window over the
+    `bound` mean is the rate the window allows; the stages say whose time it is."""
+    out: dict[str, Any] = {}
+    for stage in ("written", "asked", "bound"):
+        n = after.get(stage, (0.0, 0.0))[0] - before.get(stage, (0.0, 0.0))[0]
+        t = after.get(stage, (0.0, 0.0))[1] - before.get(stage, (0.0, 0.0))[1]
+        if n > 0:
+            out[stage] = {"lifts": int(n), "mean_ms": round(1000 * t / n, 1)}
+    return out
 
 
 def verb_totals(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
@@ -376,6 +397,7 @@ def run_round(
     load = loadavg()
     cpu_before = cluster.cpu_seconds()
     verbs_before = verb_totals(cluster)
+    lifts_before = gate_lift_totals(cluster)
     binds_before = bind_histograms(cluster)
     started = time.monotonic()
     for i in range(sets):
@@ -385,6 +407,7 @@ def run_round(
     watch.stop()
     cpu_after = cluster.cpu_seconds()
     verbs_after = verb_totals(cluster)
+    lifts_after = gate_lift_totals(cluster)
     binds_after = bind_histograms(cluster)
     if watch.error is not None:
         raise watch.error
@@ -421,6 +444,7 @@ def run_round(
         "loadavg_before": [round(x, 2) for x in load],
         "extender_verbs": verb_delta(verbs_before, verbs_after, expected),
         "bind_ms": bind_delta(binds_before, binds_after),
+        "gate_lift_ms": gate_lift_delta(lifts_before, lifts_after),
     }
     log(
         f"{side:>8} round {index}: {result['bound']}/{expected} bound in {result['seconds_to_all_bound']} s "
@@ -435,7 +459,9 @@ def run_round(
         f"{b} {d['calls']} calls mean {d['mean']} p50 {d['p50']} p99 {d['p99']} ms"
         for b, d in result["bind_ms"].items()
     ]
-    for label, parts in (("extender handlers", verbs), ("bind", binds)):
+    # cumulative means, each from the pass that decided the lift
+    lifts = [f"{stage} {d['mean_ms']} ms ({d['lifts']} lifts)" for stage, d in result["gate_lift_ms"].items()]
+    for label, parts in (("extender handlers", verbs), ("bind", binds), ("placeable gate, lift ->", lifts)):
         if parts:
             log(f"          {label}: " + "; ".join(parts))
     # Clean up before the next round, so rounds never overlap.

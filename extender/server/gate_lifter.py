@@ -19,7 +19,7 @@ from typing import Protocol
 from ..api.policy import PLACEABLE_GATE
 from .gate_answers import GateAnswer
 from .periodic import PeriodicPass
-from .place_gate import PlaceGate
+from .place_gate import LiftStage, PlaceGate
 from .verbs import Verbs
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,9 @@ class GateLifter(PeriodicPass):
     def _write(self, answer: GateAnswer, now: float) -> int:
         try:
             self.writer.lift(answer)
+            entry = self.place.lifted.get(answer.pod.uid) if self.place is not None else None
+            if entry is not None and not entry.visible:
+                self.place.on_stage(LiftStage.WRITTEN, max(0.0, time.monotonic() - now))
             return 1
         except Exception as err:  # noqa: BLE001 - one pod's failure never stops the others
             with self.verbs.store.lock.held("gates"):  # the loop reads both under the lock

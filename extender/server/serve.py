@@ -142,7 +142,10 @@ def build(options: ServeOptions):
             lambda: {(): 1.0 if elector.active() else 0.0},
         )
         elector.start()
-    GateLifter(verbs, KubeGateWriter(api), place=placeable_gate(store, events, options)).start()
+    place = placeable_gate(store, events, options)
+    if place is not None:
+        place.on_stage = lambda stage, seconds: verbs.metrics.gate_lifts.observe(seconds, stage=stage.value)
+    GateLifter(verbs, KubeGateWriter(api), place=place).start()
     PolicyNudger(store, KubePodNudger(api)).start()
     RemedyWorker(verbs.remedies).start()
     app = create_app(verbs, max_body=options.max_body)

@@ -346,6 +346,7 @@ class Verbs:
         if pod is None or (pod.namespace, pod.name) != (named.namespace, named.name):
             return None
         self.store.asks[pod.uid] = self.store.asks.get(pod.uid, 0) + 1  # reached about it (place_gate.py)
+        self.store.first_asked_at.setdefault(pod.uid, time.monotonic())
         return pod
 
     def _wait_for_watch(self, named: PodIdentity) -> None:

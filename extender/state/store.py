@@ -87,6 +87,9 @@ class ClusterStore:
         # uid -> how many filter requests named the pod (the verbs count them): that kube-scheduler
         # reached the extender about it, which the placeable gate waits for (place_gate.py)
         self.asks: dict[str, int] = {}
+        # uid -> when (monotonic) the first of those requests came: how long a lifted pod took to
+        # reach kube-scheduler's cycle (extender_placeable_gate_lift_seconds{stage="asked"})
+        self.first_asked_at: dict[str, float] = {}
         # Set when the gate loop has work sooner than its period (a pod held, an opted-in pod bound
         # or gone): lifts follow binds, not a timer (extender/server/gate_lifter.py).
         self.gate_work = threading.Event()
@@ -156,6 +159,7 @@ class ClusterStore:
                 put(False, record)
             if kind == "pods":  # a pod deleted while the watch was lost is not seen DELETED
                 self.asks = {uid: n for uid, n in self.asks.items() if uid in self.pods}
+                self.first_asked_at = {uid: t for uid, t in self.first_asked_at.items() if uid in self.pods}
             self._policies_before = {}
             self.synced[kind] = True
             self.listed[kind] = True
@@ -270,6 +274,7 @@ class ClusterStore:
         if deleted:
             self.reservations.release(record.uid)
             self.asks.pop(record.uid, None)
+            self.first_asked_at.pop(record.uid, None)
             if old is not None and old.opted_in:
                 self.gate_work.set()
             return

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from extender.api.policy import OPT_IN_RESOURCE, ORDINAL_ZONE_GATE, PLACEABLE_GATE, parse_spec
 from extender.engine.implied import add_to_spec, implied
 from extender.server.gate_lifter import GateLifter
-from extender.server.place_gate import PlaceGate
+from extender.server.place_gate import LiftStage, PlaceGate
 from extender.server.verbs import Verbs
 from extender.state.store import ClusterStore
 
@@ -185,6 +185,35 @@ def test_a_lift_answered_by_filter_still_counts_until_its_pod_is_bound() -> None
     assert lifted_names(gate, 1) == [], "answered, not bound: it still counts"
     store.apply("pods", "MODIFIED", bound("x0", "n0", app="a0"))
     assert lifted_names(gate, 2) == ["x1"], "x0 bound"
+
+
+def test_each_stage_of_a_lift_is_timed_once_from_the_pass_that_decided_it() -> None:
+    """extender_placeable_gate_lift_seconds: asked from kube-scheduler's first request naming the
+    pod, bound when the gate sees it bound; a pod asked again, or a shown pod (no place), adds nothing."""
+    store = cluster(20, [held(f"x{i}", app=f"a{i}") for i in range(3)])
+    stages: list[tuple[LiftStage, float]] = []
+    gate = PlaceGate(store, RecordedEvents(), window=1, visible=0, on_stage=lambda s, t: stages.append((s, t)))
+    assert lifted_names(gate, 10.0) == ["x0"]
+    store.asks["uid-db-x0"], store.first_asked_at["uid-db-x0"] = 1, 10.025
+    assert lifted_names(gate, 10.03) == []
+    store.asks["uid-db-x0"] = 2  # asked again (its bind failed): its first ask was timed already
+    assert lifted_names(gate, 10.04) == []
+    store.apply("pods", "MODIFIED", bound("x0", "n0", app="a0"))
+    assert lifted_names(gate, 10.09) == ["x1"]
+    assert [s for s, _ in stages] == [LiftStage.ASKED, LiftStage.BOUND]
+    assert [round(t, 3) for _, t in stages] == [0.025, 0.09]
+    store.apply("pods", "DELETED", held("x1", app="a1", gates=()))
+    assert lifted_names(gate, 11.0) == ["x2"] and len(stages) == 2, "a pod deleted unbound was never bound"
+
+
+def test_a_written_lift_is_timed_from_its_pass() -> None:
+    writer = SlowWriter()
+    lifter, gate = _lifter(3, 1, writer)
+    stages: list[LiftStage] = []
+    gate.on_stage = lambda stage, _seconds: stages.append(stage)
+    writer.release.set()
+    assert lifter.pass_once() == 1 and lifter.drain(timeout=10) == 1
+    assert stages == [LiftStage.WRITTEN]
 
 
 @settings(max_examples=100, deadline=None)
