@@ -120,6 +120,19 @@ BIND_RESULTS = (
 )
 
 
+def _gate_lifts(registry: CollectorRegistry) -> Histogram:
+    """The placeable gate's lifts by stage (place_gate.LiftStage): where a burst's time goes."""
+    return Histogram(
+        registry,
+        "extender_placeable_gate_lift_seconds",
+        "In-scheduler mode: a placeable-gate lift with a place, from the pass that decided it to each stage:"
+        " written (its PATCH accepted), asked (kube-scheduler's first filter request naming the pod), bound"
+        " (the extender saw it bound, and its slot of --place-window freed). The window over the bound time"
+        " is the rate opted-in pods can be placed at.",
+        ("stage",),
+    )
+
+
 class Metrics:
     """Everything the extender exports; one instance per process."""
 
@@ -193,15 +206,7 @@ class Metrics:
             " 503 (the API server could not review it), 400/404/405 (not a GET /metrics).",
             ("code",),
         )
-        self.gate_lifts = Histogram(
-            registry,
-            "extender_placeable_gate_lift_seconds",
-            "In-scheduler mode: a placeable-gate lift with a place, from the pass that decided it to each stage:"
-            " written (its PATCH accepted), asked (kube-scheduler's first filter request naming the pod), bound"
-            " (the extender saw it bound, and its slot of --place-window freed). The window over the bound time"
-            " is the rate opted-in pods can be placed at.",
-            ("stage",),
-        )
+        self.gate_lifts = _gate_lifts(registry)
         self.events_dropped = Counter(
             registry, "extender_events_dropped_total", "Pod events not recorded because the queue was full."
         )

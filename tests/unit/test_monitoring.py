@@ -185,7 +185,7 @@ def test_no_series_names_a_tenant() -> None:
     for family in text_string_to_metric_families(verbs.metrics.render()):
         for sample in family.samples:
             labels |= set(sample.labels) - {"le"}
-    ours = {"verb", "code", "outcome", "rule", "result", "reason", "holder", "kind"}
+    ours = {"verb", "code", "outcome", "rule", "result", "reason", "holder", "kind", "stage"}
     python = {"generation", "implementation", "major", "minor", "patchlevel", "version"}  # python_info, python_gc_*
     assert labels <= ours | python, labels - ours - python
     assert labels & {"verb", "rule", "result"}, "the labelled series were read"
