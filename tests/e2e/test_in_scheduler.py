@@ -24,7 +24,16 @@ from extender.devcluster.api import wait_for
 from extender.devcluster.cluster import zoned_nodes
 
 from .shared_nodes import burst_nodes, clean, extender_statefulset, native_deployment, run_burst
-from .workloads import create_statefulset, deployment, extender_requests, ordinal, pods, statefulset, wait_settled
+from .workloads import (
+    create_statefulset,
+    deployment,
+    extender_requests,
+    gate_lifts,
+    ordinal,
+    pods,
+    statefulset,
+    wait_settled,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -70,6 +79,7 @@ def test_core_rules_hold_in_the_cluster_scheduler(cluster, scenario) -> None:  #
     cluster.add_nodes(zoned_nodes({z: 2 for z in zones}, prefix="core"))
     ns = cluster.namespace("core")
     binds_before = extender_requests(cluster.ports["extender"], "bind")
+    lifts_before = gate_lifts(cluster.ports["extender"])
     cap = {"zones": {"allowed": zones}, "caps": [{"topologyKey": HOST, "max": 1}]}
     ordinal_policy = {
         "zones": {"allowed": zones},
@@ -102,6 +112,13 @@ def test_core_rules_hold_in_the_cluster_scheduler(cluster, scenario) -> None:  #
     assert max(counts.values()) - min(counts.values()) <= 1 and len(counts) == 3, counts
     # The shipped stanza names no bindVerb: kube-scheduler bound all 21 to the node filter chose.
     assert extender_requests(cluster.ports["extender"], "bind") == binds_before
+    # Each pod was lifted with a place, and its lift timed at every stage (docs/operations/troubleshooting.md).
+    lifts = gate_lifts(cluster.ports["extender"])
+    delta = {
+        s: (n - lifts_before.get(s, (0, 0.0))[0], t - lifts_before.get(s, (0, 0.0))[1]) for s, (n, t) in lifts.items()
+    }
+    assert {s: n for s, (n, _) in delta.items()} == {"written": 21, "asked": 21, "bound": 21}, delta
+    assert delta["bound"][1] >= delta["asked"][1] > 0, "a pod is asked about before it is bound"
     scenario.repetitions += 3
     scenario.pods_placed += 21
     scenario.note = f"cap 1: 6 on 6 nodes; ordinal zones: 6 in order; zone spread 9: {dict(counts)}"

@@ -308,6 +308,26 @@ def extender_requests(port: int, verb: str) -> int:
     )
 
 
+def gate_lifts(port: int) -> dict[str, tuple[int, float]]:
+    """{stage: (lifts, seconds)} of extender_placeable_gate_lift_seconds (in-scheduler mode)."""
+    import requests
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    out: dict[str, tuple[int, float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "extender_placeable_gate_lift_seconds":
+            continue
+        for sample in family.samples:
+            stage = sample.labels.get("stage")
+            count, total = out.get(stage, (0, 0.0))
+            if sample.name.endswith("_count"):
+                out[stage] = (int(sample.value), total)
+            elif sample.name.endswith("_sum"):
+                out[stage] = (count, sample.value)
+    return out
+
+
 def capped_violations(placed: list[dict[str, Any]], zone_of: dict[str, str | None], zones: list[str]) -> list[str]:
     """Per StatefulSet: at most 1 pod per node, zones within one pod of each other."""
     by_set: dict[str, list[dict[str, Any]]] = defaultdict(list)
