@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from extender.devcluster.processes import claim_port
+from extender.devcluster.processes import _remove_claims, claim_port
 
 
 def _claim_all(claims: str, ports: list[int], out) -> None:  # noqa: ANN001
@@ -49,3 +49,16 @@ def test_a_dead_process_claim_is_taken_over(tmp_path: Path) -> None:
 def test_a_claim_being_written_is_respected(tmp_path: Path) -> None:
     (tmp_path / "20003").write_text("")  # created, its pid not yet written
     assert not claim_port(20003, tmp_path)
+
+
+def test_the_last_claimant_out_removes_dead_claimants_files_and_the_directory(tmp_path: Path) -> None:
+    claims = tmp_path / "claims"
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    claims.mkdir()
+    (claims / "20004").write_text(ended.stdout.strip())  # killed: it ran no exit handler
+    _remove_claims(claims)
+    assert not claims.exists()
+    claims.mkdir()
+    (claims / "20005").write_text(str(os.getppid()))  # a live claimant: its file and the directory stay
+    _remove_claims(claims)
+    assert sorted(p.name for p in claims.iterdir()) == ["20005"]
